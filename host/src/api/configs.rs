@@ -1,0 +1,101 @@
+//! `/configs`: named key-value objects an endpoint reads as `{{config.*}}`.
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::extract::{ApiJson, ApiQuery};
+use super::names::check_name;
+use super::pagination::{paginate, ListOut, ListParams};
+use super::state::AppState;
+use super::{check_path_name, conflict_in_use, created_or_existing, Created};
+use crate::error::{ApiError, ApiResult};
+use crate::store::{Config, Deleted, PageKey};
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/configs", post(create).get(list))
+        .route("/configs/{name}", get(read).put(update).delete(delete))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigIn {
+    pub name: String,
+    pub values: Map<String, Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigUpdateIn {
+    pub name: Option<String>,
+    pub values: Map<String, Value>,
+}
+
+#[derive(Serialize)]
+pub struct ConfigOut {
+    pub name: String,
+    pub values: Value,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl From<Config> for ConfigOut {
+    fn from(c: Config) -> Self {
+        Self { name: c.name, values: c.values, created_at: c.created_at, updated_at: c.updated_at }
+    }
+}
+
+fn not_found(name: &str) -> ApiError {
+    ApiError::not_found("CONFIG_NOT_FOUND", format!("Config '{name}' does not exist."))
+}
+
+async fn create(State(state): State<AppState>, ApiJson(body): ApiJson<ConfigIn>) -> ApiResult<Created<ConfigOut>> {
+    check_name("name", &body.name)?;
+    let values = Value::Object(body.values);
+    let inserted = state.store.config_insert(&body.name, &values).await?;
+    created_or_existing(
+        inserted,
+        |existing| existing.values == values,
+        || format!("Config '{0}' already exists with different values; change it with PUT /configs/{0}.", body.name),
+    )
+}
+
+async fn list(
+    State(state): State<AppState>,
+    ApiQuery(params): ApiQuery<ListParams>,
+) -> ApiResult<Json<ListOut<ConfigOut>>> {
+    let page = params.page_request()?;
+    let rows = state.store.config_list(&page).await?;
+    Ok(Json(paginate(rows, &page, |r| PageKey { created_at: r.created_at, key: r.name.clone() }, Into::into)))
+}
+
+async fn read(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<Json<ConfigOut>> {
+    let config = state.store.config_get(&name).await?.ok_or_else(|| not_found(&name))?;
+    Ok(Json(config.into()))
+}
+
+/// Takes effect for executions that start after it; one already running keeps the values it
+/// started with.
+async fn update(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    ApiJson(body): ApiJson<ConfigUpdateIn>,
+) -> ApiResult<Json<ConfigOut>> {
+    check_path_name(&name, body.name.as_deref())?;
+    let config =
+        state.store.config_update(&name, &Value::Object(body.values)).await?.ok_or_else(|| not_found(&name))?;
+    Ok(Json(config.into()))
+}
+
+async fn delete(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<StatusCode> {
+    match state.store.config_delete(&name).await? {
+        Deleted::Deleted => Ok(StatusCode::NO_CONTENT),
+        Deleted::NotFound => Err(not_found(&name)),
+        Deleted::InUse(endpoints) => Err(conflict_in_use(&format!("Config '{name}'"), "endpoints", &endpoints)),
+    }
+}

@@ -1,0 +1,209 @@
+//! `/endpoints`: registered delivery targets. Registration checks everything that can be
+//! checked before the first fire: the spec's shape per transport, the retry policy, that the
+//! payload spec and config exist, that every template parses, and that every `{{config.*}}`
+//! key and `{{secret.*}}` name it uses resolves.
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::extract::{ApiJson, ApiQuery};
+use super::names::check_name;
+use super::pagination::{paginate, ListOut, ListParams};
+use super::state::AppState;
+use super::{check_path_name, conflict_in_use, created_or_existing, Created};
+use crate::error::{ApiError, ApiResult};
+use crate::retry::RetryPolicy;
+use crate::store::{Deleted, Endpoint, EndpointWrite, PageKey, StoreError};
+use crate::template;
+use crate::transport::{normalize_spec, EndpointType};
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/endpoints", post(create).get(list))
+        .route("/endpoints/{name}", get(read).put(update).delete(delete))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EndpointIn {
+    /// Required on create; on update optional, and when sent it must match the path.
+    pub name: Option<String>,
+    #[serde(rename = "type")]
+    pub endpoint_type: EndpointType,
+    pub payload_spec: Option<String>,
+    pub config: Option<String>,
+    pub spec: Value,
+    pub retry_policy: Option<Value>,
+}
+
+#[derive(Serialize)]
+pub struct EndpointOut {
+    pub name: String,
+    #[serde(rename = "type")]
+    pub endpoint_type: String,
+    pub payload_spec: Option<String>,
+    pub config: Option<String>,
+    pub spec: Value,
+    pub retry_policy: Value,
+    /// Increases by one on every update.
+    pub version: i32,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl From<Endpoint> for EndpointOut {
+    fn from(e: Endpoint) -> Self {
+        Self {
+            name: e.name,
+            endpoint_type: e.endpoint_type,
+            payload_spec: e.payload_spec,
+            config: e.config,
+            spec: e.spec,
+            retry_policy: e.retry_policy,
+            version: e.version,
+            created_at: e.created_at,
+            updated_at: e.updated_at,
+        }
+    }
+}
+
+fn not_found(name: &str) -> ApiError {
+    ApiError::not_found("ENDPOINT_NOT_FOUND", format!("Endpoint '{name}' does not exist."))
+}
+
+/// A reference vanished between our checks and the write (the foreign keys caught it).
+fn reference_race() -> ApiError {
+    ApiError::conflict("A payload spec, config or secret this endpoint refers to was deleted while it was being saved; check the references and retry.")
+}
+
+/// Every check of registration; on success, what the store should write.
+async fn prepare(state: &AppState, name: String, body: EndpointIn) -> ApiResult<EndpointWrite> {
+    let spec =
+        normalize_spec(body.endpoint_type, &body.spec).map_err(|e| ApiError::invalid_field(&e.field, e.message))?;
+    let retry_policy =
+        RetryPolicy::parse(body.retry_policy.as_ref()).map_err(|e| ApiError::invalid_field(&e.field, e.message))?;
+
+    if let Some(spec_name) = &body.payload_spec {
+        if state.store.payload_spec_get(spec_name).await?.is_none() {
+            return Err(ApiError::unprocessable(
+                "INVALID_PAYLOAD_SPEC_REF",
+                format!(
+                    "`payload_spec`: no payload spec named '{spec_name}'; create it with POST /payload-specs first."
+                ),
+            ));
+        }
+    }
+    let config = match &body.config {
+        None => None,
+        Some(config_name) => Some(state.store.config_get(config_name).await?.ok_or_else(|| {
+            ApiError::unprocessable(
+                "INVALID_CONFIG_REF",
+                format!("`config`: no config named '{config_name}'; create it with POST /configs first."),
+            )
+        })?),
+    };
+
+    let refs = template::check_spec("spec", &spec)
+        .map_err(|e| ApiError::unprocessable("INVALID_TEMPLATE", format!("`{}`: {}", e.field, e.message)))?;
+    for path in &refs.config_paths {
+        let unresolvable = |why: String| {
+            ApiError::unprocessable("TEMPLATE_RESOLUTION_FAILED", format!("{{{{config.{path}}}}}: {why}"))
+        };
+        match &config {
+            None => return Err(unresolvable("the endpoint names no `config`".into())),
+            Some(config) if template::lookup_path(&config.values, path).is_none() => {
+                return Err(unresolvable(format!("config '{}' has no key `{path}`", config.name)))
+            }
+            Some(_) => {}
+        }
+    }
+    let wanted: Vec<String> = refs.secrets.into_iter().collect();
+    let existing = state.store.secret_names_existing(&wanted).await?;
+    if let Some(missing) = wanted.iter().find(|s| !existing.contains(s)) {
+        return Err(ApiError::unprocessable(
+            "TEMPLATE_RESOLUTION_FAILED",
+            format!("{{{{secret.{missing}}}}}: no secret named '{missing}'; create it with POST /secrets first."),
+        ));
+    }
+
+    Ok(EndpointWrite {
+        name,
+        endpoint_type: body.endpoint_type.as_str().to_owned(),
+        payload_spec: body.payload_spec,
+        config: body.config,
+        spec,
+        retry_policy: serde_json::to_value(retry_policy).expect("a retry policy serializes"),
+        secret_refs: wanted,
+    })
+}
+
+async fn create(State(state): State<AppState>, ApiJson(body): ApiJson<EndpointIn>) -> ApiResult<Created<EndpointOut>> {
+    let name = body.name.clone().ok_or_else(|| ApiError::invalid_field("name", "is required"))?;
+    check_name("name", &name)?;
+    let write = prepare(&state, name, body).await?;
+    let inserted = match state.store.endpoint_insert(&write).await {
+        Err(StoreError::ForeignKeyViolation) => return Err(reference_race()),
+        other => other?,
+    };
+    created_or_existing(
+        inserted,
+        |e| {
+            e.endpoint_type == write.endpoint_type
+                && e.payload_spec == write.payload_spec
+                && e.config == write.config
+                && e.spec == write.spec
+                && e.retry_policy == write.retry_policy
+        },
+        || {
+            format!(
+                "Endpoint '{0}' already exists with a different definition; change it with PUT /endpoints/{0}.",
+                write.name
+            )
+        },
+    )
+}
+
+async fn list(
+    State(state): State<AppState>,
+    ApiQuery(params): ApiQuery<ListParams>,
+) -> ApiResult<Json<ListOut<EndpointOut>>> {
+    let page = params.page_request()?;
+    let rows = state.store.endpoint_list(&page).await?;
+    Ok(Json(paginate(rows, &page, |r| PageKey { created_at: r.created_at, key: r.name.clone() }, Into::into)))
+}
+
+async fn read(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<Json<EndpointOut>> {
+    let endpoint = state.store.endpoint_get(&name).await?.ok_or_else(|| not_found(&name))?;
+    Ok(Json(endpoint.into()))
+}
+
+/// Replaces the whole definition (a new `version`); jobs created afterwards use it.
+async fn update(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    ApiJson(body): ApiJson<EndpointIn>,
+) -> ApiResult<Json<EndpointOut>> {
+    check_path_name(&name, body.name.as_deref())?;
+    if state.store.endpoint_get(&name).await?.is_none() {
+        return Err(not_found(&name));
+    }
+    let write = prepare(&state, name.clone(), body).await?;
+    let updated = match state.store.endpoint_update(&write).await {
+        Err(StoreError::ForeignKeyViolation) => return Err(reference_race()),
+        other => other?,
+    };
+    Ok(Json(updated.ok_or_else(|| not_found(&name))?.into()))
+}
+
+async fn delete(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<StatusCode> {
+    match state.store.endpoint_delete(&name).await? {
+        Deleted::Deleted => Ok(StatusCode::NO_CONTENT),
+        Deleted::NotFound => Err(not_found(&name)),
+        Deleted::InUse(jobs) => Err(conflict_in_use(&format!("Endpoint '{name}'"), "jobs", &jobs)),
+    }
+}

@@ -1,0 +1,93 @@
+//! The REST API: one module per resource, each exporting `router()`; this module merges them
+//! and wraps them in the layers every request passes through (request id, panic guard, body
+//! limit, and API-key authentication for everything but the health checks).
+
+pub mod auth;
+pub mod configs;
+pub mod endpoints;
+pub mod extract;
+pub mod health;
+pub mod names;
+pub mod pagination;
+pub mod payload_specs;
+pub mod request_id;
+pub mod secrets;
+pub mod state;
+
+use std::sync::Arc;
+
+use axum::extract::DefaultBodyLimit;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::{middleware, Json, Router};
+use serde::Serialize;
+
+use crate::error::{ApiError, ApiResult};
+use crate::store::Inserted;
+pub use auth::ApiKeys;
+pub use state::AppState;
+
+pub fn router(state: AppState, api_keys: Arc<ApiKeys>, max_body_bytes: usize) -> Router {
+    let authenticated = Router::new()
+        .merge(payload_specs::router())
+        .merge(configs::router())
+        .merge(secrets::router())
+        .merge(endpoints::router())
+        .route_layer(middleware::from_fn_with_state(api_keys, auth::require_api_key));
+    Router::new()
+        .merge(health::router())
+        .merge(authenticated)
+        .fallback(|| async { ApiError::not_found("NOT_FOUND", "No such route.") })
+        .method_not_allowed_fallback(|| async {
+            ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "METHOD_NOT_ALLOWED", "This route does not take that method.")
+        })
+        .layer(DefaultBodyLimit::max(max_body_bytes))
+        .layer(tower_http::catch_panic::CatchPanicLayer::custom(|_| {
+            ApiError::internal(&std::io::Error::other("handler panicked")).into_response()
+        }))
+        .layer(middleware::from_fn(request_id::middleware))
+        .with_state(state)
+}
+
+/// 201 with the new resource, or 200 with the existing one on an idempotent repeat.
+pub struct Created<T>(pub StatusCode, pub T);
+
+impl<T: Serialize> IntoResponse for Created<T> {
+    fn into_response(self) -> Response {
+        (self.0, Json(self.1)).into_response()
+    }
+}
+
+/// Answer a create: 201 for a new row; 200 for a repeat whose content is `same`; otherwise a
+/// 409 with `conflict()` as the message.
+pub fn created_or_existing<R, T: From<R>>(
+    inserted: Inserted<R>,
+    same: impl FnOnce(&R) -> bool,
+    conflict: impl FnOnce() -> String,
+) -> ApiResult<Created<T>> {
+    match inserted {
+        Inserted::Created(row) => Ok(Created(StatusCode::CREATED, row.into())),
+        Inserted::Existing(row) if same(&row) => Ok(Created(StatusCode::OK, row.into())),
+        Inserted::Existing(_) => Err(ApiError::conflict(conflict())),
+    }
+}
+
+/// An update body may repeat the name; if it does, it must be the one in the path.
+pub fn check_path_name(path_name: &str, body_name: Option<&str>) -> ApiResult<()> {
+    match body_name {
+        Some(body_name) if body_name != path_name => Err(ApiError::invalid_field(
+            "name",
+            format!("'{body_name}' does not match the name in the path ('{path_name}'); names cannot be changed"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// 409 CONFLICT for a delete that dependents block, naming them.
+pub fn conflict_in_use(what: &str, kind: &str, users: &[String]) -> ApiError {
+    if users.is_empty() {
+        ApiError::conflict(format!("{what} is still in use by {kind}; remove them first."))
+    } else {
+        ApiError::conflict(format!("{what} is in use by {kind}: {}. Remove or change them first.", users.join(", ")))
+    }
+}

@@ -1,0 +1,152 @@
+//! `/payload-specs`: JSON Schemas that job inputs are validated against.
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::extract::{ApiJson, ApiQuery};
+use super::names::check_name;
+use super::pagination::{paginate, ListOut, ListParams};
+use super::state::AppState;
+use super::{check_path_name, conflict_in_use, created_or_existing, Created};
+use crate::error::{ApiError, ApiResult};
+use crate::store::{Deleted, PageKey, PayloadSpec};
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/payload-specs", post(create).get(list))
+        .route("/payload-specs/{name}", get(read).put(update).delete(delete))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PayloadSpecIn {
+    pub name: String,
+    pub schema: Value,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PayloadSpecUpdateIn {
+    /// Optional on update; when sent it must match the path.
+    pub name: Option<String>,
+    pub schema: Value,
+}
+
+#[derive(Serialize)]
+pub struct PayloadSpecOut {
+    pub name: String,
+    pub schema: Value,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl From<PayloadSpec> for PayloadSpecOut {
+    fn from(s: PayloadSpec) -> Self {
+        Self { name: s.name, schema: s.schema, created_at: s.created_at, updated_at: s.updated_at }
+    }
+}
+
+fn not_found(name: &str) -> ApiError {
+    ApiError::not_found("PAYLOAD_SPEC_NOT_FOUND", format!("Payload spec '{name}' does not exist."))
+}
+
+/// The schema must itself be valid JSON Schema (checked against its draft's meta-schema), and
+/// must compile: a `$ref` that does not resolve is refused now. Remote `$ref`s are never
+/// fetched, so a schema cannot make the server call out.
+fn check_schema(schema: &Value) -> ApiResult<()> {
+    let invalid = |detail: String| {
+        ApiError::unprocessable("INVALID_SCHEMA", format!("`schema` is not a valid JSON Schema: {detail}"))
+    };
+    if !schema.is_object() && !schema.is_boolean() {
+        return Err(invalid("a schema is a JSON object (or true/false)".into()));
+    }
+    match jsonschema::meta::try_validate(schema) {
+        Err(e) => return Err(invalid(e.to_string())),
+        Ok(Err(e)) => {
+            let at = e.instance_path.to_string();
+            return Err(invalid(if at.is_empty() { e.to_string() } else { format!("at `{at}`: {e}") }));
+        }
+        Ok(Ok(())) => {}
+    }
+    jsonschema::validator_for(schema).map_err(|e| invalid(e.to_string()))?;
+    Ok(())
+}
+
+async fn create(
+    State(state): State<AppState>,
+    ApiJson(body): ApiJson<PayloadSpecIn>,
+) -> ApiResult<Created<PayloadSpecOut>> {
+    check_name("name", &body.name)?;
+    check_schema(&body.schema)?;
+    let inserted = state.store.payload_spec_insert(&body.name, &body.schema).await?;
+    created_or_existing(
+        inserted,
+        |existing| existing.schema == body.schema,
+        || {
+            format!(
+                "Payload spec '{0}' already exists with a different schema; change it with PUT /payload-specs/{0}.",
+                body.name
+            )
+        },
+    )
+}
+
+async fn list(
+    State(state): State<AppState>,
+    ApiQuery(params): ApiQuery<ListParams>,
+) -> ApiResult<Json<ListOut<PayloadSpecOut>>> {
+    let page = params.page_request()?;
+    let rows = state.store.payload_spec_list(&page).await?;
+    Ok(Json(paginate(rows, &page, |r| PageKey { created_at: r.created_at, key: r.name.clone() }, Into::into)))
+}
+
+async fn read(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<Json<PayloadSpecOut>> {
+    let spec = state.store.payload_spec_get(&name).await?.ok_or_else(|| not_found(&name))?;
+    Ok(Json(spec.into()))
+}
+
+async fn update(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    ApiJson(body): ApiJson<PayloadSpecUpdateIn>,
+) -> ApiResult<Json<PayloadSpecOut>> {
+    check_path_name(&name, body.name.as_deref())?;
+    check_schema(&body.schema)?;
+    let spec = state.store.payload_spec_update(&name, &body.schema).await?.ok_or_else(|| not_found(&name))?;
+    Ok(Json(spec.into()))
+}
+
+async fn delete(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<StatusCode> {
+    match state.store.payload_spec_delete(&name).await? {
+        Deleted::Deleted => Ok(StatusCode::NO_CONTENT),
+        Deleted::NotFound => Err(not_found(&name)),
+        Deleted::InUse(endpoints) => Err(conflict_in_use(&format!("Payload spec '{name}'"), "endpoints", &endpoints)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn schema_checks() {
+        assert!(check_schema(&json!({"type": "object", "properties": {"a": {"type": "string"}}})).is_ok());
+        assert!(check_schema(&json!(true)).is_ok());
+        for bad in [
+            json!({"type": "invalid_type"}),
+            json!({"properties": {"a": {"minLength": -1}}}),
+            json!("string"),
+            json!({"$ref": "#/definitions/missing"}),
+            json!({"$ref": "http://127.0.0.1:1/schema.json"}),
+        ] {
+            let err = check_schema(&bad).unwrap_err();
+            assert_eq!((err.status.as_u16(), err.code), (422, "INVALID_SCHEMA"), "{bad}");
+        }
+    }
+}

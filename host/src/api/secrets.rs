@@ -1,0 +1,129 @@
+//! `/secrets`: sensitive values, encrypted at rest, referenced as `{{secret.NAME}}`. A value is
+//! accepted on create and update and never returned, logged, or echoed in an error.
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use subtle::ConstantTimeEq;
+
+use super::extract::{ApiJson, ApiQuery};
+use super::names::check_secret_name;
+use super::pagination::{paginate, ListOut, ListParams};
+use super::state::AppState;
+use super::{check_path_name, conflict_in_use, created_or_existing, Created};
+use crate::error::{ApiError, ApiResult};
+use crate::secret::SecretValue;
+use crate::store::{Deleted, PageKey, Secret};
+
+/// Large enough for a PEM private key or a service-account JSON.
+pub const MAX_SECRET_BYTES: usize = 64 * 1024;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/secrets", post(create).get(list))
+        .route("/secrets/{name}", get(read).put(update).delete(delete))
+}
+
+/// `value` is taken as raw JSON and checked by hand: serde's own type errors quote the
+/// offending value ("invalid type: integer `123`"), which for a secret would echo it.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SecretIn {
+    pub name: String,
+    pub value: Value,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SecretUpdateIn {
+    pub name: Option<String>,
+    pub value: Value,
+}
+
+/// Metadata only: there is deliberately no field for the value.
+#[derive(Serialize)]
+pub struct SecretOut {
+    pub name: String,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl From<Secret> for SecretOut {
+    fn from(s: Secret) -> Self {
+        Self { name: s.name, created_at: s.created_at, updated_at: s.updated_at }
+    }
+}
+
+fn not_found(name: &str) -> ApiError {
+    ApiError::not_found("SECRET_NOT_FOUND", format!("Secret '{name}' does not exist."))
+}
+
+fn secret_value(value: Value) -> ApiResult<SecretValue> {
+    match value {
+        Value::String(s) if s.is_empty() => Err(ApiError::invalid_field("value", "must not be empty")),
+        Value::String(s) if s.len() > MAX_SECRET_BYTES => {
+            Err(ApiError::invalid_field("value", format!("must be at most {MAX_SECRET_BYTES} bytes")))
+        }
+        Value::String(s) => Ok(SecretValue::new(s)),
+        _ => Err(ApiError::invalid_field("value", "must be a string")),
+    }
+}
+
+async fn create(State(state): State<AppState>, ApiJson(body): ApiJson<SecretIn>) -> ApiResult<Created<SecretOut>> {
+    check_secret_name("name", &body.name)?;
+    let value = secret_value(body.value)?;
+    let sealed = state.cipher.seal(&body.name, &value);
+    let inserted = state.store.secret_insert(&body.name, &sealed).await?;
+    // A repeat of the same create is answered 200 like any idempotent create; a different value
+    // under the same name is a conflict (rotation is an explicit PUT).
+    created_or_existing(
+        inserted,
+        |existing| {
+            state
+                .cipher
+                .open(&existing.name, &existing.encrypted_value)
+                .is_ok_and(|old| bool::from(old.expose().as_bytes().ct_eq(value.expose().as_bytes())))
+        },
+        || format!("Secret '{0}' already exists; rotate its value with PUT /secrets/{0}.", body.name),
+    )
+}
+
+async fn list(
+    State(state): State<AppState>,
+    ApiQuery(params): ApiQuery<ListParams>,
+) -> ApiResult<Json<ListOut<SecretOut>>> {
+    let page = params.page_request()?;
+    let rows = state.store.secret_list(&page).await?;
+    Ok(Json(paginate(rows, &page, |r| PageKey { created_at: r.created_at, key: r.name.clone() }, Into::into)))
+}
+
+async fn read(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<Json<SecretOut>> {
+    let secret = state.store.secret_get(&name).await?.ok_or_else(|| not_found(&name))?;
+    Ok(Json(secret.into()))
+}
+
+/// Rotate a value. Executions that start afterwards use the new value (once the workers'
+/// secret cache, `TE_SECRET_CACHE_TTL_SEC`, has expired).
+async fn update(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    ApiJson(body): ApiJson<SecretUpdateIn>,
+) -> ApiResult<Json<SecretOut>> {
+    check_path_name(&name, body.name.as_deref())?;
+    let value = secret_value(body.value)?;
+    let sealed = state.cipher.seal(&name, &value);
+    let secret = state.store.secret_update(&name, &sealed).await?.ok_or_else(|| not_found(&name))?;
+    Ok(Json(secret.into()))
+}
+
+async fn delete(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<StatusCode> {
+    match state.store.secret_delete(&name).await? {
+        Deleted::Deleted => Ok(StatusCode::NO_CONTENT),
+        Deleted::NotFound => Err(not_found(&name)),
+        Deleted::InUse(endpoints) => Err(conflict_in_use(&format!("Secret '{name}'"), "endpoints", &endpoints)),
+    }
+}

@@ -1,0 +1,97 @@
+//! The command line: `serve`, `migrate`, `secrets rotate`.
+
+mod secrets;
+mod serve;
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::Parser;
+
+use crate::config::{Cli, Command, DatabaseArgs, KeyArgs, LogArgs, LogFormat, MigrateArgs, SecretsCommand};
+use crate::secret::{self, KeySource, SecretCipher};
+use crate::store::{self, DatabaseLocation, Store};
+
+pub fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("the tokio runtime starts");
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Serve(args) => serve::run(*args).await,
+            Command::Migrate(args) => migrate(args).await,
+            Command::Secrets(SecretsCommand::Rotate(args)) => secrets::rotate(args).await,
+        }
+    });
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("taskexec: {error:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_logging(args: &LogArgs) -> anyhow::Result<()> {
+    let filter = tracing_subscriber::EnvFilter::try_new(&args.log)
+        .with_context(|| format!("TE_LOG: invalid filter '{}'", args.log))?;
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match args.log_format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().flatten_event(true).with_current_span(true).init(),
+    }
+    Ok(())
+}
+
+fn database_location(args: &DatabaseArgs) -> anyhow::Result<DatabaseLocation> {
+    DatabaseLocation::parse(args.database_url.as_deref()).map_err(|e| anyhow::anyhow!("TE_DATABASE_URL: {e}"))
+}
+
+async fn open_store(location: &DatabaseLocation, args: &DatabaseArgs) -> anyhow::Result<std::sync::Arc<dyn Store>> {
+    let what = match location {
+        DatabaseLocation::Postgres(_) => "the PostgreSQL database named by TE_DATABASE_URL".to_owned(),
+        DatabaseLocation::Sqlite(path) => format!("the SQLite database {}", path.display()),
+    };
+    store::connect(location, args.db_pool_size).await.with_context(|| format!("cannot open {what}"))
+}
+
+/// The key file of embedded mode: beside the database, named after it.
+fn key_file_for(location: &DatabaseLocation) -> Option<PathBuf> {
+    match location {
+        DatabaseLocation::Postgres(_) => None,
+        DatabaseLocation::Sqlite(path) => {
+            let mut name = path.file_name().unwrap_or_default().to_os_string();
+            name.push(".key");
+            Some(path.with_file_name(name))
+        }
+    }
+}
+
+fn load_cipher(location: &DatabaseLocation, keys: &KeyArgs) -> anyhow::Result<SecretCipher> {
+    let (current, previous, source) = secret::load_keys(
+        keys.secret_encryption_key.as_deref(),
+        keys.secret_encryption_key_previous.as_deref(),
+        key_file_for(location).as_deref(),
+    )?;
+    let cipher = SecretCipher::new(&current, &previous);
+    let key_id = cipher.current_key_id();
+    match source {
+        KeySource::Environment => tracing::info!(%key_id, "Secrets are encrypted under TE_SECRET_ENCRYPTION_KEY."),
+        KeySource::KeyFile { path, generated: true } => tracing::warn!(
+            %key_id, path = %path.display(),
+            "TE_SECRET_ENCRYPTION_KEY is not set: generated a secret encryption key into this file (mode 0600). Back it up with the database; without it, stored secrets cannot be read."
+        ),
+        KeySource::KeyFile { path, generated: false } => {
+            tracing::info!(%key_id, path = %path.display(), "Secrets are encrypted under the key in this file.")
+        }
+    }
+    Ok(cipher)
+}
+
+async fn migrate(args: MigrateArgs) -> anyhow::Result<()> {
+    init_logging(&args.log)?;
+    let location = database_location(&args.database)?;
+    let store = open_store(&location, &args.database).await?;
+    store.migrate().await.context("migration failed")?;
+    tracing::info!(backend = ?store.backend(), "Migrations applied.");
+    Ok(())
+}

@@ -1,0 +1,245 @@
+//! Configuration: command-line flags, each backed by a `TE_*` environment variable with the
+//! brief's name and default. `taskexec --help` and `taskexec serve --help` list them all. A bad
+//! value stops start-up with a message naming the variable (each value is named after its
+//! variable, so clap's error quotes it).
+
+use std::net::SocketAddr;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "taskexec",
+    version,
+    about = "Task Executor: setTimeout and setInterval as a service.",
+    long_about = "Task Executor: setTimeout and setInterval as a service.\n\n\
+        Register delivery endpoints (HTTP, Kafka, Redis Streams), then create jobs that fire now, \
+        later, or on a cron schedule. Every flag can also be set by the environment variable \
+        shown beside it."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the service: the REST API and, as they land, the scheduler and worker roles.
+    Serve(Box<ServeArgs>),
+    /// Apply pending database migrations and exit.
+    Migrate(MigrateArgs),
+    /// Manage secret encryption.
+    #[command(subcommand)]
+    Secrets(SecretsCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SecretsCommand {
+    /// Re-encrypt every secret under the current TE_SECRET_ENCRYPTION_KEY. Run it after
+    /// moving the old key to TE_SECRET_ENCRYPTION_KEY_PREVIOUS; see docs/secrets.md.
+    Rotate(RotateArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct DatabaseArgs {
+    /// Where the data lives: postgres://… (PostgreSQL or CockroachDB), or sqlite:PATH. Unset
+    /// means embedded SQLite in ./taskexec.db.
+    #[arg(long, env = "TE_DATABASE_URL", value_name = "TE_DATABASE_URL", hide_env_values = true)]
+    pub database_url: Option<String>,
+
+    /// Database connections per process.
+    #[arg(long, env = "TE_DB_POOL_SIZE", value_name = "TE_DB_POOL_SIZE", default_value_t = 20,
+          value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub db_pool_size: u32,
+}
+
+#[derive(Debug, Args)]
+pub struct KeyArgs {
+    /// The key secrets are encrypted under: 32 random bytes, standard base64 (`openssl rand
+    /// -base64 32`). Required with PostgreSQL; in embedded mode, when unset, a key is generated
+    /// into a 0600 file beside the database.
+    #[arg(long, env = "TE_SECRET_ENCRYPTION_KEY", value_name = "TE_SECRET_ENCRYPTION_KEY", hide_env_values = true)]
+    pub secret_encryption_key: Option<String>,
+
+    /// Earlier keys, comma-separated, still accepted for reading during a key rotation.
+    #[arg(
+        long,
+        env = "TE_SECRET_ENCRYPTION_KEY_PREVIOUS",
+        value_name = "TE_SECRET_ENCRYPTION_KEY_PREVIOUS",
+        hide_env_values = true
+    )]
+    pub secret_encryption_key_previous: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct LogArgs {
+    /// Log filter, in tracing's EnvFilter syntax (`info`, `taskexec=debug`, …).
+    #[arg(long, env = "TE_LOG", value_name = "TE_LOG", default_value = "info")]
+    pub log: String,
+
+    /// Log line format.
+    #[arg(long, env = "TE_LOG_FORMAT", value_name = "TE_LOG_FORMAT", default_value = "text")]
+    pub log_format: LogFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Role {
+    Api,
+    Scheduler,
+    Worker,
+}
+
+#[derive(Debug, Args)]
+pub struct MigrateArgs {
+    #[command(flatten)]
+    pub database: DatabaseArgs,
+    #[command(flatten)]
+    pub log: LogArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct RotateArgs {
+    #[command(flatten)]
+    pub database: DatabaseArgs,
+    #[command(flatten)]
+    pub keys: KeyArgs,
+    #[command(flatten)]
+    pub log: LogArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub database: DatabaseArgs,
+    #[command(flatten)]
+    pub keys: KeyArgs,
+    #[command(flatten)]
+    pub log: LogArgs,
+
+    /// Address the REST API listens on.
+    #[arg(long, env = "TE_LISTEN_ADDR", value_name = "TE_LISTEN_ADDR", default_value = "0.0.0.0:8080")]
+    pub listen_addr: SocketAddr,
+
+    /// Which roles this process runs, comma-separated.
+    #[arg(
+        long,
+        env = "TE_ROLES",
+        value_name = "TE_ROLES",
+        value_delimiter = ',',
+        default_value = "api,scheduler,worker"
+    )]
+    pub roles: Vec<Role>,
+
+    /// API keys accepted as `Authorization: Bearer <key>`, comma-separated, each at least 16
+    /// characters. Unset in embedded mode: a key is generated at first start and printed once.
+    #[arg(long, env = "TE_API_KEYS", value_name = "TE_API_KEYS", hide_env_values = true)]
+    pub api_keys: Option<String>,
+
+    /// Largest request body accepted, in bytes.
+    #[arg(long, env = "TE_MAX_BODY_BYTES", value_name = "TE_MAX_BODY_BYTES", default_value_t = 1024 * 1024,
+          value_parser = clap::value_parser!(u64).range(1024..=64 * 1024 * 1024))]
+    pub max_body_bytes: u64,
+
+    /// Do not apply migrations at start (run `taskexec migrate` separately).
+    #[arg(long, env = "TE_NO_MIGRATE", value_name = "TE_NO_MIGRATE")]
+    pub no_migrate: bool,
+
+    #[command(flatten)]
+    pub worker: WorkerArgs,
+    #[command(flatten)]
+    pub scheduler: SchedulerArgs,
+}
+
+/// The worker role's settings (used by the worker; validated and listed here already).
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Worker")]
+pub struct WorkerArgs {
+    /// Executions one worker process delivers at once.
+    #[arg(long, env = "TE_WORKER_MAX_CONCURRENT", value_name = "TE_WORKER_MAX_CONCURRENT", default_value_t = 50,
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub worker_max_concurrent: u32,
+    /// Fallback poll interval when no wake-up arrives, in milliseconds.
+    #[arg(long, env = "TE_WORKER_POLL_INTERVAL_MS", value_name = "TE_WORKER_POLL_INTERVAL_MS", default_value_t = 200,
+          value_parser = clap::value_parser!(u64).range(1..=60_000))]
+    pub worker_poll_interval_ms: u64,
+    /// How long a worker caches a config, in seconds.
+    #[arg(long, env = "TE_CONFIG_CACHE_TTL_SEC", value_name = "TE_CONFIG_CACHE_TTL_SEC", default_value_t = 60)]
+    pub config_cache_ttl_sec: u64,
+    /// How long a worker caches a decrypted secret, in seconds.
+    #[arg(long, env = "TE_SECRET_CACHE_TTL_SEC", value_name = "TE_SECRET_CACHE_TTL_SEC", default_value_t = 300)]
+    pub secret_cache_ttl_sec: u64,
+    /// How long shutdown waits for in-flight deliveries, in seconds.
+    #[arg(
+        long,
+        env = "TE_WORKER_SHUTDOWN_TIMEOUT_SEC",
+        value_name = "TE_WORKER_SHUTDOWN_TIMEOUT_SEC",
+        default_value_t = 30
+    )]
+    pub worker_shutdown_timeout_sec: u64,
+}
+
+/// The scheduler role's settings (used by the scheduler; validated and listed here already).
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Scheduler")]
+pub struct SchedulerArgs {
+    /// How often due cron ticks are materialized, in seconds.
+    #[arg(long, env = "TE_CRON_TICK_INTERVAL_SEC", value_name = "TE_CRON_TICK_INTERVAL_SEC", default_value_t = 1,
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub cron_tick_interval_sec: u64,
+    /// Cron jobs materialized per pass.
+    #[arg(long, env = "TE_CRON_BATCH_SIZE", value_name = "TE_CRON_BATCH_SIZE", default_value_t = 100,
+          value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub cron_batch_size: u32,
+    /// How often due delayed executions are promoted, in milliseconds.
+    #[arg(long, env = "TE_PROMOTE_INTERVAL_MS", value_name = "TE_PROMOTE_INTERVAL_MS", default_value_t = 500,
+          value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+    pub promote_interval_ms: u64,
+    /// How often stuck executions are reclaimed, in seconds.
+    #[arg(long, env = "TE_RECLAIM_INTERVAL_SEC", value_name = "TE_RECLAIM_INTERVAL_SEC", default_value_t = 30,
+          value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub reclaim_interval_sec: u64,
+    /// How long an execution may stay RUNNING before it is presumed abandoned, in seconds.
+    #[arg(long, env = "TE_STUCK_EXECUTION_TIMEOUT_SEC", value_name = "TE_STUCK_EXECUTION_TIMEOUT_SEC", default_value_t = 300,
+          value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub stuck_execution_timeout_sec: u64,
+}
+
+/// Minimum length of an operator-chosen API key: shorter keys are guessable.
+pub const MIN_API_KEY_LEN: usize = 16;
+
+/// Split `TE_API_KEYS`; a bad entry names the variable and its position, never its text.
+pub fn parse_api_keys(text: &str) -> Result<Vec<String>, String> {
+    let keys: Vec<String> = text.split(',').map(str::trim).filter(|k| !k.is_empty()).map(str::to_owned).collect();
+    if keys.is_empty() {
+        return Err("TE_API_KEYS is set but holds no key".into());
+    }
+    if let Some(i) = keys.iter().position(|k| k.len() < MIN_API_KEY_LEN) {
+        return Err(format!("TE_API_KEYS: key #{} is shorter than {MIN_API_KEY_LEN} characters", i + 1));
+    }
+    Ok(keys)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn api_keys_parse() {
+        assert_eq!(parse_api_keys(" aaaaaaaaaaaaaaaa , bbbbbbbbbbbbbbbb,").unwrap().len(), 2);
+        let err = parse_api_keys("aaaaaaaaaaaaaaaa,short-secret").unwrap_err();
+        assert!(err.contains("#2") && !err.contains("short-secret"), "{err}");
+        assert!(parse_api_keys(" , ").is_err());
+    }
+}

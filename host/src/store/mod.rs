@@ -1,0 +1,277 @@
+//! Storage: the one [`Store`] interface the rest of the service talks to, and its two backends.
+//!
+//! - [`postgres`]: PostgreSQL, and through it CockroachDB (the production, scale-out backend).
+//! - [`sqlite`]: embedded SQLite in WAL mode (the default: one file, no other service).
+//!
+//! Queries both databases accept are written once in [`common`] and stamped onto each backend
+//! by `impl_store!`; a query the two databases must phrase differently lives in its backend's
+//! module under the same method name. No scheduling or validation logic lives below the trait:
+//! the store persists and fetches, the callers decide.
+
+mod common;
+pub mod postgres;
+pub mod sqlite;
+mod time;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+
+pub use time::{now, DbTime};
+
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// What can go wrong below the [`Store`] interface, classified so callers can answer a user
+/// precisely. Database error kinds are matched explicitly in [`StoreError::from_sqlx`].
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// A row with the same key exists (a unique constraint fired).
+    #[error("a row with this key already exists")]
+    UniqueViolation,
+    /// A referenced row does not exist, or a row is still referenced (a foreign key fired).
+    #[error("a foreign key constraint was violated")]
+    ForeignKeyViolation,
+    #[error("database error")]
+    Database(#[source] sqlx::Error),
+    #[error("migration failed")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+}
+
+impl StoreError {
+    pub fn from_sqlx(error: sqlx::Error) -> Self {
+        if let sqlx::Error::Database(db) = &error {
+            match db.kind() {
+                sqlx::error::ErrorKind::UniqueViolation => return Self::UniqueViolation,
+                sqlx::error::ErrorKind::ForeignKeyViolation => return Self::ForeignKeyViolation,
+                // Not-null and check violations mean the service wrote a bad row: a bug, so they
+                // stay database errors (an opaque 500 with the request id, logged in full).
+                sqlx::error::ErrorKind::NotNullViolation
+                | sqlx::error::ErrorKind::CheckViolation
+                | sqlx::error::ErrorKind::Other => {}
+                _ => {}
+            }
+        }
+        Self::Database(error)
+    }
+}
+
+impl From<sqlx::Error> for StoreError {
+    fn from(error: sqlx::Error) -> Self {
+        Self::from_sqlx(error)
+    }
+}
+
+/// Which backend a store is, for the few places (start-up messages, key policy) that differ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Postgres,
+    Sqlite,
+}
+
+/// A page request: items strictly after `after` in (created_at, key) order.
+#[derive(Debug, Clone)]
+pub struct PageRequest {
+    pub after: Option<PageKey>,
+    /// How many rows to fetch; callers ask for one more than they show to learn if more exist.
+    pub limit: i64,
+}
+
+/// The position of a row in a list: its creation time and its unique key (name or id).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PageKey {
+    pub created_at: DateTime<Utc>,
+    pub key: String,
+}
+
+/// The outcome of an insert keyed by a name: the new row, or the row already under that name.
+#[derive(Debug)]
+pub enum Inserted<T> {
+    Created(T),
+    Existing(T),
+}
+
+/// The outcome of a delete that other rows may block.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Deleted {
+    Deleted,
+    NotFound,
+    /// Still referenced; the names or ids of (up to 20 of) the referencing rows.
+    InUse(Vec<String>),
+}
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct PayloadSpec {
+    pub name: String,
+    #[sqlx(rename = "schema_json", json)]
+    pub schema: Value,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct Config {
+    pub name: String,
+    #[sqlx(rename = "values_json", json)]
+    pub values: Value,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// A secret as stored: only ever the encrypted envelope (see `crate::secret`).
+#[derive(Clone, sqlx::FromRow)]
+pub struct Secret {
+    pub name: String,
+    pub encrypted_value: Vec<u8>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Secret").field("name", &self.name).finish_non_exhaustive()
+    }
+}
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct Endpoint {
+    pub name: String,
+    pub endpoint_type: String,
+    #[sqlx(rename = "payload_spec_ref")]
+    pub payload_spec: Option<String>,
+    #[sqlx(rename = "config_ref")]
+    pub config: Option<String>,
+    #[sqlx(json)]
+    pub spec: Value,
+    #[sqlx(json)]
+    pub retry_policy: Value,
+    pub version: i32,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// Everything an endpoint create or update writes.
+#[derive(Debug, Clone)]
+pub struct EndpointWrite {
+    pub name: String,
+    pub endpoint_type: String,
+    pub payload_spec: Option<String>,
+    pub config: Option<String>,
+    pub spec: Value,
+    pub retry_policy: Value,
+    /// The secrets the spec's templates name; kept so a secret in use cannot be deleted.
+    pub secret_refs: Vec<String>,
+}
+
+/// The storage interface. Methods are named noun-then-verb.
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    fn backend(&self) -> Backend;
+    /// Apply every pending migration of this backend.
+    async fn migrate(&self) -> StoreResult<()>;
+    /// A cheap round trip, for `/readyz`.
+    async fn ping(&self) -> StoreResult<()>;
+
+    async fn payload_spec_insert(&self, name: &str, schema: &Value) -> StoreResult<Inserted<PayloadSpec>>;
+    async fn payload_spec_get(&self, name: &str) -> StoreResult<Option<PayloadSpec>>;
+    async fn payload_spec_list(&self, page: &PageRequest) -> StoreResult<Vec<PayloadSpec>>;
+    async fn payload_spec_update(&self, name: &str, schema: &Value) -> StoreResult<Option<PayloadSpec>>;
+    /// Refused (InUse, with endpoint names) while an endpoint references it.
+    async fn payload_spec_delete(&self, name: &str) -> StoreResult<Deleted>;
+
+    async fn config_insert(&self, name: &str, values: &Value) -> StoreResult<Inserted<Config>>;
+    async fn config_get(&self, name: &str) -> StoreResult<Option<Config>>;
+    async fn config_list(&self, page: &PageRequest) -> StoreResult<Vec<Config>>;
+    async fn config_update(&self, name: &str, values: &Value) -> StoreResult<Option<Config>>;
+    /// Refused (InUse, with endpoint names) while an endpoint references it.
+    async fn config_delete(&self, name: &str) -> StoreResult<Deleted>;
+
+    async fn secret_insert(&self, name: &str, encrypted_value: &[u8]) -> StoreResult<Inserted<Secret>>;
+    async fn secret_get(&self, name: &str) -> StoreResult<Option<Secret>>;
+    async fn secret_list(&self, page: &PageRequest) -> StoreResult<Vec<Secret>>;
+    /// Which of `names` exist, for checking an endpoint's `{{secret.*}}` references.
+    async fn secret_names_existing(&self, names: &[String]) -> StoreResult<Vec<String>>;
+    async fn secret_update(&self, name: &str, encrypted_value: &[u8]) -> StoreResult<Option<Secret>>;
+    /// Replace a ciphertext only if it is still `expected` (re-encryption under a new key must
+    /// not overwrite a value rotated by a user meanwhile). Returns whether it was replaced.
+    async fn secret_reencrypt(&self, name: &str, expected: &[u8], encrypted_value: &[u8]) -> StoreResult<bool>;
+    /// Refused (InUse, with endpoint names) while an endpoint's templates name it.
+    async fn secret_delete(&self, name: &str) -> StoreResult<Deleted>;
+
+    async fn endpoint_insert(&self, endpoint: &EndpointWrite) -> StoreResult<Inserted<Endpoint>>;
+    async fn endpoint_get(&self, name: &str) -> StoreResult<Option<Endpoint>>;
+    async fn endpoint_list(&self, page: &PageRequest) -> StoreResult<Vec<Endpoint>>;
+    /// Replaces the endpoint and bumps its version; None if it does not exist.
+    async fn endpoint_update(&self, endpoint: &EndpointWrite) -> StoreResult<Option<Endpoint>>;
+    /// Refused (InUse, with job ids) while jobs reference it.
+    async fn endpoint_delete(&self, name: &str) -> StoreResult<Deleted>;
+
+    /// SHA-256 hashes of the API keys the service generated for itself.
+    async fn api_key_hashes(&self) -> StoreResult<Vec<Vec<u8>>>;
+    async fn api_key_insert(&self, key_hash: &[u8]) -> StoreResult<()>;
+}
+
+/// Open the store the configuration names: PostgreSQL for a `postgres://` (or
+/// `postgresql://`) URL, embedded SQLite for a `sqlite:` URL or a plain file path.
+pub async fn connect(database: &DatabaseLocation, pool_size: u32) -> StoreResult<Arc<dyn Store>> {
+    Ok(match database {
+        DatabaseLocation::Postgres(url) => Arc::new(postgres::PgStore::connect(url, pool_size).await?),
+        DatabaseLocation::Sqlite(path) => Arc::new(sqlite::SqliteStore::connect(path, pool_size).await?),
+    })
+}
+
+/// Where the data lives, decided once from `TE_DATABASE_URL`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DatabaseLocation {
+    Postgres(String),
+    Sqlite(std::path::PathBuf),
+}
+
+impl DatabaseLocation {
+    pub fn parse(url: Option<&str>) -> Result<Self, String> {
+        match url.map(str::trim).filter(|u| !u.is_empty()) {
+            None => Ok(Self::Sqlite("taskexec.db".into())),
+            Some(u) if u.starts_with("postgres://") || u.starts_with("postgresql://") => {
+                Ok(Self::Postgres(u.to_owned()))
+            }
+            Some(u) => match u.strip_prefix("sqlite://").or_else(|| u.strip_prefix("sqlite:")) {
+                Some(path) if !path.is_empty() => Ok(Self::Sqlite(path.into())),
+                _ => Err(format!(
+                    "expected postgres://…, postgresql://… or sqlite:PATH, got '{}'",
+                    u.split(':').next().unwrap_or_default()
+                )),
+            },
+        }
+    }
+
+    pub fn backend(&self) -> Backend {
+        match self {
+            Self::Postgres(_) => Backend::Postgres,
+            Self::Sqlite(_) => Backend::Sqlite,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn database_location_defaults_to_embedded_sqlite() {
+        assert_eq!(DatabaseLocation::parse(None).unwrap(), DatabaseLocation::Sqlite("taskexec.db".into()));
+        assert_eq!(DatabaseLocation::parse(Some(" ")).unwrap(), DatabaseLocation::Sqlite("taskexec.db".into()));
+        assert_eq!(
+            DatabaseLocation::parse(Some("sqlite:/tmp/x.db")).unwrap(),
+            DatabaseLocation::Sqlite("/tmp/x.db".into())
+        );
+        assert_eq!(DatabaseLocation::parse(Some("postgresql://h/db")).unwrap().backend(), Backend::Postgres);
+    }
+
+    #[test]
+    fn database_location_error_does_not_echo_credentials() {
+        let err = DatabaseLocation::parse(Some("mysql://user:hunter2@h/db")).unwrap_err();
+        assert!(err.contains("mysql"));
+        assert!(!err.contains("hunter2"));
+    }
+}

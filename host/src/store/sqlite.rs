@@ -1,0 +1,51 @@
+//! Embedded SQLite backend: one file, WAL mode, no other service.
+
+use std::path::Path;
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{Sqlite, Transaction};
+
+use super::common::impl_store;
+use super::{Backend, StoreResult};
+
+static MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/sqlite");
+
+pub struct SqliteStore {
+    pool: SqlitePool,
+}
+
+impl SqliteStore {
+    pub async fn connect(path: &Path, pool_size: u32) -> StoreResult<Self> {
+        let options = SqliteConnectOptions::from_str("sqlite:")?
+            .filename(path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            // In WAL mode NORMAL is durable against a process crash; only an OS crash or power
+            // loss can lose the last transactions, the usual trade for an embedded store.
+            .synchronous(SqliteSynchronous::Normal)
+            .foreign_keys(true)
+            // Writers queue on SQLite's one write lock; wait for it rather than fail.
+            .busy_timeout(Duration::from_secs(10));
+        let pool = SqlitePoolOptions::new().max_connections(pool_size.max(1)).connect_with(options).await?;
+        Ok(Self { pool })
+    }
+
+    /// `BEGIN IMMEDIATE` takes the write lock up front: a deferred transaction that reads and
+    /// then writes cannot wait for the lock under WAL and fails with SQLITE_BUSY instead.
+    async fn begin_write(&self) -> StoreResult<Transaction<'_, Sqlite>> {
+        Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?)
+    }
+}
+
+impl_store!(SqliteStore, Sqlite, {
+    fn backend(&self) -> Backend {
+        Backend::Sqlite
+    }
+
+    async fn migrate(&self) -> StoreResult<()> {
+        MIGRATIONS.run(&self.pool).await?;
+        Ok(())
+    }
+});
