@@ -1,1 +1,11 @@
+//! End-to-end tests: each starts the real `taskexec` binary against a fresh PostgreSQL database
+//! or SQLite file and drives it over HTTP. Behavioural tests run once per backend
+//! (`both_backends!`); a test that runs on one backend says why.
 
+mod support;
+
+mod e2e_endpoints;
+mod e2e_requests;
+mod e2e_resources;
+mod e2e_secrets;
+mod e2e_service;

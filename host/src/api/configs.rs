@@ -40,7 +40,9 @@ pub struct ConfigUpdateIn {
 pub struct ConfigOut {
     pub name: String,
     pub values: Value,
+    #[serde(serialize_with = "super::timestamp")]
     pub created_at: DateTime<Utc>,
+    #[serde(serialize_with = "super::timestamp")]
     pub updated_at: DateTime<Utc>,
 }
 

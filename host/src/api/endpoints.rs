@@ -52,7 +52,9 @@ pub struct EndpointOut {
     pub retry_policy: Value,
     /// Increases by one on every update.
     pub version: i32,
+    #[serde(serialize_with = "super::timestamp")]
     pub created_at: DateTime<Utc>,
+    #[serde(serialize_with = "super::timestamp")]
     pub updated_at: DateTime<Utc>,
 }
 

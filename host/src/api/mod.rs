@@ -49,6 +49,12 @@ pub fn router(state: AppState, api_keys: Arc<ApiKeys>, max_body_bytes: usize) ->
         .with_state(state)
 }
 
+/// Every timestamp the API returns: UTC, RFC 3339, always six fraction digits, so that
+/// clients (and string comparisons) see one fixed format.
+pub fn timestamp<S: serde::Serializer>(t: &chrono::DateTime<chrono::Utc>, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.collect_str(&t.to_rfc3339_opts(chrono::SecondsFormat::Micros, true))
+}
+
 /// 201 with the new resource, or 200 with the existing one on an idempotent repeat.
 pub struct Created<T>(pub StatusCode, pub T);
 

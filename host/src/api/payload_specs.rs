@@ -41,7 +41,9 @@ pub struct PayloadSpecUpdateIn {
 pub struct PayloadSpecOut {
     pub name: String,
     pub schema: Value,
+    #[serde(serialize_with = "super::timestamp")]
     pub created_at: DateTime<Utc>,
+    #[serde(serialize_with = "super::timestamp")]
     pub updated_at: DateTime<Utc>,
 }
 

@@ -48,7 +48,9 @@ pub struct SecretUpdateIn {
 #[derive(Serialize)]
 pub struct SecretOut {
     pub name: String,
+    #[serde(serialize_with = "super::timestamp")]
     pub created_at: DateTime<Utc>,
+    #[serde(serialize_with = "super::timestamp")]
     pub updated_at: DateTime<Utc>,
 }
 

@@ -23,11 +23,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
     tracing::info!(backend = ?store.backend(), "Store ready.");
 
-    for role in [Role::Scheduler, Role::Worker] {
-        if args.roles.contains(&role) {
-            // Honest about what this build does: the engine lands with its own issue.
-            tracing::warn!(?role, "This build does not run the scheduler and worker roles yet; only the API serves.");
-        }
+    let engine_roles: Vec<Role> = args.roles.iter().copied().filter(|r| *r != Role::Api).collect();
+    if !engine_roles.is_empty() {
+        // Honest about what this build does: the engine lands with its own issue.
+        tracing::warn!(roles = ?engine_roles, "This build does not run the scheduler and worker roles yet; only the API serves.");
     }
     if !args.roles.contains(&Role::Api) {
         bail!("TE_ROLES: this build only has the api role; include `api`");

@@ -1,0 +1,139 @@
+//! Start-up: configuration errors, generated keys in embedded mode, refusals with PostgreSQL,
+//! `taskexec migrate`, and `--help`.
+
+use std::process::Stdio;
+
+use crate::support::server::{base_env, command, API_KEY};
+use crate::support::{Backend, Client, Server, ServerOptions, TestDb};
+
+fn run(db: &TestDb, args: &[&str], options: ServerOptions) -> (bool, String) {
+    let out = command(args, &base_env(db, &options), db.dir.path()).stdin(Stdio::null()).output().unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    (out.status.success(), text)
+}
+
+fn generated_key(output: &str) -> Option<String> {
+    output.split_whitespace().find(|w| w.starts_with("te_") && w.len() > 40).map(str::to_owned)
+}
+
+/// Embedded mode only: PostgreSQL never generates keys (see the next test).
+#[tokio::test]
+async fn embedded_mode_generates_an_api_key_once_and_a_private_key_file() {
+    let db = TestDb::new(Backend::Sqlite).await;
+    let options = ServerOptions::new().without("TE_API_KEYS");
+    let server = Server::start_with(&db, options.clone()).await;
+    let key = generated_key(&server.output_text()).expect("the generated key is printed");
+    let api = Client::new(&server.base_url, Some(&key));
+    api.create("/configs", &serde_json::json!({"name": "c", "values": {}})).await;
+    api.with_key(Some(API_KEY)).get("/configs").await.error(401, "UNAUTHORIZED");
+    let first_run = server.stop();
+    assert_eq!(first_run.matches(&key).count(), 1, "printed exactly once");
+
+    use std::os::unix::fs::PermissionsExt;
+    let key_file = db.dir.path().join("taskexec.db.key");
+    assert_eq!(std::fs::metadata(&key_file).unwrap().permissions().mode() & 0o777, 0o600);
+    assert!(first_run.contains("generated a secret encryption key"), "{first_run}");
+
+    // A restart keeps the key (only its hash is stored) and prints nothing new.
+    let server = Server::start_with(&db, options).await;
+    assert_eq!(generated_key(&server.output_text()), None);
+    assert_eq!(Client::new(&server.base_url, Some(&key)).get("/configs/c").await.status, 200);
+    let second_run = server.stop();
+    assert!(!second_run.contains("generated a secret encryption key"));
+    assert!(!second_run.contains(&key));
+}
+
+/// PostgreSQL only: a shared database must never get a key one server invented.
+#[tokio::test]
+async fn postgres_refuses_to_start_without_keys() {
+    let db = TestDb::new(Backend::Postgres).await;
+    let (ok, out) = run(&db, &["serve"], ServerOptions::new().without("TE_SECRET_ENCRYPTION_KEY"));
+    assert!(!ok);
+    assert!(out.contains("TE_SECRET_ENCRYPTION_KEY is not set"), "{out}");
+    let (ok, out) = run(&db, &["serve"], ServerOptions::new().without("TE_API_KEYS"));
+    assert!(!ok);
+    assert!(out.contains("TE_API_KEYS is not set"), "{out}");
+}
+
+#[tokio::test]
+async fn bad_configuration_stops_start_up_naming_the_variable() {
+    let db = TestDb::new(Backend::Sqlite).await;
+    for (variable, value) in [
+        ("TE_DB_POOL_SIZE", "lots"),
+        ("TE_DB_POOL_SIZE", "0"),
+        ("TE_LISTEN_ADDR", "not-an-address"),
+        ("TE_WORKER_MAX_CONCURRENT", "-3"),
+        ("TE_MAX_BODY_BYTES", "12"),
+        ("TE_ROLES", "api,janitor"),
+        ("TE_LOG_FORMAT", "xml"),
+        ("TE_DATABASE_URL", "mysql://user:pw@h/db"),
+        ("TE_SECRET_ENCRYPTION_KEY", "too-short"),
+        ("TE_API_KEYS", "zq9xk"),
+    ] {
+        let (ok, out) = run(&db, &["serve"], ServerOptions::new().env(variable, value));
+        assert!(!ok, "{variable}={value} was accepted");
+        assert!(out.contains(variable), "{variable}={value}: {out}");
+        if variable == "TE_SECRET_ENCRYPTION_KEY" || variable == "TE_API_KEYS" {
+            assert!(!out.contains(value), "the rejected secret was echoed: {out}");
+        }
+        if variable == "TE_DATABASE_URL" {
+            assert!(!out.contains("pw@"), "credentials echoed: {out}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn help_describes_the_configuration() {
+    let db = TestDb::new(Backend::Sqlite).await;
+    let (ok, top) = run(&db, &["--help"], ServerOptions::new());
+    assert!(ok);
+    for word in ["serve", "migrate", "secrets"] {
+        assert!(top.contains(word), "{top}");
+    }
+    let (ok, serve) = run(&db, &["serve", "--help"], ServerOptions::new());
+    assert!(ok);
+    for variable in [
+        "TE_LISTEN_ADDR",
+        "TE_DATABASE_URL",
+        "TE_DB_POOL_SIZE",
+        "TE_API_KEYS",
+        "TE_SECRET_ENCRYPTION_KEY",
+        "TE_MAX_BODY_BYTES",
+        "TE_WORKER_MAX_CONCURRENT",
+        "TE_WORKER_POLL_INTERVAL_MS",
+        "TE_CONFIG_CACHE_TTL_SEC",
+        "TE_SECRET_CACHE_TTL_SEC",
+        "TE_WORKER_SHUTDOWN_TIMEOUT_SEC",
+        "TE_CRON_TICK_INTERVAL_SEC",
+        "TE_CRON_BATCH_SIZE",
+        "TE_PROMOTE_INTERVAL_MS",
+        "TE_RECLAIM_INTERVAL_SEC",
+        "TE_STUCK_EXECUTION_TIMEOUT_SEC",
+    ] {
+        assert!(serve.contains(variable), "serve --help lacks {variable}");
+    }
+    // Values of secret variables are never shown, even when set.
+    let (_, serve) = run(&db, &["serve", "--help"], ServerOptions::new().env("TE_API_KEYS", "visible-key-0123456789"));
+    assert!(!serve.contains("visible-key-0123456789"));
+}
+
+#[tokio::test]
+async fn migrate_creates_the_schema_on_both_backends_and_is_repeatable() {
+    for backend in [Backend::Postgres, Backend::Sqlite] {
+        let db = TestDb::new(backend).await;
+        for _ in 0..2 {
+            let (ok, out) = run(&db, &["migrate"], ServerOptions::new());
+            assert!(ok, "{backend:?}: {out}");
+            assert!(out.contains("Migrations applied."), "{out}");
+        }
+        // Every table of the brief exists (inserting the brief's seed row again conflicts).
+        db.execute(
+            "SELECT count(*) FROM payload_specs, configs, secrets, endpoints, jobs, executions, attempts,
+             execution_logs, region_heartbeats, region_status, endpoint_secret_refs, api_keys",
+        )
+        .await;
+        // A server started with TE_NO_MIGRATE on the migrated database works.
+        let server = Server::start_with(&db, ServerOptions::new().env("TE_NO_MIGRATE", "true")).await;
+        assert_eq!(server.client().get("/configs").await.status, 200);
+    }
+}
