@@ -83,6 +83,43 @@ macro_rules! impl_store {
                     }
                 }
 
+                /// Insert a row of a "named JSON document" table (payload specs, configs): the
+                /// new row, or None when the name is taken.
+                async fn document_insert<T>(&self, table: &str, json_column: &str, columns: &str, name: &str, document: &Value) -> StoreResult<Option<T>>
+                where
+                    T: for<'r> sqlx::FromRow<'r, <$db as sqlx::Database>::Row> + Send + Unpin,
+                {
+                    let sql = format!(
+                        "INSERT INTO {table} (name, {json_column}, created_at, updated_at)
+                         VALUES ($1, $2, $3, $3)
+                         ON CONFLICT (name) DO NOTHING
+                         RETURNING {columns}"
+                    );
+                    Ok(sqlx::query_as::<$db, T>(&sql)
+                        .bind(name)
+                        .bind(Json(document))
+                        .bind(DbTime(now()))
+                        .fetch_optional(&self.pool)
+                        .await?)
+                }
+
+                /// Replace the document of a named row; None when there is no such row.
+                async fn document_update<T>(&self, table: &str, json_column: &str, columns: &str, name: &str, document: &Value) -> StoreResult<Option<T>>
+                where
+                    T: for<'r> sqlx::FromRow<'r, <$db as sqlx::Database>::Row> + Send + Unpin,
+                {
+                    let sql = format!(
+                        "UPDATE {table} SET {json_column} = $2, updated_at = $3 WHERE name = $1
+                         RETURNING {columns}"
+                    );
+                    Ok(sqlx::query_as::<$db, T>(&sql)
+                        .bind(name)
+                        .bind(Json(document))
+                        .bind(DbTime(now()))
+                        .fetch_optional(&self.pool)
+                        .await?)
+                }
+
                 async fn endpoint_secret_refs_write(
                     tx: &mut sqlx::Transaction<'_, $db>,
                     endpoint: &str,
@@ -121,19 +158,7 @@ macro_rules! impl_store {
                 // ---- payload specs ----
 
                 async fn payload_spec_insert(&self, name: &str, schema: &Value) -> StoreResult<Inserted<PayloadSpec>> {
-                    let sql = format!(
-                        "INSERT INTO payload_specs (name, schema_json, created_at, updated_at)
-                         VALUES ($1, $2, $3, $3)
-                         ON CONFLICT (name) DO NOTHING
-                         RETURNING {PAYLOAD_SPEC_COLUMNS}"
-                    );
-                    let row = sqlx::query_as::<$db, PayloadSpec>(&sql)
-                        .bind(name)
-                        .bind(Json(schema))
-                        .bind(DbTime(now()))
-                        .fetch_optional(&self.pool)
-                        .await?;
-                    match row {
+                    match self.document_insert("payload_specs", "schema_json", PAYLOAD_SPEC_COLUMNS, name, schema).await? {
                         Some(created) => Ok(Inserted::Created(created)),
                         None => existing(self.payload_spec_get(name).await?),
                     }
@@ -149,16 +174,7 @@ macro_rules! impl_store {
                 }
 
                 async fn payload_spec_update(&self, name: &str, schema: &Value) -> StoreResult<Option<PayloadSpec>> {
-                    let sql = format!(
-                        "UPDATE payload_specs SET schema_json = $2, updated_at = $3 WHERE name = $1
-                         RETURNING {PAYLOAD_SPEC_COLUMNS}"
-                    );
-                    Ok(sqlx::query_as::<$db, PayloadSpec>(&sql)
-                        .bind(name)
-                        .bind(Json(schema))
-                        .bind(DbTime(now()))
-                        .fetch_optional(&self.pool)
-                        .await?)
+                    self.document_update("payload_specs", "schema_json", PAYLOAD_SPEC_COLUMNS, name, schema).await
                 }
 
                 async fn payload_spec_delete(&self, name: &str) -> StoreResult<Deleted> {
@@ -173,19 +189,7 @@ macro_rules! impl_store {
                 // ---- configs ----
 
                 async fn config_insert(&self, name: &str, values: &Value) -> StoreResult<Inserted<Config>> {
-                    let sql = format!(
-                        "INSERT INTO configs (name, values_json, created_at, updated_at)
-                         VALUES ($1, $2, $3, $3)
-                         ON CONFLICT (name) DO NOTHING
-                         RETURNING {CONFIG_COLUMNS}"
-                    );
-                    let row = sqlx::query_as::<$db, Config>(&sql)
-                        .bind(name)
-                        .bind(Json(values))
-                        .bind(DbTime(now()))
-                        .fetch_optional(&self.pool)
-                        .await?;
-                    match row {
+                    match self.document_insert("configs", "values_json", CONFIG_COLUMNS, name, values).await? {
                         Some(created) => Ok(Inserted::Created(created)),
                         None => existing(self.config_get(name).await?),
                     }
@@ -201,16 +205,7 @@ macro_rules! impl_store {
                 }
 
                 async fn config_update(&self, name: &str, values: &Value) -> StoreResult<Option<Config>> {
-                    let sql = format!(
-                        "UPDATE configs SET values_json = $2, updated_at = $3 WHERE name = $1
-                         RETURNING {CONFIG_COLUMNS}"
-                    );
-                    Ok(sqlx::query_as::<$db, Config>(&sql)
-                        .bind(name)
-                        .bind(Json(values))
-                        .bind(DbTime(now()))
-                        .fetch_optional(&self.pool)
-                        .await?)
+                    self.document_update("configs", "values_json", CONFIG_COLUMNS, name, values).await
                 }
 
                 async fn config_delete(&self, name: &str) -> StoreResult<Deleted> {
