@@ -20,7 +20,7 @@ use crate::error::{ApiError, ApiResult};
 use crate::retry::RetryPolicy;
 use crate::store::{Deleted, Endpoint, EndpointWrite, PageKey, StoreError};
 use crate::template;
-use crate::transport::{normalize_spec, EndpointType};
+use crate::transport::EndpointType;
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -85,8 +85,12 @@ fn reference_race() -> ApiError {
 
 /// Every check of registration; on success, what the store should write.
 async fn prepare(state: &AppState, name: String, body: EndpointIn) -> ApiResult<EndpointWrite> {
-    let spec =
-        normalize_spec(body.endpoint_type, &body.spec).map_err(|e| ApiError::invalid_field(&e.field, e.message))?;
+    let spec = state
+        .transports
+        .for_type(body.endpoint_type)
+        .validate(&body.spec)
+        .await
+        .map_err(|e| ApiError::invalid_field(&e.field, e.message))?;
     let retry_policy =
         RetryPolicy::parse(body.retry_policy.as_ref()).map_err(|e| ApiError::invalid_field(&e.field, e.message))?;
 
@@ -110,7 +114,9 @@ async fn prepare(state: &AppState, name: String, body: EndpointIn) -> ApiResult<
         })?),
     };
 
-    let refs = template::check_spec("spec", &spec)
+    let refs = state
+        .renderer
+        .check("spec", &spec)
         .map_err(|e| ApiError::unprocessable("INVALID_TEMPLATE", format!("`{}`: {}", e.field, e.message)))?;
     for path in &refs.config_paths {
         let unresolvable = |why: String| {

@@ -9,6 +9,8 @@ use super::{database_location, init_logging, load_cipher, open_store};
 use crate::api::{self, auth, ApiKeys, AppState};
 use crate::config::{parse_api_keys, Role, ServeArgs};
 use crate::store::{Backend, Store};
+use crate::template::MinijinjaRenderer;
+use crate::transport::Transports;
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     init_logging(&args.log)?;
@@ -33,7 +35,12 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
 
     let api_keys = settle_api_keys(store.as_ref(), explicit_keys).await?;
-    let state = AppState { store, cipher: Arc::new(cipher) };
+    let state = AppState {
+        store,
+        cipher: Arc::new(cipher),
+        transports: Transports::native(),
+        renderer: Arc::new(MinijinjaRenderer::new()),
+    };
     let max_body_bytes =
         usize::try_from(args.max_body_bytes).context("TE_MAX_BODY_BYTES is too large for this platform")?;
     let app = api::router(state, Arc::new(api_keys), max_body_bytes);

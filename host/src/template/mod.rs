@@ -1,12 +1,16 @@
 //! Templates in endpoint specs: `{{input.*}}`, `{{config.*}}`, `{{secret.*}}`, rendered by
 //! minijinja with strict undefined behaviour.
 //!
-//! This module checks an endpoint's templates at registration: every templated string must
-//! parse, may only use the three namespaces, and must name its config keys and secrets with
-//! literal dotted paths so the service can check them before the first fire rather than at
-//! 3 a.m. (see [`check_spec`]).
+//! - [`check_spec`]: at registration, every templated string must parse, may only use the three
+//!   namespaces, and must name its config keys and secrets with literal dotted paths, so the
+//!   service can check them before the first fire rather than at 3 a.m.
+//! - [`render`]: the [`Renderer`] trait and the built-in minijinja renderer.
+
+pub mod render;
 
 use std::collections::BTreeSet;
+
+pub use render::{redact, CompiledTemplate, MinijinjaRenderer, RenderContext, Renderer, TemplateKey};
 
 use minijinja::{Environment, UndefinedBehavior};
 use serde_json::Value;

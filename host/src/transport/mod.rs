@@ -1,18 +1,110 @@
 //! Transports: how a rendered message leaves the service.
 //!
-//! Each transport module owns its endpoint `spec`: the typed shape, its defaults, and the
-//! checks run at registration. [`normalize_spec`] is the one place that picks the module by
-//! endpoint type, and what it returns (defaults filled in) is what the store keeps.
+//! [`Transport`] is the one interface the rest of the service delivers through. The built-in
+//! implementations live in `http/`, `kafka/` and `redis_stream/`, each with the same shape:
+//! `spec.rs` (the endpoint spec, its defaults and registration checks), `mod.rs` (the
+//! delivery), and tests against a real peer. A wasm plugin implements the same trait, so
+//! callers never ask which kind they hold. [`Transports::for_type`] is the one place that
+//! picks an implementation by endpoint type.
 
 pub mod http;
 pub mod kafka;
 pub mod redis_stream;
 
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{json, Value};
 
+use crate::contract::{Failure, FailureKind, Message, Receipt};
 use crate::template;
+
+/// A way to deliver a message. Mirrors the WIT `transport` interface.
+#[async_trait]
+pub trait Transport: Send + Sync + 'static {
+    /// Check an endpoint spec at registration; returns it with defaults filled in.
+    async fn validate(&self, spec: &Value) -> Result<Value, SpecError>;
+
+    /// Deliver one message (one attempt). Must finish by `message.deadline_ms`.
+    async fn deliver(&self, message: Message) -> Result<Receipt, Failure>;
+
+    /// The error object an attempt records for `failure`, in the brief's shape per transport
+    /// (`{"type": "TIMEOUT", "message": …}`). The default names a refusal `REJECTED`.
+    fn error_json(&self, failure: &Failure) -> Value {
+        error_json(failure, "REJECTED", None)
+    }
+}
+
+/// The brief's error object: `type` from the failure kind (`rejected_type` for a refusal, with
+/// its code under `code_field` when there is one), the message, and whether it is retryable.
+pub fn error_json(failure: &Failure, rejected_type: &str, code_field: Option<&str>) -> Value {
+    let mut error = json!({
+        "type": match failure.kind {
+            FailureKind::Timeout => "TIMEOUT",
+            FailureKind::Connection => "CONNECTION_ERROR",
+            FailureKind::Rejected(_) => rejected_type,
+            FailureKind::InvalidSpec => "INVALID_SPEC",
+            FailureKind::Internal => "INTERNAL_ERROR",
+        },
+        "message": failure.message,
+        "retryable": failure.retryable,
+    });
+    if let (FailureKind::Rejected(Some(code)), Some(field)) = (&failure.kind, code_field) {
+        error[field] = json!(code);
+    }
+    error
+}
+
+/// The built-in transports, created once and shared: each holds its connection pools.
+#[derive(Clone)]
+pub struct Transports {
+    http: Arc<http::HttpTransport>,
+    kafka: Arc<kafka::KafkaTransport>,
+    redis_stream: Arc<redis_stream::RedisStreamTransport>,
+}
+
+impl Transports {
+    pub fn native() -> Self {
+        Self {
+            http: Arc::new(http::HttpTransport::new()),
+            kafka: Arc::new(kafka::KafkaTransport::new()),
+            redis_stream: Arc::new(redis_stream::RedisStreamTransport::new()),
+        }
+    }
+
+    pub fn for_type(&self, endpoint_type: EndpointType) -> Arc<dyn Transport> {
+        match endpoint_type {
+            EndpointType::Http => self.http.clone(),
+            EndpointType::Kafka => self.kafka.clone(),
+            EndpointType::RedisStream => self.redis_stream.clone(),
+        }
+    }
+}
+
+/// How long a delivery may take: the spec's timeout, cut short by the message's deadline.
+/// A deadline already past is a timeout failure.
+pub fn delivery_timeout(timeout_ms: u64, deadline_ms: u64) -> Result<Duration, Failure> {
+    let now_ms = u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or(0);
+    let remaining = deadline_ms.saturating_sub(now_ms);
+    if remaining == 0 {
+        return Err(Failure::timeout("the attempt's deadline passed before delivery started"));
+    }
+    Ok(Duration::from_millis(timeout_ms.min(remaining)))
+}
+
+/// Parse a rendered spec carried in a message; a spec that no longer fits is not retryable.
+pub fn rendered_spec<S: DeserializeOwned>(message: &Message) -> Result<S, Failure> {
+    serde_json::from_str(&message.spec_json)
+        .map_err(|e| Failure::invalid_spec(format!("the rendered spec is invalid: {e}")))
+}
+
+/// A successful receipt carrying `output` as JSON text.
+pub fn receipt(output: Value) -> Receipt {
+    Receipt { output_json: output.to_string() }
+}
 
 /// The kinds of delivery target an endpoint can be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -110,9 +202,30 @@ pub(crate) fn literal(value: &str) -> Option<&str> {
 pub const MAX_TIMEOUT_MS: u64 = 300_000;
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
-    use serde_json::json;
+
+    /// A message for `spec` (a normalized, rendered spec) with 30 s to its deadline.
+    pub fn message(execution_id: &str, spec: &Value) -> Message {
+        Message {
+            execution_id: execution_id.to_owned(),
+            attempt: 1,
+            idempotency_key: execution_id.to_owned(),
+            deadline_ms: u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap() + 30_000,
+            spec_json: spec.to_string(),
+        }
+    }
+
+    #[test]
+    fn error_json_has_the_briefs_shape() {
+        let f = Failure::rejected(Some(503), true, "HTTP 503");
+        assert_eq!(
+            error_json(&f, "HTTP_ERROR", Some("status_code")),
+            json!({"type": "HTTP_ERROR", "status_code": 503, "message": "HTTP 503", "retryable": true})
+        );
+        assert_eq!(error_json(&Failure::timeout("t"), "X", None)["type"], "TIMEOUT");
+        assert_eq!(error_json(&Failure::rejected(None, false, "m"), "STREAM_ERROR", Some("code")).get("code"), None);
+    }
 
     #[test]
     fn errors_name_the_field_under_spec() {

@@ -1,4 +1,4 @@
-//! HTTP transport: endpoint spec.
+//! The HTTP endpoint spec: its shape, defaults and registration checks.
 
 use std::collections::BTreeMap;
 
@@ -6,7 +6,7 @@ use axum::http::{HeaderName, HeaderValue};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{check_non_empty, check_timeout, literal, EndpointSpec, SpecError, MAX_TIMEOUT_MS};
+use crate::transport::{check_non_empty, check_timeout, literal, EndpointSpec, SpecError, MAX_TIMEOUT_MS};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum HttpMethod {
@@ -75,7 +75,7 @@ impl EndpointSpec for HttpSpec {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{normalize_spec, EndpointType};
+    use crate::transport::{normalize_spec, EndpointType};
     use serde_json::json;
 
     fn check(spec: serde_json::Value) -> Result<serde_json::Value, (String, String)> {

@@ -1,14 +1,14 @@
-//! Kafka transport: endpoint spec.
+//! The Kafka endpoint spec: its shape, defaults and registration checks.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{check_non_empty, check_timeout, literal, EndpointSpec, SpecError, MAX_TIMEOUT_MS};
+use crate::transport::{check_non_empty, check_timeout, literal, EndpointSpec, SpecError, MAX_TIMEOUT_MS};
 
 /// How many broker acknowledgements a produce waits for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
 pub enum Acks {
     #[serde(rename = "0")]
     None,
@@ -62,7 +62,7 @@ impl EndpointSpec for KafkaSpec {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{normalize_spec, EndpointType};
+    use crate::transport::{normalize_spec, EndpointType};
     use serde_json::json;
 
     #[test]

@@ -1,9 +1,9 @@
-//! Redis Streams transport: endpoint spec.
+//! The Redis Streams endpoint spec: its shape, defaults and registration checks.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::{check_non_empty, check_timeout, literal, EndpointSpec, SpecError, MAX_TIMEOUT_MS};
+use crate::transport::{check_non_empty, check_timeout, literal, EndpointSpec, SpecError, MAX_TIMEOUT_MS};
 
 /// `MAXLEN` for trimming: a number, or a template that renders to one (`{{config.max_len}}`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -61,7 +61,7 @@ impl EndpointSpec for RedisStreamSpec {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{normalize_spec, EndpointType};
+    use crate::transport::{normalize_spec, EndpointType};
     use serde_json::json;
 
     #[test]

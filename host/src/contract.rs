@@ -1,0 +1,83 @@
+//! The WIT contract (`transports-wit/`, package `taskexec:plugin@0.1.0`) as Rust types.
+//!
+//! `bindgen!` generates them once, in the private `generated` module; this module re-exports the
+//! records every transport and renderer speaks, native or wasm, and gives them constructors.
+//! The WASI interfaces a plugin world imports are mapped onto wasmtime-wasi's own bindings
+//! rather than generated a second time.
+
+mod generated {
+    wasmtime::component::bindgen!({
+        path: "../transports-wit/wit",
+        world: "transport-plugin",
+        additional_derives: [PartialEq],
+        imports: { default: async },
+        exports: { default: async },
+        with: {
+            "wasi:http": wasmtime_wasi_http::p2::bindings::http,
+            "wasi:io": wasmtime_wasi::p2::bindings::io,
+        },
+    });
+
+    pub mod renderer_world {
+        wasmtime::component::bindgen!({
+            path: "../transports-wit/wit",
+            world: "renderer-plugin",
+            additional_derives: [PartialEq],
+            imports: { default: async },
+            exports: { default: async },
+            with: {
+                "taskexec:plugin/types": super::taskexec::plugin::types,
+                "taskexec:plugin/host": super::taskexec::plugin::host,
+            },
+        });
+    }
+}
+
+pub use generated::exports::taskexec::plugin::transport as transport_exports;
+pub use generated::renderer_world::exports::taskexec::plugin::renderer::RenderError;
+pub use generated::renderer_world::RendererPlugin;
+pub use generated::taskexec::plugin::host as host_imports;
+pub use generated::taskexec::plugin::types::{Failure, FailureKind, LogLevel, Message, Receipt};
+pub use generated::TransportPlugin;
+
+impl Failure {
+    fn new(kind: FailureKind, retryable: bool, message: impl Into<String>) -> Self {
+        Self { kind, retryable, message: message.into(), retry_after_ms: None }
+    }
+
+    /// The deadline passed. Retryable: the receiver may be faster next time.
+    pub fn timeout(message: impl Into<String>) -> Self {
+        Self::new(FailureKind::Timeout, true, message)
+    }
+
+    /// The receiver could not be reached. Retryable.
+    pub fn connection(message: impl Into<String>) -> Self {
+        Self::new(FailureKind::Connection, true, message)
+    }
+
+    /// The receiver answered and refused.
+    pub fn rejected(code: Option<u16>, retryable: bool, message: impl Into<String>) -> Self {
+        Self::new(FailureKind::Rejected(code), retryable, message)
+    }
+
+    /// The rendered spec cannot be delivered. Never retryable: it would fail the same way.
+    pub fn invalid_spec(message: impl Into<String>) -> Self {
+        Self::new(FailureKind::InvalidSpec, false, message)
+    }
+
+    /// The transport itself failed.
+    pub fn internal(retryable: bool, message: impl Into<String>) -> Self {
+        Self::new(FailureKind::Internal, retryable, message)
+    }
+
+    pub fn with_retry_after_ms(mut self, delay_ms: Option<u64>) -> Self {
+        self.retry_after_ms = delay_ms;
+        self
+    }
+}
+
+impl RenderError {
+    pub fn new(message: impl Into<String>, variable: Option<String>) -> Self {
+        Self { message: message.into(), variable }
+    }
+}

@@ -1,0 +1,361 @@
+//! The built-in renderer: minijinja, strict.
+//!
+//! An endpoint spec is compiled once per (endpoint, version) into a [`CompiledTemplate`]: every
+//! templated string becomes a template in one private minijinja environment, and the JSON tree
+//! around them is kept as it is. Rendering walks the tree:
+//! - a string that is exactly one expression (`"{{input.amount}}"`) keeps the JSON type of its
+//!   value: it is compiled as `{{ (EXPR) | te_json }}` and the output parsed back as JSON
+//!   (`te_json` is minijinja's `tojson` made strict: `tojson` turns an undefined value into
+//!   `null`, which would deliver a null where the user's data is missing);
+//! - any other templated string renders to a string;
+//! - an undefined variable fails the render, naming the variable.
+//!
+//! Values substituted into a template are never rendered again, so an input that contains
+//! `{{secret.x}}` stays that literal text: users' data cannot read secrets.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, RwLock};
+
+use async_trait::async_trait;
+use minijinja::{Environment, ErrorKind};
+use serde_json::{Map, Value};
+
+use super::{check_spec, environment, is_template, lookup_path, TemplateError, TemplateRefs};
+use crate::contract::RenderError;
+use crate::secret::SecretValue;
+
+/// What a template can read: `input`, `config` and `secret`.
+#[derive(Debug, Clone, Default)]
+pub struct RenderContext {
+    pub input: Value,
+    pub config: Value,
+    pub secrets: BTreeMap<String, SecretValue>,
+}
+
+impl RenderContext {
+    fn to_minijinja(&self) -> minijinja::Value {
+        let secrets: BTreeMap<&str, &str> = self.secrets.iter().map(|(k, v)| (k.as_str(), v.expose())).collect();
+        minijinja::context! { input => &self.input, config => &self.config, secret => secrets }
+    }
+
+    /// Whether a dotted variable path (`input.user.name`) resolves in this context.
+    fn resolves(&self, path: &str) -> bool {
+        let (namespace, rest) = path.split_once('.').unwrap_or((path, ""));
+        match namespace {
+            "input" => rest.is_empty() || lookup_path(&self.input, rest).is_some(),
+            "config" => rest.is_empty() || lookup_path(&self.config, rest).is_some(),
+            "secret" => rest.is_empty() || self.secrets.contains_key(rest.split('.').next().unwrap_or_default()),
+            _ => false,
+        }
+    }
+
+    /// Replace every secret value in `text` (an error message, a response body) with a marker.
+    pub fn redact(&self, text: &str) -> String {
+        redact(text, self.secrets.values())
+    }
+}
+
+/// Replace each non-empty value in `secrets` found in `text` with `[redacted]`, longest first
+/// so that a secret containing another is hidden whole.
+pub fn redact<'a>(text: &str, secrets: impl IntoIterator<Item = &'a SecretValue>) -> String {
+    let mut values: Vec<&str> = secrets.into_iter().map(SecretValue::expose).filter(|v| !v.is_empty()).collect();
+    values.sort_by_key(|v| std::cmp::Reverse(v.len()));
+    values.into_iter().fold(text.to_owned(), |acc, v| acc.replace(v, "[redacted]"))
+}
+
+/// Which compiled template a render uses: one per endpoint version.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct TemplateKey {
+    pub endpoint: String,
+    pub version: i32,
+}
+
+/// Renders endpoint specs. The built-in implementation is [`MinijinjaRenderer`]; a renderer
+/// plugin implements the same trait.
+#[async_trait]
+pub trait Renderer: Send + Sync {
+    /// Check a spec's templates at registration and gather what they refer to.
+    fn check(&self, root: &str, template: &Value) -> Result<TemplateRefs, TemplateError>;
+
+    /// Render `template` (the spec of the endpoint version `key`) against `context`.
+    async fn render(&self, key: &TemplateKey, template: &Value, context: &RenderContext) -> Result<Value, RenderError>;
+}
+
+/// A spec compiled once: the JSON tree, with templated strings pointing into `env`.
+pub struct CompiledTemplate {
+    env: Environment<'static>,
+    root: Node,
+}
+
+enum Node {
+    Literal(Value),
+    /// A templated string: its template's name in `env`, whether it is one whole expression
+    /// (and so renders to JSON), and the variables it reads (to name the one that is missing).
+    Template {
+        name: String,
+        whole_expression: bool,
+        variables: Vec<String>,
+    },
+    Array(Vec<Node>),
+    Object(Vec<(String, Node)>),
+}
+
+/// The expression inside a string that is exactly `{{ expression }}`, if it is one.
+fn whole_expression(source: &str) -> Option<&str> {
+    let inner = source.strip_prefix("{{")?.strip_suffix("}}")?;
+    let nested = inner.contains("{{") || inner.contains("}}") || inner.contains("{%") || inner.contains("{#");
+    (!nested && !inner.trim().is_empty()).then_some(inner)
+}
+
+impl CompiledTemplate {
+    pub fn compile(template: &Value) -> Result<Self, TemplateError> {
+        let mut env = environment();
+        env.add_filter("te_json", strict_json);
+        let mut count = 0usize;
+        let root = Self::compile_node(&mut env, &mut count, "spec".to_owned(), template)?;
+        Ok(Self { env, root })
+    }
+
+    fn compile_node(
+        env: &mut Environment<'static>,
+        count: &mut usize,
+        field: String,
+        value: &Value,
+    ) -> Result<Node, TemplateError> {
+        Ok(match value {
+            Value::String(source) if is_template(source) => {
+                *count += 1;
+                let name = format!("t{count}");
+                let (body, whole) = match whole_expression(source) {
+                    Some(expr) => (format!("{{{{ ({expr}) | te_json }}}}"), true),
+                    None => (source.clone(), false),
+                };
+                let error = |e: minijinja::Error| TemplateError {
+                    field: field.clone(),
+                    message: format!("template syntax error: {}", e.detail().unwrap_or("invalid template")),
+                };
+                env.add_template_owned(name.clone(), body).map_err(error)?;
+                let variables =
+                    env.get_template(&name).map_err(error)?.undeclared_variables(true).into_iter().collect();
+                Node::Template { name, whole_expression: whole, variables }
+            }
+            Value::Array(items) => Node::Array(
+                items
+                    .iter()
+                    .enumerate()
+                    .map(|(i, item)| Self::compile_node(env, count, format!("{field}[{i}]"), item))
+                    .collect::<Result<_, _>>()?,
+            ),
+            Value::Object(map) => Node::Object(
+                map.iter()
+                    .map(|(k, v)| Ok((k.clone(), Self::compile_node(env, count, format!("{field}.{k}"), v)?)))
+                    .collect::<Result<_, TemplateError>>()?,
+            ),
+            other => Node::Literal(other.clone()),
+        })
+    }
+
+    pub fn render(&self, context: &RenderContext) -> Result<Value, RenderError> {
+        let ctx = context.to_minijinja();
+        self.render_node(&self.root, &ctx, context)
+    }
+
+    fn render_node(&self, node: &Node, ctx: &minijinja::Value, context: &RenderContext) -> Result<Value, RenderError> {
+        Ok(match node {
+            Node::Literal(v) => v.clone(),
+            Node::Array(items) => {
+                Value::Array(items.iter().map(|n| self.render_node(n, ctx, context)).collect::<Result<_, _>>()?)
+            }
+            Node::Object(fields) => {
+                let mut map = Map::with_capacity(fields.len());
+                for (k, n) in fields {
+                    map.insert(k.clone(), self.render_node(n, ctx, context)?);
+                }
+                Value::Object(map)
+            }
+            Node::Template { name, whole_expression, variables } => {
+                let template = self.env.get_template(name).expect("compiled templates are registered");
+                let text = template.render(ctx).map_err(|e| render_error(&e, variables, context))?;
+                if *whole_expression {
+                    serde_json::from_str(&text)
+                        .map_err(|e| RenderError::new(format!("expression did not produce JSON: {e}"), None))?
+                } else {
+                    Value::String(text)
+                }
+            }
+        })
+    }
+}
+
+/// `tojson` that refuses an undefined value instead of writing `null`.
+fn strict_json(value: minijinja::Value) -> Result<String, minijinja::Error> {
+    if value.is_undefined() {
+        return Err(minijinja::Error::new(ErrorKind::UndefinedError, "undefined value"));
+    }
+    serde_json::to_string(&value).map_err(|e| minijinja::Error::new(ErrorKind::BadSerialization, e.to_string()))
+}
+
+fn render_error(error: &minijinja::Error, variables: &[String], context: &RenderContext) -> RenderError {
+    if error.kind() == ErrorKind::UndefinedError {
+        if let Some(missing) = variables.iter().find(|v| !context.resolves(v)) {
+            return RenderError::new(format!("`{missing}` is not defined"), Some(missing.clone()));
+        }
+    }
+    // minijinja's message can quote a value it failed on, which may be a secret.
+    let detail = error.detail().map(|d| format!("{}: {d}", error.kind())).unwrap_or_else(|| error.kind().to_string());
+    RenderError::new(context.redact(&detail), None)
+}
+
+/// The built-in renderer, with its cache of compiled specs.
+#[derive(Default)]
+pub struct MinijinjaRenderer {
+    compiled: RwLock<HashMap<TemplateKey, Arc<CompiledTemplate>>>,
+}
+
+/// Compiled specs kept at most; past it the cache starts over (endpoint versions are few and
+/// compiling one takes microseconds, so a simple bound beats an LRU's bookkeeping).
+const CACHE_LIMIT: usize = 10_000;
+
+impl MinijinjaRenderer {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The compiled spec for `key`, compiling it on first use.
+    pub fn compiled(&self, key: &TemplateKey, template: &Value) -> Result<Arc<CompiledTemplate>, RenderError> {
+        if let Some(hit) = self.compiled.read().expect("renderer cache lock").get(key) {
+            return Ok(hit.clone());
+        }
+        let compiled = Arc::new(
+            CompiledTemplate::compile(template)
+                .map_err(|e| RenderError::new(format!("`{}`: {}", e.field, e.message), None))?,
+        );
+        let mut cache = self.compiled.write().expect("renderer cache lock");
+        if cache.len() >= CACHE_LIMIT {
+            cache.clear();
+        }
+        Ok(cache.entry(key.clone()).or_insert(compiled).clone())
+    }
+
+    pub fn cached_count(&self) -> usize {
+        self.compiled.read().expect("renderer cache lock").len()
+    }
+}
+
+#[async_trait]
+impl Renderer for MinijinjaRenderer {
+    fn check(&self, root: &str, template: &Value) -> Result<TemplateRefs, TemplateError> {
+        let refs = check_spec(root, template)?;
+        CompiledTemplate::compile(template)?;
+        Ok(refs)
+    }
+
+    async fn render(&self, key: &TemplateKey, template: &Value, context: &RenderContext) -> Result<Value, RenderError> {
+        self.compiled(key, template)?.render(context)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn context() -> RenderContext {
+        RenderContext {
+            input: json!({"user": {"name": "Ada", "id": 7}, "amount": 12.5, "tags": ["a", "b"], "flag": true, "none": null,
+                          "evil": "{{secret.api_key}}"}),
+            config: json!({"api_base_url": "https://api.example.com", "max_len": 1000}),
+            secrets: BTreeMap::from([("api_key".to_owned(), SecretValue::new("sk-live-SECRET".to_owned()))]),
+        }
+    }
+
+    fn render(template: Value) -> Result<Value, RenderError> {
+        CompiledTemplate::compile(&template).unwrap().render(&context())
+    }
+
+    #[test]
+    fn namespaces_and_nested_paths() {
+        let out = render(json!({
+            "url": "{{config.api_base_url}}/users/{{input.user.id}}",
+            "auth": "Bearer {{secret.api_key}}",
+            "name": "{{ input.user.name }}",
+        }))
+        .unwrap();
+        assert_eq!(
+            out,
+            json!({"url": "https://api.example.com/users/7", "auth": "Bearer sk-live-SECRET", "name": "Ada"})
+        );
+    }
+
+    #[test]
+    fn a_whole_expression_keeps_its_json_type() {
+        let out = render(json!({
+            "amount": "{{input.amount}}", "id": "{{input.user.id}}", "flag": "{{input.flag}}", "none": "{{input.none}}",
+            "tags": "{{input.tags}}", "user": "{{input.user}}", "max_len": "{{config.max_len}}",
+            "text": "amount: {{input.amount}}", "spaced": " {{input.amount}}", "filtered": "{{ input.user.name | upper }}",
+        }))
+        .unwrap();
+        assert_eq!(out["amount"], json!(12.5));
+        assert_eq!(out["id"], json!(7));
+        assert_eq!(out["flag"], json!(true));
+        assert_eq!(out["none"], json!(null));
+        assert_eq!(out["tags"], json!(["a", "b"]));
+        assert_eq!(out["user"], json!({"name": "Ada", "id": 7}));
+        assert_eq!(out["max_len"], json!(1000));
+        assert_eq!(out["text"], json!("amount: 12.5"));
+        assert_eq!(out["spaced"], json!(" 12.5"));
+        assert_eq!(out["filtered"], json!("ADA"));
+    }
+
+    #[test]
+    fn strict_undefined_names_the_variable() {
+        for (template, variable) in [
+            ("{{input.missing}}", "input.missing"),
+            ("hello {{input.user.surname}}", "input.user.surname"),
+            ("{{config.nope}}", "config.nope"),
+            ("{{secret.other}}", "secret.other"),
+        ] {
+            let err = render(json!({"x": template})).unwrap_err();
+            assert_eq!(err.variable.as_deref(), Some(variable), "{template}: {}", err.message);
+            assert!(err.message.contains(variable));
+        }
+    }
+
+    #[test]
+    fn substituted_values_are_not_rendered_again() {
+        let out = render(json!({"v": "{{input.evil}}", "w": "x{{input.evil}}"})).unwrap();
+        assert_eq!(out, json!({"v": "{{secret.api_key}}", "w": "x{{secret.api_key}}"}));
+    }
+
+    #[test]
+    fn a_secret_never_appears_in_an_error() {
+        // `int` fails on the secret's text; minijinja would quote the value.
+        let err = render(json!({"x": "{{ secret.api_key | int + 1 }}"}));
+        if let Err(err) = err {
+            assert!(!err.message.contains("sk-live-SECRET"), "{}", err.message);
+        }
+        let err = render(json!({"x": "{{ secret.api_key ~ input.missing }}"})).unwrap_err();
+        assert!(!err.message.contains("sk-live-SECRET"), "{}", err.message);
+        let ctx = context();
+        assert_eq!(ctx.redact("got sk-live-SECRET back"), "got [redacted] back");
+    }
+
+    #[test]
+    fn compiled_once_per_endpoint_version() {
+        let renderer = MinijinjaRenderer::new();
+        let key = TemplateKey { endpoint: "e".into(), version: 1 };
+        let template = json!({"a": "{{input.amount}}"});
+        let first = renderer.compiled(&key, &template).unwrap();
+        let second = renderer.compiled(&key, &template).unwrap();
+        assert!(Arc::ptr_eq(&first, &second));
+        let v2 = renderer.compiled(&TemplateKey { endpoint: "e".into(), version: 2 }, &template).unwrap();
+        assert!(!Arc::ptr_eq(&first, &v2));
+        assert_eq!(renderer.cached_count(), 2);
+    }
+
+    #[test]
+    fn literals_pass_through_untouched() {
+        let t = json!({"n": 1, "s": "plain {text}", "a": [true, null, "x"]});
+        assert_eq!(render(t.clone()).unwrap(), t);
+    }
+}

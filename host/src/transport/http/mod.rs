@@ -1,0 +1,175 @@
+//! The HTTP transport: one shared reqwest client (a keep-alive pool per host) sends each
+//! message as a request and judges the response by the endpoint's expected status codes.
+
+mod spec;
+#[cfg(test)]
+mod tests;
+
+use async_trait::async_trait;
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE, RETRY_AFTER};
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+pub use spec::{HttpMethod, HttpSpec};
+
+use super::{delivery_timeout, error_json, normalize_spec, receipt, rendered_spec, EndpointType, SpecError, Transport};
+use crate::contract::{Failure, Message, Receipt};
+
+/// Bytes of a response body kept in the execution's output; the rest is cut (and the output
+/// says so with `"body_truncated": true`). Outputs are stored per attempt, so they stay small.
+pub const OUTPUT_BODY_LIMIT: usize = 64 * 1024;
+/// Bytes of a refused response's body quoted in the failure message.
+const ERROR_BODY_LIMIT: usize = 1024;
+
+pub struct HttpTransport {
+    client: reqwest::Client,
+}
+
+impl Default for HttpTransport {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl HttpTransport {
+    pub fn new() -> Self {
+        let client = reqwest::Client::builder()
+            .user_agent(concat!("taskexec/", env!("CARGO_PKG_VERSION")))
+            // A redirect is an answer, not a delivery: judged by expected_status_codes like any
+            // other status, so a receiver cannot bounce a signed request to another host.
+            .redirect(reqwest::redirect::Policy::none())
+            .pool_max_idle_per_host(256)
+            .tcp_nodelay(true)
+            .build()
+            .expect("the HTTP client builds");
+        Self { client }
+    }
+}
+
+#[async_trait]
+impl Transport for HttpTransport {
+    async fn validate(&self, spec: &Value) -> Result<Value, SpecError> {
+        normalize_spec(EndpointType::Http, spec)
+    }
+
+    async fn deliver(&self, message: Message) -> Result<Receipt, Failure> {
+        let spec: HttpSpec = rendered_spec(&message)?;
+        let timeout = delivery_timeout(spec.timeout_ms, message.deadline_ms)?;
+        let url = reqwest::Url::parse(&spec.url)
+            .map_err(|e| Failure::invalid_spec(format!("the rendered url is not a valid URL: {e}")))?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(Failure::invalid_spec(format!(
+                "the rendered url has scheme {}, not http or https",
+                url.scheme()
+            )));
+        }
+        let headers = request_headers(&spec, &message)?;
+        let method = match spec.method {
+            HttpMethod::GET => reqwest::Method::GET,
+            HttpMethod::POST => reqwest::Method::POST,
+            HttpMethod::PUT => reqwest::Method::PUT,
+            HttpMethod::PATCH => reqwest::Method::PATCH,
+            HttpMethod::DELETE => reqwest::Method::DELETE,
+        };
+        let mut request = self.client.request(method, url).headers(headers).timeout(timeout);
+        if let Some(body) = &spec.body_template {
+            request = request.body(serde_json::to_vec(body).expect("JSON serializes"));
+        }
+
+        let response = request.send().await.map_err(transport_failure)?;
+        let status = response.status();
+        let retry_after_ms = retry_after_ms(status, response.headers());
+        let (body, truncated) = read_body(response, OUTPUT_BODY_LIMIT).await.map_err(transport_failure)?;
+        let body_text = String::from_utf8_lossy(&body);
+
+        if spec.expected_status_codes.contains(&status.as_u16()) {
+            let mut output = json!({ "status_code": status.as_u16(), "body": body_text });
+            if truncated {
+                output["body_truncated"] = json!(true);
+            }
+            return Ok(receipt(output));
+        }
+        let quoted: String = body_text.chars().take(ERROR_BODY_LIMIT).collect();
+        let message =
+            if quoted.trim().is_empty() { format!("HTTP {status}") } else { format!("HTTP {status}: {quoted}") };
+        Err(Failure::rejected(Some(status.as_u16()), is_retryable(status), message).with_retry_after_ms(retry_after_ms))
+    }
+
+    fn error_json(&self, failure: &Failure) -> Value {
+        error_json(failure, "HTTP_ERROR", Some("status_code"))
+    }
+}
+
+/// 408, 429 and 5xx may pass on a later try; other refusals (4xx) will not.
+pub fn is_retryable(status: StatusCode) -> bool {
+    status == StatusCode::REQUEST_TIMEOUT || status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error()
+}
+
+/// The spec's headers, then `Idempotency-Key: <execution id>` unless the spec sets its own,
+/// and `Content-Type: application/json` for a body unless the spec sets one.
+fn request_headers(spec: &HttpSpec, message: &Message) -> Result<HeaderMap, Failure> {
+    let mut headers = HeaderMap::with_capacity(spec.headers.len() + 2);
+    for (name, value) in &spec.headers {
+        let header_name = HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| Failure::invalid_spec(format!("header name `{name}` is not valid")))?;
+        // The value may hold a rendered secret: name the header, never quote the value.
+        let header_value = HeaderValue::from_str(value)
+            .map_err(|_| Failure::invalid_spec(format!("header `{name}` rendered to a value HTTP cannot carry")))?;
+        headers.insert(header_name, header_value);
+    }
+    if !headers.contains_key("idempotency-key") {
+        let key = HeaderValue::from_str(&message.idempotency_key)
+            .map_err(|_| Failure::invalid_spec("the idempotency key cannot be sent as a header"))?;
+        headers.insert("idempotency-key", key);
+    }
+    if spec.body_template.is_some() && !headers.contains_key(CONTENT_TYPE) {
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    }
+    Ok(headers)
+}
+
+fn transport_failure(error: reqwest::Error) -> Failure {
+    // reqwest's message includes the URL, which may carry a rendered secret in its query:
+    // drop it and keep the cause.
+    let error = error.without_url();
+    let mut message = error.to_string();
+    let mut source = std::error::Error::source(&error);
+    while let Some(cause) = source {
+        message.push_str(": ");
+        message.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    if error.is_timeout() {
+        Failure::timeout(format!("no complete response before the timeout ({message})"))
+    } else {
+        Failure::connection(message)
+    }
+}
+
+/// Read at most `limit` bytes of the body; report whether more was cut.
+async fn read_body(mut response: reqwest::Response, limit: usize) -> Result<(Vec<u8>, bool), reqwest::Error> {
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await? {
+        let room = limit - body.len();
+        if chunk.len() > room {
+            body.extend_from_slice(&chunk[..room]);
+            return Ok((body, true));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok((body, false))
+}
+
+/// `Retry-After` on a 429 or 503, in seconds or as an HTTP date, as milliseconds from now.
+fn retry_after_ms(status: StatusCode, headers: &HeaderMap) -> Option<u64> {
+    if status != StatusCode::TOO_MANY_REQUESTS && status != StatusCode::SERVICE_UNAVAILABLE {
+        return None;
+    }
+    let value = headers.get(RETRY_AFTER)?.to_str().ok()?.trim();
+    if let Ok(seconds) = value.parse::<u64>() {
+        return Some(seconds.saturating_mul(1000));
+    }
+    let at = chrono::DateTime::parse_from_rfc2822(value).ok()?;
+    let delay = at.signed_duration_since(chrono::Utc::now()).num_milliseconds();
+    Some(u64::try_from(delay).unwrap_or(0))
+}

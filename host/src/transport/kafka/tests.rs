@@ -1,0 +1,93 @@
+//! The Kafka transport against librdkafka's mock cluster (the real wire protocol), read back
+//! with a real consumer.
+
+use std::time::{Duration, Instant};
+
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::{Headers, Message as _};
+use rdkafka::mocking::MockCluster;
+use rdkafka::types::{RDKafkaApiKey, RDKafkaRespErr};
+use rdkafka::ClientConfig;
+use serde_json::{json, Value};
+
+use super::*;
+use crate::contract::FailureKind;
+use crate::transport::tests::message;
+
+fn spec(servers: &str, topic: &str, extra: Value) -> Value {
+    let mut spec = json!({"bootstrap_servers": servers, "topic": topic});
+    spec.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+    normalize_spec(EndpointType::Kafka, &spec).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn produces_key_value_and_headers_that_a_consumer_reads_back() {
+    let cluster = MockCluster::new(3).unwrap();
+    cluster.create_topic("order.events.v1", 3, 1).unwrap();
+    let servers = cluster.bootstrap_servers();
+    let value = json!({"event_type": "created", "order_id": "order-1234", "amount": 12.5});
+    let s = spec(
+        &servers,
+        "order.events.v1",
+        json!({
+            "key_template": "order-1234", "value_template": value, "headers": {"ce-type": "order.created"}, "acks": "all"
+        }),
+    );
+    let transport = KafkaTransport::new();
+    let receipt = transport.deliver(message("exec_kafka_1", &s)).await.unwrap();
+    let output: Value = serde_json::from_str(&receipt.output_json).unwrap();
+
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &servers)
+        .set("group.id", "taskexec-test")
+        .set("auto.offset.reset", "earliest")
+        .create()
+        .unwrap();
+    consumer.subscribe(&["order.events.v1"]).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let received = loop {
+        assert!(Instant::now() < deadline, "the message was not consumed in time");
+        if let Some(result) = consumer.poll(Duration::from_millis(100)) {
+            break result.unwrap().detach();
+        }
+    };
+    assert_eq!(received.key(), Some(&b"order-1234"[..]));
+    assert_eq!(received.payload().unwrap(), serde_json::to_vec(&value).unwrap(), "value byte for byte");
+    let headers = received.headers().unwrap();
+    let pairs: Vec<(String, Vec<u8>)> = headers.iter().map(|h| (h.key.to_owned(), h.value.unwrap().to_vec())).collect();
+    assert!(pairs.contains(&(EXECUTION_ID_HEADER.to_owned(), b"exec_kafka_1".to_vec())), "{pairs:?}");
+    assert!(pairs.contains(&("ce-type".to_owned(), b"order.created".to_vec())), "{pairs:?}");
+    assert_eq!(output, json!({"partition": received.partition(), "offset": received.offset()}));
+
+    // The producer is shared by every delivery to the same cluster and settings.
+    transport.deliver(message("exec_kafka_2", &s)).await.unwrap();
+    assert_eq!(transport.producers.lock().unwrap().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broker_error_fails_the_attempt_with_its_code() {
+    let cluster = MockCluster::new(1).unwrap();
+    cluster.create_topic("denied", 1, 1).unwrap();
+    let s = spec(
+        &cluster.bootstrap_servers(),
+        "denied",
+        json!({"value_template": {"a": 1}, "acks": "1", "timeout_ms": 5000}),
+    );
+    // Every produce request is refused: not authorized for the topic (code 29).
+    cluster.request_errors(RDKafkaApiKey::Produce, &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED; 10]);
+    let transport = KafkaTransport::new();
+    let failure = transport.deliver(message("exec_denied", &s)).await.unwrap_err();
+    assert_eq!(failure.kind, FailureKind::Rejected(Some(29)), "{}", failure.message);
+    assert!(!failure.retryable);
+    let error = transport.error_json(&failure);
+    assert_eq!((error["type"].as_str(), error["code"].as_u64()), (Some("BROKER_ERROR"), Some(29)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_cluster_times_out_retryably() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let s = spec(&format!("127.0.0.1:{port}"), "t", json!({"value_template": {}, "timeout_ms": 800}));
+    let failure = KafkaTransport::new().deliver(message("exec_nobody", &s)).await.unwrap_err();
+    assert!(matches!(failure.kind, FailureKind::Timeout | FailureKind::Connection), "{failure:?}");
+    assert!(failure.retryable);
+}
