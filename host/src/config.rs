@@ -24,7 +24,7 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run the service: the REST API and, as they land, the scheduler and worker roles.
+    /// Run the service: the REST API, the scheduler and the worker (TE_ROLES picks which).
     Serve(Box<ServeArgs>),
     /// Apply pending database migrations and exit.
     Migrate(MigrateArgs),
@@ -145,6 +145,11 @@ pub struct ServeArgs {
     #[arg(long, env = "TE_MAX_BODY_BYTES", value_name = "TE_MAX_BODY_BYTES", default_value_t = 1024 * 1024,
           value_parser = clap::value_parser!(u64).range(1024..=64 * 1024 * 1024))]
     pub max_body_bytes: u64,
+
+    /// How far ahead a DELAYED job's run_at may be, in days.
+    #[arg(long, env = "TE_MAX_SCHEDULE_AHEAD_DAYS", value_name = "TE_MAX_SCHEDULE_AHEAD_DAYS", default_value_t = 365,
+          value_parser = clap::value_parser!(u32).range(1..=36_500))]
+    pub max_schedule_ahead_days: u32,
 
     /// Do not apply migrations at start (run `taskexec migrate` separately).
     #[arg(long, env = "TE_NO_MIGRATE", value_name = "TE_NO_MIGRATE")]

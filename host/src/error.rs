@@ -17,11 +17,18 @@ pub struct ApiError {
     pub status: StatusCode,
     pub code: &'static str,
     pub message: String,
+    /// Structured detail beside the message (each failing input path, say).
+    pub details: Option<serde_json::Value>,
 }
 
 impl ApiError {
     pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
-        Self { status, code, message: message.into() }
+        Self { status, code, message: message.into(), details: None }
+    }
+
+    pub fn with_details(mut self, details: serde_json::Value) -> Self {
+        self.details = Some(details);
+        self
     }
 
     /// 400 INVALID_REQUEST, naming the field at fault.
@@ -80,9 +87,12 @@ impl From<StoreError> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = json!({
+        let mut body = json!({
             "error": { "code": self.code, "message": self.message, "request_id": request_id::current() }
         });
+        if let Some(details) = self.details {
+            body["error"]["details"] = details;
+        }
         (self.status, Json(body)).into_response()
     }
 }

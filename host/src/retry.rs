@@ -1,5 +1,7 @@
-//! An endpoint's retry policy: its defaults (those of the brief) and its rules.
+//! An endpoint's retry policy: its defaults (those of the brief), its rules, and the backoff
+//! between attempts.
 
+use rand::Rng;
 use serde::{Deserialize, Serialize};
 
 use crate::transport::SpecError;
@@ -97,10 +99,77 @@ impl RetryPolicy {
     }
 }
 
+impl RetryPolicy {
+    /// The delay before the retry that follows failed attempt `attempt` (1-based): the
+    /// backoff's base delay with ±25% jitter (so retries of many executions that failed
+    /// together spread out), capped at `max_delay_ms`.
+    pub fn backoff_ms(&self, attempt: u32, rng: &mut impl Rng) -> u64 {
+        let attempt = u64::from(attempt.max(1));
+        let base = match self.backoff {
+            Backoff::Fixed => self.initial_delay_ms,
+            Backoff::Linear => self.initial_delay_ms.saturating_mul(attempt),
+            Backoff::Exponential => self.initial_delay_ms.saturating_mul(1u64 << (attempt - 1).min(62)),
+        };
+        let base = base.min(self.max_delay_ms);
+        let spread = base / 4;
+        let jittered = if spread == 0 { base } else { base - spread + rng.gen_range(0..=2 * spread) };
+        jittered.min(self.max_delay_ms)
+    }
+
+    /// The delay before the next attempt: the receiver's `Retry-After` when it sent one
+    /// (capped at `max_delay_ms`), otherwise the backoff.
+    pub fn next_delay_ms(&self, attempt: u32, retry_after_ms: Option<u64>, rng: &mut impl Rng) -> u64 {
+        match retry_after_ms {
+            Some(asked) => asked.min(self.max_delay_ms),
+            None => self.backoff_ms(attempt, rng),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rand::SeedableRng;
     use serde_json::json;
+
+    fn policy(backoff: Backoff, initial: u64, max: u64) -> RetryPolicy {
+        RetryPolicy { max_attempts: 10, backoff, initial_delay_ms: initial, max_delay_ms: max }
+    }
+
+    #[test]
+    fn backoff_grows_per_kind_within_the_jitter_band_and_the_cap() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        let within = |value: u64, base: u64| value >= base - base / 4 && value <= base + base / 4;
+        for attempt in 1..=6u32 {
+            let fixed = policy(Backoff::Fixed, 1000, 60_000).backoff_ms(attempt, &mut rng);
+            assert!(within(fixed, 1000), "fixed {attempt}: {fixed}");
+            let linear = policy(Backoff::Linear, 1000, 60_000).backoff_ms(attempt, &mut rng);
+            assert!(within(linear, 1000 * u64::from(attempt)), "linear {attempt}: {linear}");
+            let exponential = policy(Backoff::Exponential, 1000, 600_000).backoff_ms(attempt, &mut rng);
+            assert!(within(exponential, 1000 << (attempt - 1)), "exponential {attempt}: {exponential}");
+        }
+        // The cap holds even with jitter, and far attempts do not overflow.
+        let capped = policy(Backoff::Exponential, 1000, 30_000);
+        for attempt in [6, 20, 100, u32::MAX] {
+            assert!(capped.backoff_ms(attempt, &mut rng) <= 30_000);
+        }
+    }
+
+    #[test]
+    fn jitter_spreads_retries() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(1);
+        let p = policy(Backoff::Fixed, 1000, 60_000);
+        let values: std::collections::BTreeSet<u64> = (0..50).map(|_| p.backoff_ms(1, &mut rng)).collect();
+        assert!(values.len() > 10, "jitter varies the delay: {values:?}");
+    }
+
+    #[test]
+    fn retry_after_wins_but_is_capped() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(1);
+        let p = policy(Backoff::Exponential, 1000, 30_000);
+        assert_eq!(p.next_delay_ms(1, Some(7000), &mut rng), 7000);
+        assert_eq!(p.next_delay_ms(1, Some(3_600_000), &mut rng), 30_000);
+    }
 
     #[test]
     fn absent_policy_gets_the_briefs_defaults() {

@@ -5,8 +5,10 @@
 pub mod auth;
 pub mod configs;
 pub mod endpoints;
+pub mod executions;
 pub mod extract;
 pub mod health;
+pub mod jobs;
 pub mod names;
 pub mod pagination;
 pub mod payload_specs;
@@ -33,6 +35,8 @@ pub fn router(state: AppState, api_keys: Arc<ApiKeys>, max_body_bytes: usize) ->
         .merge(configs::router())
         .merge(secrets::router())
         .merge(endpoints::router())
+        .merge(jobs::router())
+        .merge(executions::router())
         .route_layer(middleware::from_fn_with_state(api_keys, auth::require_api_key));
     Router::new()
         .merge(health::router())

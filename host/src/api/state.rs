@@ -2,6 +2,8 @@
 
 use std::sync::Arc;
 
+use super::jobs::Validators;
+use crate::scheduler::Wakeups;
 use crate::secret::SecretCipher;
 use crate::store::Store;
 use crate::template::Renderer;
@@ -15,4 +17,10 @@ pub struct AppState {
     pub transports: Transports,
     /// Registration asks the renderer to check the spec's templates.
     pub renderer: Arc<dyn Renderer>,
+    /// New work wakes this process's worker and scheduler at once.
+    pub wakeups: Wakeups,
+    /// How far ahead a DELAYED job may be scheduled (`TE_MAX_SCHEDULE_AHEAD_DAYS`).
+    pub max_schedule_ahead: chrono::Duration,
+    /// Compiled payload-spec validators.
+    pub validators: Arc<Validators>,
 }

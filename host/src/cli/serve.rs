@@ -1,16 +1,21 @@
 //! `taskexec serve`: open the store, migrate, settle the keys, and run the roles.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{bail, Context};
 use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
 
 use super::{database_location, init_logging, load_cipher, open_store};
 use crate::api::{self, auth, ApiKeys, AppState};
 use crate::config::{parse_api_keys, Role, ServeArgs};
+use crate::region::{evaluator, heartbeat, RegionFilter};
+use crate::scheduler::{self, SchedulerConfig, Wakeups};
 use crate::store::{Backend, Store};
 use crate::template::MinijinjaRenderer;
 use crate::transport::Transports;
+use crate::worker::{self, Pipeline, WorkerConfig};
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     init_logging(&args.log)?;
@@ -25,31 +30,87 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
     tracing::info!(backend = ?store.backend(), "Store ready.");
 
-    let engine_roles: Vec<Role> = args.roles.iter().copied().filter(|r| *r != Role::Api).collect();
-    if !engine_roles.is_empty() {
-        // Honest about what this build does: the engine lands with its own issue.
-        tracing::warn!(roles = ?engine_roles, "This build does not run the scheduler and worker roles yet; only the API serves.");
-    }
-    if !args.roles.contains(&Role::Api) {
-        bail!("TE_ROLES: this build only has the api role; include `api`");
-    }
-
     let api_keys = settle_api_keys(store.as_ref(), explicit_keys).await?;
-    let state = AppState {
-        store,
-        cipher: Arc::new(cipher),
-        transports: Transports::native(),
-        renderer: Arc::new(MinijinjaRenderer::new()),
-    };
-    let max_body_bytes =
-        usize::try_from(args.max_body_bytes).context("TE_MAX_BODY_BYTES is too large for this platform")?;
-    let app = api::router(state, Arc::new(api_keys), max_body_bytes);
+    let cipher = Arc::new(cipher);
+    let transports = Transports::native();
+    let renderer = Arc::new(MinijinjaRenderer::new());
+    let wakeups = Wakeups::default();
+    let shutdown = CancellationToken::new();
+    let instance = format!("{}-{}", std::process::id(), &uuid::Uuid::new_v4().simple().to_string()[..8]);
+    let mut background = Vec::new();
 
-    let listener = TcpListener::bind(args.listen_addr)
-        .await
-        .with_context(|| format!("TE_LISTEN_ADDR: cannot listen on {}", args.listen_addr))?;
-    tracing::info!(addr = %listener.local_addr()?, "Listening.");
-    axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await.context("the API server failed")?;
+    if args.roles.contains(&Role::Scheduler) {
+        let s = &args.scheduler;
+        let config = SchedulerConfig {
+            cron_tick_interval: Duration::from_secs(s.cron_tick_interval_sec),
+            cron_batch_size: i64::from(s.cron_batch_size),
+            promote_interval: Duration::from_millis(s.promote_interval_ms),
+            reclaim_interval: Duration::from_secs(s.reclaim_interval_sec),
+            stuck_execution_timeout: Duration::from_secs(s.stuck_execution_timeout_sec),
+        };
+        background.extend(scheduler::spawn(store.clone(), config, wakeups.clone(), shutdown.clone()));
+        background.push(tokio::spawn(heartbeat::run(store.clone(), format!("scheduler:{instance}"), shutdown.clone())));
+        tracing::info!("Scheduler running.");
+    }
+    if args.roles.contains(&Role::Worker) {
+        let w = &args.worker;
+        let worker_id = format!("worker-{instance}");
+        let pipeline = Arc::new(Pipeline::new(
+            store.clone(),
+            cipher.clone(),
+            transports.clone(),
+            renderer.clone(),
+            worker_id.clone(),
+            Duration::from_secs(w.config_cache_ttl_sec),
+            Duration::from_secs(w.secret_cache_ttl_sec),
+        ));
+        let config = WorkerConfig {
+            worker_id: worker_id.clone(),
+            max_concurrent: w.worker_max_concurrent as usize,
+            poll_interval: Duration::from_millis(w.worker_poll_interval_ms),
+            shutdown_timeout: Duration::from_secs(w.worker_shutdown_timeout_sec),
+        };
+        background.push(tokio::spawn(worker::run(store.clone(), pipeline, config, wakeups.clone(), shutdown.clone())));
+        background.push(tokio::spawn(heartbeat::run(store.clone(), worker_id, shutdown.clone())));
+        tracing::info!(max_concurrent = w.worker_max_concurrent, "Worker running.");
+    }
+    if args.roles.contains(&Role::Scheduler) || args.roles.contains(&Role::Worker) {
+        background.push(tokio::spawn(RegionFilter::default().refresh_loop(store.clone(), shutdown.clone())));
+        background.push(tokio::spawn(evaluator::run(shutdown.clone())));
+    }
+
+    if args.roles.contains(&Role::Api) {
+        let state = AppState {
+            store: store.clone(),
+            cipher,
+            transports,
+            renderer,
+            wakeups,
+            max_schedule_ahead: chrono::Duration::days(i64::from(args.max_schedule_ahead_days)),
+            validators: Arc::default(),
+        };
+        let max_body_bytes =
+            usize::try_from(args.max_body_bytes).context("TE_MAX_BODY_BYTES is too large for this platform")?;
+        let app = api::router(state, Arc::new(api_keys), max_body_bytes);
+        let listener = TcpListener::bind(args.listen_addr)
+            .await
+            .with_context(|| format!("TE_LISTEN_ADDR: cannot listen on {}", args.listen_addr))?;
+        tracing::info!(addr = %listener.local_addr()?, "Listening.");
+        let stop = shutdown.clone();
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async move {
+                shutdown_signal().await;
+                stop.cancel();
+            })
+            .await
+            .context("the API server failed")?;
+    } else {
+        shutdown_signal().await;
+    }
+    shutdown.cancel();
+    for task in background {
+        let _ = task.await;
+    }
     tracing::info!("Stopped.");
     Ok(())
 }
@@ -100,5 +161,5 @@ async fn shutdown_signal() {
         () = ctrl_c => {},
         () = terminate => {},
     }
-    tracing::info!("Shutting down: no new requests; finishing those in flight.");
+    tracing::info!("Shutting down: no new requests or claims; finishing those in flight.");
 }

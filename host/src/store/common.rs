@@ -16,8 +16,12 @@ macro_rules! impl_store {
         const _: () = {
             use serde_json::Value;
             use sqlx::types::Json;
+            use chrono::{DateTime, Utc};
+            use $crate::ids::{new_id, ATTEMPT, LOG};
+            use $crate::store::engine::{ATTEMPT_COLUMNS, EXECUTION_COLUMNS, JOB_COLUMNS, LOG_COLUMNS};
             use $crate::store::{
-                now, Config, DbTime, Deleted, Endpoint, EndpointWrite, Inserted, PageRequest, PayloadSpec,
+                now, Attempt, AttemptFinish, Config, CronAdvance, DbTime, Deleted, Endpoint, EndpointWrite, Execution,
+                ExecutionLog, ExecutionWrite, Inserted, Job, JobFilter, JobStats, JobWrite, PageRequest, PayloadSpec,
                 Secret, StoreError, StoreResult,
             };
 
@@ -30,33 +34,39 @@ macro_rules! impl_store {
             const IN_USE_SHOWN: i64 = 20;
 
             impl $store {
-                /// One page of `table` in (created_at, key) order, strictly after the cursor.
-                async fn list_page<T>(&self, columns: &str, table: &str, key: &str, page: &PageRequest) -> StoreResult<Vec<T>>
+                /// One page of `table` in (`time_column`, `key`) order, strictly after the cursor,
+                /// among the rows whose `filters` columns equal the given values.
+                async fn list_page<T>(
+                    &self,
+                    columns: &str,
+                    table: &str,
+                    time_column: &str,
+                    key: &str,
+                    filters: &[(&str, &str)],
+                    page: &PageRequest,
+                ) -> StoreResult<Vec<T>>
                 where
                     T: for<'r> sqlx::FromRow<'r, <$db as sqlx::Database>::Row> + Send + Unpin,
                 {
-                    Ok(match &page.after {
-                        None => {
-                            let sql = format!("SELECT {columns} FROM {table} ORDER BY created_at, {key} LIMIT $1");
-                            sqlx::query_as::<$db, T>(&sql).bind(page.limit).fetch_all(&self.pool).await?
-                        }
-                        Some(after) => {
-                            // Row-value comparison: everything after the last row shown, so rows
-                            // inserted meanwhile never shift a page (they sort after `now`).
-                            let sql = format!(
-                                "SELECT {columns} FROM {table}
-                                 WHERE (created_at, {key}) > ($1, $2)
-                                 ORDER BY created_at, {key}
-                                 LIMIT $3"
-                            );
-                            sqlx::query_as::<$db, T>(&sql)
-                                .bind(DbTime(after.created_at))
-                                .bind(&after.key)
-                                .bind(page.limit)
-                                .fetch_all(&self.pool)
-                                .await?
-                        }
-                    })
+                    let mut conditions: Vec<String> =
+                        filters.iter().enumerate().map(|(i, (column, _))| format!("{column} = ${}", i + 1)).collect();
+                    let mut next = filters.len() + 1;
+                    if page.after.is_some() {
+                        // Row-value comparison: everything after the last row shown, so rows
+                        // inserted meanwhile never shift a page (they sort after `now`).
+                        conditions.push(format!("({time_column}, {key}) > (${next}, ${})", next + 1));
+                        next += 2;
+                    }
+                    let filter = if conditions.is_empty() { String::new() } else { format!("WHERE {}", conditions.join(" AND ")) };
+                    let sql = format!("SELECT {columns} FROM {table} {filter} ORDER BY {time_column}, {key} LIMIT ${next}");
+                    let mut query = sqlx::query_as::<$db, T>(&sql);
+                    for (_, value) in filters {
+                        query = query.bind(*value);
+                    }
+                    if let Some(after) = &page.after {
+                        query = query.bind(DbTime(after.created_at)).bind(&after.key);
+                    }
+                    Ok(query.bind(page.limit).fetch_all(&self.pool).await?)
                 }
 
                 /// Delete one row unless `referencing_sql` (one `$1`, one text column) finds
@@ -120,6 +130,67 @@ macro_rules! impl_store {
                         .await?)
                 }
 
+                async fn job_insert_row(tx: &mut sqlx::Transaction<'_, $db>, job: &JobWrite) -> StoreResult<Option<Job>> {
+                    let sql = format!(
+                        "INSERT INTO jobs (job_id, endpoint, endpoint_type, trigger_type, status, version, previous_version_id,
+                             idempotency_key, input, run_at, cron_expression, cron_timezone, cron_starts_at, cron_ends_at,
+                             cron_next_run_at, created_at)
+                         VALUES ($1, $2, $3, $4, 'ACTIVE', $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+                         ON CONFLICT (endpoint, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+                         RETURNING {JOB_COLUMNS}"
+                    );
+                    Ok(sqlx::query_as::<$db, Job>(&sql)
+                        .bind(&job.job_id)
+                        .bind(&job.endpoint)
+                        .bind(&job.endpoint_type)
+                        .bind(&job.trigger_type)
+                        .bind(job.version)
+                        .bind(&job.previous_version_id)
+                        .bind(&job.idempotency_key)
+                        .bind(Json(&job.input))
+                        .bind(job.run_at.map(DbTime))
+                        .bind(&job.cron_expression)
+                        .bind(&job.cron_timezone)
+                        .bind(job.cron_starts_at.map(DbTime))
+                        .bind(job.cron_ends_at.map(DbTime))
+                        .bind(job.cron_next_run_at.map(DbTime))
+                        .bind(DbTime(job.created_at))
+                        .fetch_optional(&mut **tx)
+                        .await?)
+                }
+
+                /// Insert an execution; a second one with the same (job, idempotency key) is
+                /// ignored. Whether it was inserted.
+                async fn execution_insert(tx: &mut sqlx::Transaction<'_, $db>, e: &ExecutionWrite) -> StoreResult<bool> {
+                    let done = sqlx::query(
+                        "INSERT INTO executions (execution_id, job_id, endpoint, endpoint_type, idempotency_key, status, input,
+                             max_attempts, run_at, created_at)
+                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+                         ON CONFLICT (job_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING",
+                    )
+                    .bind(&e.execution_id)
+                    .bind(&e.job_id)
+                    .bind(&e.endpoint)
+                    .bind(&e.endpoint_type)
+                    .bind(&e.idempotency_key)
+                    .bind(e.status)
+                    .bind(Json(&e.input))
+                    .bind(e.max_attempts)
+                    .bind(DbTime(e.run_at))
+                    .bind(DbTime(e.created_at))
+                    .execute(&mut **tx)
+                    .await?;
+                    Ok(done.rows_affected() == 1)
+                }
+
+                async fn execution_by(&self, job_id: &str, newest: bool) -> StoreResult<Option<Execution>> {
+                    let order = if newest { "DESC" } else { "ASC" };
+                    let sql = format!(
+                        "SELECT {EXECUTION_COLUMNS} FROM executions WHERE job_id = $1 ORDER BY created_at {order}, execution_id {order} LIMIT 1"
+                    );
+                    Ok(sqlx::query_as::<$db, Execution>(&sql).bind(job_id).fetch_optional(&self.pool).await?)
+                }
+
                 async fn endpoint_secret_refs_write(
                     tx: &mut sqlx::Transaction<'_, $db>,
                     endpoint: &str,
@@ -170,7 +241,7 @@ macro_rules! impl_store {
                 }
 
                 async fn payload_spec_list(&self, page: &PageRequest) -> StoreResult<Vec<PayloadSpec>> {
-                    self.list_page(PAYLOAD_SPEC_COLUMNS, "payload_specs", "name", page).await
+                    self.list_page(PAYLOAD_SPEC_COLUMNS, "payload_specs", "created_at", "name", &[], page).await
                 }
 
                 async fn payload_spec_update(&self, name: &str, schema: &Value) -> StoreResult<Option<PayloadSpec>> {
@@ -201,7 +272,7 @@ macro_rules! impl_store {
                 }
 
                 async fn config_list(&self, page: &PageRequest) -> StoreResult<Vec<Config>> {
-                    self.list_page(CONFIG_COLUMNS, "configs", "name", page).await
+                    self.list_page(CONFIG_COLUMNS, "configs", "created_at", "name", &[], page).await
                 }
 
                 async fn config_update(&self, name: &str, values: &Value) -> StoreResult<Option<Config>> {
@@ -244,7 +315,7 @@ macro_rules! impl_store {
                 }
 
                 async fn secret_list(&self, page: &PageRequest) -> StoreResult<Vec<Secret>> {
-                    self.list_page(SECRET_COLUMNS, "secrets", "name", page).await
+                    self.list_page(SECRET_COLUMNS, "secrets", "created_at", "name", &[], page).await
                 }
 
                 async fn secret_names_existing(&self, names: &[String]) -> StoreResult<Vec<String>> {
@@ -330,7 +401,7 @@ macro_rules! impl_store {
                 }
 
                 async fn endpoint_list(&self, page: &PageRequest) -> StoreResult<Vec<Endpoint>> {
-                    self.list_page(ENDPOINT_COLUMNS, "endpoints", "name", page).await
+                    self.list_page(ENDPOINT_COLUMNS, "endpoints", "created_at", "name", &[], page).await
                 }
 
                 async fn endpoint_update(&self, endpoint: &EndpointWrite) -> StoreResult<Option<Endpoint>> {
@@ -387,6 +458,341 @@ macro_rules! impl_store {
                         .execute(&self.pool)
                         .await?;
                     Ok(())
+                }
+
+                // ---- jobs ----
+
+                async fn job_insert(&self, job: &JobWrite, execution: Option<&ExecutionWrite>) -> StoreResult<Inserted<Job>> {
+                    let mut tx = self.begin_write().await?;
+                    let Some(created) = Self::job_insert_row(&mut tx, job).await? else {
+                        drop(tx);
+                        let sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE endpoint = $1 AND idempotency_key = $2");
+                        let row = sqlx::query_as::<$db, Job>(&sql)
+                            .bind(&job.endpoint)
+                            .bind(&job.idempotency_key)
+                            .fetch_optional(&self.pool)
+                            .await?;
+                        return existing(row);
+                    };
+                    if let Some(execution) = execution {
+                        Self::execution_insert(&mut tx, execution).await?;
+                    }
+                    tx.commit().await?;
+                    Ok(Inserted::Created(created))
+                }
+
+                async fn job_get(&self, job_id: &str) -> StoreResult<Option<Job>> {
+                    let sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE job_id = $1");
+                    Ok(sqlx::query_as::<$db, Job>(&sql).bind(job_id).fetch_optional(&self.pool).await?)
+                }
+
+                async fn job_list(&self, filter: &JobFilter, page: &PageRequest) -> StoreResult<Vec<Job>> {
+                    let mut filters: Vec<(&str, &str)> = Vec::new();
+                    if let Some(endpoint) = &filter.endpoint {
+                        filters.push(("endpoint", endpoint));
+                    }
+                    if let Some(status) = &filter.status {
+                        filters.push(("status", status));
+                    }
+                    if let Some(trigger) = &filter.trigger_type {
+                        filters.push(("trigger_type", trigger));
+                    }
+                    self.list_page(JOB_COLUMNS, "jobs", "created_at", "job_id", &filters, page).await
+                }
+
+                async fn job_replace(&self, old_job_id: &str, new: &JobWrite) -> StoreResult<Option<Job>> {
+                    let mut tx = self.begin_write().await?;
+                    // Compare-and-set on ACTIVE: of two concurrent updates, one replaces the job.
+                    let retired = sqlx::query(
+                        "UPDATE jobs SET status = 'RETIRED', retired_at = $2, replaced_by_id = $3
+                         WHERE job_id = $1 AND status = 'ACTIVE' AND trigger_type = 'CRON'",
+                    )
+                    .bind(old_job_id)
+                    .bind(DbTime(new.created_at))
+                    .bind(&new.job_id)
+                    .execute(&mut *tx)
+                    .await?;
+                    if retired.rows_affected() == 0 {
+                        return Ok(None);
+                    }
+                    let created = Self::job_insert_row(&mut tx, new).await?.ok_or(StoreError::UniqueViolation)?;
+                    tx.commit().await?;
+                    Ok(Some(created))
+                }
+
+                async fn job_retire(&self, job_id: &str) -> StoreResult<bool> {
+                    let done = sqlx::query("UPDATE jobs SET status = 'RETIRED', retired_at = $2 WHERE job_id = $1 AND status = 'ACTIVE'")
+                        .bind(job_id)
+                        .bind(DbTime(now()))
+                        .execute(&self.pool)
+                        .await?;
+                    Ok(done.rows_affected() == 1)
+                }
+
+                async fn job_cancel_waiting(&self, job_id: &str) -> StoreResult<Vec<String>> {
+                    let at = DbTime(now());
+                    let mut tx = self.begin_write().await?;
+                    let cancelled: Vec<(String,)> = sqlx::query_as(
+                        "UPDATE executions SET status = 'CANCELLED', completed_at = $2, worker_id = NULL
+                         WHERE job_id = $1 AND status IN ('PENDING', 'QUEUED', 'RETRYING')
+                         RETURNING execution_id",
+                    )
+                    .bind(job_id)
+                    .bind(at)
+                    .fetch_all(&mut *tx)
+                    .await?;
+                    if !cancelled.is_empty() {
+                        sqlx::query("UPDATE jobs SET status = 'RETIRED', retired_at = $2 WHERE job_id = $1 AND status = 'ACTIVE'")
+                            .bind(job_id)
+                            .bind(at)
+                            .execute(&mut *tx)
+                            .await?;
+                    }
+                    tx.commit().await?;
+                    Ok(cancelled.into_iter().map(|(id,)| id).collect())
+                }
+
+                async fn job_stats(&self, job_id: &str, completed_since: DateTime<Utc>) -> StoreResult<JobStats> {
+                    let active: Vec<(String, i64)> = sqlx::query_as(
+                        "SELECT status, COUNT(*) FROM executions
+                         WHERE job_id = $1 AND status IN ('PENDING', 'QUEUED', 'RUNNING', 'RETRYING')
+                         GROUP BY status",
+                    )
+                    .bind(job_id)
+                    .fetch_all(&self.pool)
+                    .await?;
+                    let completed: Vec<(String, Option<i32>)> = sqlx::query_as(
+                        "SELECT status, duration_ms FROM executions
+                         WHERE job_id = $1 AND status IN ('SUCCESS', 'FAILED') AND completed_at >= $2",
+                    )
+                    .bind(job_id)
+                    .bind(DbTime(completed_since))
+                    .fetch_all(&self.pool)
+                    .await?;
+                    let count = |s: &str| active.iter().find(|(status, _)| status == s).map_or(0, |(_, n)| *n);
+                    Ok(JobStats {
+                        pending: count("PENDING"),
+                        queued: count("QUEUED"),
+                        running: count("RUNNING"),
+                        retrying: count("RETRYING"),
+                        completed,
+                    })
+                }
+
+                // ---- executions ----
+
+                async fn execution_get(&self, execution_id: &str) -> StoreResult<Option<Execution>> {
+                    let sql = format!("SELECT {EXECUTION_COLUMNS} FROM executions WHERE execution_id = $1");
+                    Ok(sqlx::query_as::<$db, Execution>(&sql).bind(execution_id).fetch_optional(&self.pool).await?)
+                }
+
+                async fn execution_first(&self, job_id: &str) -> StoreResult<Option<Execution>> {
+                    self.execution_by(job_id, false).await
+                }
+
+                async fn execution_last(&self, job_id: &str) -> StoreResult<Option<Execution>> {
+                    self.execution_by(job_id, true).await
+                }
+
+                async fn execution_list(&self, job_id: &str, status: Option<&str>, page: &PageRequest) -> StoreResult<Vec<Execution>> {
+                    let mut filters = vec![("job_id", job_id)];
+                    filters.extend(status.map(|s| ("status", s)));
+                    self.list_page(EXECUTION_COLUMNS, "executions", "created_at", "execution_id", &filters, page).await
+                }
+
+                async fn execution_cancel(&self, execution_id: &str) -> StoreResult<bool> {
+                    // Compare-and-set against the claim: whichever commits first wins.
+                    let done = sqlx::query(
+                        "UPDATE executions SET status = 'CANCELLED', completed_at = $2, worker_id = NULL
+                         WHERE execution_id = $1 AND status IN ('PENDING', 'QUEUED', 'RETRYING')",
+                    )
+                    .bind(execution_id)
+                    .bind(DbTime(now()))
+                    .execute(&self.pool)
+                    .await?;
+                    Ok(done.rows_affected() == 1)
+                }
+
+                async fn attempt_list(&self, execution_id: &str, page: &PageRequest) -> StoreResult<Vec<Attempt>> {
+                    self.list_page(ATTEMPT_COLUMNS, "attempts", "created_at", "attempt_id", &[("execution_id", execution_id)], page).await
+                }
+
+                async fn log_list(&self, execution_id: &str, page: &PageRequest) -> StoreResult<Vec<ExecutionLog>> {
+                    self.list_page(LOG_COLUMNS, "execution_logs", "logged_at", "log_id", &[("execution_id", execution_id)], page).await
+                }
+
+                // ---- scheduler ----
+
+                async fn cron_due(&self, now: DateTime<Utc>, limit: i64) -> StoreResult<Vec<Job>> {
+                    let sql = format!(
+                        "SELECT {JOB_COLUMNS} FROM jobs
+                         WHERE trigger_type = 'CRON' AND status = 'ACTIVE' AND cron_next_run_at <= $1
+                         ORDER BY cron_next_run_at
+                         LIMIT $2"
+                    );
+                    Ok(sqlx::query_as::<$db, Job>(&sql).bind(DbTime(now)).bind(limit).fetch_all(&self.pool).await?)
+                }
+
+                async fn cron_advance(&self, advance: &CronAdvance) -> StoreResult<bool> {
+                    let mut tx = self.begin_write().await?;
+                    // The compare-and-set: only the scheduler that still sees `tick` as next moves it.
+                    let moved = sqlx::query(
+                        "UPDATE jobs SET cron_next_run_at = $3, cron_last_tick_at = $2
+                         WHERE job_id = $1 AND cron_next_run_at = $2 AND status = 'ACTIVE'",
+                    )
+                    .bind(&advance.job_id)
+                    .bind(DbTime(advance.tick))
+                    .bind(advance.next.map(DbTime))
+                    .execute(&mut *tx)
+                    .await?;
+                    if moved.rows_affected() == 0 {
+                        return Ok(false);
+                    }
+                    if let Some(execution) = &advance.execution {
+                        Self::execution_insert(&mut tx, execution).await?;
+                    }
+                    tx.commit().await?;
+                    Ok(true)
+                }
+
+                async fn execution_promote_due(&self, now: DateTime<Utc>) -> StoreResult<u64> {
+                    let done = sqlx::query("UPDATE executions SET status = 'QUEUED' WHERE status = 'PENDING' AND run_at <= $1")
+                        .bind(DbTime(now))
+                        .execute(&self.pool)
+                        .await?;
+                    Ok(done.rows_affected())
+                }
+
+                async fn execution_next_pending(&self) -> StoreResult<Option<DateTime<Utc>>> {
+                    let row: Option<(DateTime<Utc>,)> =
+                        sqlx::query_as("SELECT run_at FROM executions WHERE status = 'PENDING' ORDER BY run_at LIMIT 1")
+                            .fetch_optional(&self.pool)
+                            .await?;
+                    Ok(row.map(|(t,)| t))
+                }
+
+                async fn execution_reclaim_stuck(&self, now: DateTime<Utc>, started_before: DateTime<Utc>) -> StoreResult<u64> {
+                    let mut tx = self.begin_write().await?;
+                    // The row lock this takes also fences the lost worker: its finishing write
+                    // waits for this one and then finds the execution no longer RUNNING.
+                    let reclaimed: Vec<(String, i32, Option<DateTime<Utc>>)> = sqlx::query_as(
+                        "UPDATE executions
+                         SET status = CASE WHEN attempt_count >= max_attempts THEN 'FAILED' ELSE 'RETRYING' END,
+                             completed_at = CASE WHEN attempt_count >= max_attempts THEN $1 ELSE NULL END,
+                             worker_id = NULL,
+                             run_at = $1
+                         WHERE status = 'RUNNING' AND started_at < $2
+                         RETURNING execution_id, attempt_count, started_at",
+                    )
+                    .bind(DbTime(now))
+                    .bind(DbTime(started_before))
+                    .fetch_all(&mut *tx)
+                    .await?;
+                    let error = serde_json::json!({
+                        "type": "WORKER_LOST",
+                        "message": "The worker stopped responding during this attempt; the execution was reclaimed.",
+                        "retryable": true,
+                    });
+                    for (execution_id, attempt, started_at) in &reclaimed {
+                        sqlx::query(
+                            "INSERT INTO attempts (attempt_id, execution_id, attempt_number, status, started_at, completed_at, error, created_at)
+                             VALUES ($1, $2, $3, 'FAILED', $4, $5, $6, $5)
+                             ON CONFLICT (execution_id, attempt_number) DO NOTHING",
+                        )
+                        .bind(new_id(ATTEMPT))
+                        .bind(execution_id)
+                        .bind(attempt)
+                        .bind(DbTime(started_at.unwrap_or(now)))
+                        .bind(DbTime(now))
+                        .bind(Json(&error))
+                        .execute(&mut *tx)
+                        .await?;
+                    }
+                    tx.commit().await?;
+                    Ok(reclaimed.len() as u64)
+                }
+
+                // ---- worker ----
+
+                async fn execution_finish(&self, f: &AttemptFinish) -> StoreResult<bool> {
+                    let mut tx = self.begin_write().await?;
+                    // The fence: the attempt number this worker claimed must still be current.
+                    let finished = sqlx::query(
+                        "UPDATE executions
+                         SET status = $3, output = $4, completed_at = $5, duration_ms = $6, worker_id = NULL,
+                             run_at = COALESCE($7, run_at)
+                         WHERE execution_id = $1 AND status = 'RUNNING' AND attempt_count = $2",
+                    )
+                    .bind(&f.execution_id)
+                    .bind(f.attempt_number)
+                    .bind(f.execution_status)
+                    .bind(f.output.as_ref().map(Json))
+                    .bind((f.execution_status != "RETRYING").then_some(DbTime(f.completed_at)))
+                    .bind(f.duration_ms)
+                    .bind(f.retry_at.map(DbTime))
+                    .execute(&mut *tx)
+                    .await?;
+                    if finished.rows_affected() == 0 {
+                        return Ok(false);
+                    }
+                    sqlx::query(
+                        "INSERT INTO attempts (attempt_id, execution_id, attempt_number, status, started_at, completed_at,
+                             duration_ms, output, error, created_at)
+                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $6)",
+                    )
+                    .bind(new_id(ATTEMPT))
+                    .bind(&f.execution_id)
+                    .bind(f.attempt_number)
+                    .bind(f.attempt_status)
+                    .bind(DbTime(f.started_at))
+                    .bind(DbTime(f.completed_at))
+                    .bind(f.duration_ms)
+                    .bind(f.output.as_ref().map(Json))
+                    .bind(f.error.as_ref().map(Json))
+                    .execute(&mut *tx)
+                    .await?;
+                    if !f.logs.is_empty() {
+                        let mut insert = sqlx::QueryBuilder::<$db>::new(
+                            "INSERT INTO execution_logs (log_id, execution_id, attempt_number, level, message, logged_at) ",
+                        );
+                        insert.push_values(&f.logs, |mut row, log| {
+                            row.push_bind(new_id(LOG))
+                                .push_bind(&f.execution_id)
+                                .push_bind(f.attempt_number)
+                                .push_bind(log.level)
+                                .push_bind(&log.message)
+                                .push_bind(DbTime(log.logged_at));
+                        });
+                        insert.build().execute(&mut *tx).await?;
+                    }
+                    tx.commit().await?;
+                    Ok(true)
+                }
+
+                // ---- regions ----
+
+                async fn heartbeat_write(&self, region: &str, component: &str, status: &str, metadata: &Value) -> StoreResult<()> {
+                    sqlx::query(
+                        "INSERT INTO region_heartbeats (region, component, last_beat_at, status, metadata)
+                         VALUES ($1, $2, $3, $4, $5)
+                         ON CONFLICT (region, component)
+                         DO UPDATE SET last_beat_at = excluded.last_beat_at, status = excluded.status, metadata = excluded.metadata",
+                    )
+                    .bind(region)
+                    .bind(component)
+                    .bind(DbTime(now()))
+                    .bind(status)
+                    .bind(Json(metadata))
+                    .execute(&self.pool)
+                    .await?;
+                    Ok(())
+                }
+
+                async fn region_alive(&self) -> StoreResult<Vec<String>> {
+                    let rows: Vec<(String,)> = sqlx::query_as("SELECT region FROM region_status WHERE alive ORDER BY region")
+                        .fetch_all(&self.pool)
+                        .await?;
+                    Ok(rows.into_iter().map(|(r,)| r).collect())
                 }
             }
         };

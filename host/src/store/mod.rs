@@ -9,6 +9,7 @@
 //! the store persists and fetches, the callers decide.
 
 mod common;
+mod engine;
 pub mod postgres;
 pub mod sqlite;
 mod time;
@@ -19,6 +20,10 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
+pub use engine::{
+    Attempt, AttemptFinish, CronAdvance, Execution, ExecutionLog, ExecutionWrite, Job, JobFilter, JobStats, JobWrite,
+    LogWrite,
+};
 pub use time::{now, DbTime};
 
 pub type StoreResult<T> = Result<T, StoreError>;
@@ -210,6 +215,77 @@ pub trait Store: Send + Sync + 'static {
     /// SHA-256 hashes of the API keys the service generated for itself.
     async fn api_key_hashes(&self) -> StoreResult<Vec<Vec<u8>>>;
     async fn api_key_insert(&self, key_hash: &[u8]) -> StoreResult<()>;
+
+    // ---- jobs ----
+
+    /// Insert a job and, for a one-shot job, its execution, in one transaction. When a job with
+    /// the same (endpoint, idempotency_key) exists, nothing is written and it is returned.
+    async fn job_insert(&self, job: &JobWrite, execution: Option<&ExecutionWrite>) -> StoreResult<Inserted<Job>>;
+    async fn job_get(&self, job_id: &str) -> StoreResult<Option<Job>>;
+    async fn job_list(&self, filter: &JobFilter, page: &PageRequest) -> StoreResult<Vec<Job>>;
+    /// Retire `old_job_id` (if still ACTIVE) and insert `new` as its next version, linked both
+    /// ways, in one transaction. None when the old job was no longer active.
+    async fn job_replace(&self, old_job_id: &str, new: &JobWrite) -> StoreResult<Option<Job>>;
+    /// ACTIVE to RETIRED; whether it changed.
+    async fn job_retire(&self, job_id: &str) -> StoreResult<bool>;
+    /// Cancel a job's executions that have not started (PENDING, QUEUED, RETRYING) and retire
+    /// the job if any were; the ids cancelled.
+    async fn job_cancel_waiting(&self, job_id: &str) -> StoreResult<Vec<String>>;
+    async fn job_stats(&self, job_id: &str, completed_since: DateTime<Utc>) -> StoreResult<JobStats>;
+
+    // ---- executions ----
+
+    async fn execution_get(&self, execution_id: &str) -> StoreResult<Option<Execution>>;
+    /// A job's first execution (the one a one-shot job's responses show).
+    async fn execution_first(&self, job_id: &str) -> StoreResult<Option<Execution>>;
+    /// A job's most recently created execution.
+    async fn execution_last(&self, job_id: &str) -> StoreResult<Option<Execution>>;
+    async fn execution_list(
+        &self,
+        job_id: &str,
+        status: Option<&str>,
+        page: &PageRequest,
+    ) -> StoreResult<Vec<Execution>>;
+    /// PENDING, QUEUED or RETRYING to CANCELLED; whether it changed.
+    async fn execution_cancel(&self, execution_id: &str) -> StoreResult<bool>;
+    async fn attempt_list(&self, execution_id: &str, page: &PageRequest) -> StoreResult<Vec<Attempt>>;
+    async fn log_list(&self, execution_id: &str, page: &PageRequest) -> StoreResult<Vec<ExecutionLog>>;
+
+    // ---- scheduler ----
+
+    /// Active cron jobs whose next tick is due at `now`, earliest first.
+    async fn cron_due(&self, now: DateTime<Utc>, limit: i64) -> StoreResult<Vec<Job>>;
+    /// Record one cron tick: compare-and-set the job's next tick, and create the tick's
+    /// execution (idempotent on its key). False when another scheduler advanced it first.
+    async fn cron_advance(&self, advance: &CronAdvance) -> StoreResult<bool>;
+    /// PENDING executions whose time has come become QUEUED; how many.
+    async fn execution_promote_due(&self, now: DateTime<Utc>) -> StoreResult<u64>;
+    /// The earliest `run_at` of a PENDING execution: when the promoter next has work.
+    async fn execution_next_pending(&self) -> StoreResult<Option<DateTime<Utc>>>;
+    /// RUNNING executions started before `started_before` are presumed abandoned: each gets a
+    /// failed attempt (`WORKER_LOST`) and becomes RETRYING (or FAILED when out of attempts).
+    async fn execution_reclaim_stuck(&self, now: DateTime<Utc>, started_before: DateTime<Utc>) -> StoreResult<u64>;
+
+    // ---- worker ----
+
+    /// Claim up to `limit` due executions for `worker_id`: each becomes RUNNING with its
+    /// attempt count raised, and no other worker can claim it meanwhile.
+    async fn execution_claim(&self, worker_id: &str, now: DateTime<Utc>, limit: i64) -> StoreResult<Vec<Execution>>;
+    /// Write an attempt's outcome, fenced: only if the execution is still RUNNING under this
+    /// attempt number. False when the fence held (the execution was reclaimed meanwhile).
+    async fn execution_finish(&self, finish: &AttemptFinish) -> StoreResult<bool>;
+    /// Tell workers of other processes that work is ready (PostgreSQL NOTIFY; a no-op where
+    /// the database has no such channel).
+    async fn work_notify(&self) -> StoreResult<()>;
+    /// Wake `wake` whenever another process calls `work_notify`. False where unsupported:
+    /// workers then rely on polling.
+    async fn work_listen(&self, wake: Arc<tokio::sync::Notify>) -> StoreResult<bool>;
+
+    // ---- regions (written and read, not yet acted on) ----
+
+    async fn heartbeat_write(&self, region: &str, component: &str, status: &str, metadata: &Value) -> StoreResult<()>;
+    /// Regions marked alive in region_status.
+    async fn region_alive(&self) -> StoreResult<Vec<String>>;
 }
 
 /// Open the store the configuration names: PostgreSQL for a `postgres://` (or

@@ -1,15 +1,23 @@
 //! PostgreSQL (and CockroachDB) backend.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use sqlx::postgres::{PgPool, PgPoolOptions};
+use sqlx::postgres::{PgListener, PgPool, PgPoolOptions};
 use sqlx::{Postgres, Transaction};
 
 use super::common::impl_store;
+// Inside impl_store! the shared imports (chrono, DbTime, Execution, EXECUTION_COLUMNS, …)
+// are in scope for the backend's own methods too.
 use super::{Backend, StoreResult};
+
+/// The channel workers LISTEN on and writers NOTIFY when work becomes ready.
+const WORK_CHANNEL: &str = "taskexec_work";
 
 pub struct PgStore {
     pool: PgPool,
+    /// CockroachDB has neither advisory locks nor LISTEN/NOTIFY; learned once at connect.
+    cockroach: bool,
 }
 
 impl PgStore {
@@ -19,18 +27,12 @@ impl PgStore {
             .acquire_timeout(Duration::from_secs(10))
             .connect(url)
             .await?;
-        Ok(Self { pool })
+        let (version,): (String,) = sqlx::query_as("SELECT version()").fetch_one(&pool).await?;
+        Ok(Self { pool, cockroach: version.contains("CockroachDB") })
     }
 
     async fn begin_write(&self) -> StoreResult<Transaction<'_, Postgres>> {
         Ok(self.pool.begin().await?)
-    }
-
-    /// CockroachDB speaks the PostgreSQL protocol but has no advisory locks, which sqlx's
-    /// migrator takes by default to keep two starting servers from migrating at once.
-    async fn is_cockroach(&self) -> StoreResult<bool> {
-        let (version,): (String,) = sqlx::query_as("SELECT version()").fetch_one(&self.pool).await?;
-        Ok(version.contains("CockroachDB"))
     }
 }
 
@@ -41,12 +43,67 @@ impl_store!(PgStore, Postgres, {
 
     async fn migrate(&self) -> StoreResult<()> {
         let mut migrator = sqlx::migrate!("../migrations/postgres");
-        if self.is_cockroach().await? {
-            // Without the lock, two servers starting together may both try a migration; the
+        if self.cockroach {
+            // CockroachDB has no advisory locks, which sqlx's migrator takes by default to keep
+            // two starting servers from migrating at once. Without the lock, two servers starting together may both try a migration; the
             // loser fails on the already-created tables and a restart finds nothing to do.
             migrator.set_locking(false);
         }
         migrator.run(&self.pool).await?;
         Ok(())
+    }
+
+    async fn execution_claim(&self, worker_id: &str, now: DateTime<Utc>, limit: i64) -> StoreResult<Vec<Execution>> {
+        // SKIP LOCKED: concurrent claimers pass over each other's rows instead of queueing on
+        // them. ARRAY(…) evaluates the locking subquery exactly once; a plain IN (…) may be
+        // re-run by the planner, locking rows it then does not update.
+        let sql = format!(
+            "UPDATE executions
+             SET status = 'RUNNING', worker_id = $1, started_at = $2, attempt_count = attempt_count + 1
+             WHERE execution_id = ANY(ARRAY(
+                 SELECT execution_id
+                 FROM executions
+                 WHERE status IN ('QUEUED', 'RETRYING') AND run_at <= $2
+                 ORDER BY run_at
+                 LIMIT $3
+                 FOR UPDATE SKIP LOCKED
+             ))
+             RETURNING {EXECUTION_COLUMNS}"
+        );
+        Ok(sqlx::query_as::<Postgres, Execution>(&sql)
+            .bind(worker_id)
+            .bind(DbTime(now))
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await?)
+    }
+
+    async fn work_notify(&self) -> StoreResult<()> {
+        if !self.cockroach {
+            sqlx::query("SELECT pg_notify($1, '')").bind(WORK_CHANNEL).execute(&self.pool).await?;
+        }
+        Ok(())
+    }
+
+    async fn work_listen(&self, wake: Arc<tokio::sync::Notify>) -> StoreResult<bool> {
+        if self.cockroach {
+            return Ok(false);
+        }
+        let mut listener = PgListener::connect_with(&self.pool).await?;
+        listener.listen(WORK_CHANNEL).await?;
+        tokio::spawn(async move {
+            // recv() reconnects by itself after a dropped connection; while it is down the
+            // workers fall back to polling.
+            loop {
+                match listener.recv().await {
+                    Ok(_) => wake.notify_waiters(),
+                    Err(error) => {
+                        tracing::warn!(%error, "Lost the LISTEN connection; retrying.");
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                    }
+                }
+            }
+        });
+        Ok(true)
     }
 });

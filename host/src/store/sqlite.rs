@@ -2,12 +2,15 @@
 
 use std::path::Path;
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Sqlite, Transaction};
 
 use super::common::impl_store;
+// Inside impl_store! the shared imports (chrono, DbTime, Execution, EXECUTION_COLUMNS, …)
+// are in scope for the backend's own methods too.
 use super::{Backend, StoreResult};
 
 static MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/sqlite");
@@ -47,5 +50,37 @@ impl_store!(SqliteStore, Sqlite, {
     async fn migrate(&self) -> StoreResult<()> {
         MIGRATIONS.run(&self.pool).await?;
         Ok(())
+    }
+
+    async fn execution_claim(&self, worker_id: &str, now: DateTime<Utc>, limit: i64) -> StoreResult<Vec<Execution>> {
+        // SQLite has one writer at a time, so this statement (the select inside included)
+        // runs alone: two claimers can never take the same row.
+        let sql = format!(
+            "UPDATE executions
+             SET status = 'RUNNING', worker_id = $1, started_at = $2, attempt_count = attempt_count + 1
+             WHERE execution_id IN (
+                 SELECT execution_id
+                 FROM executions
+                 WHERE status IN ('QUEUED', 'RETRYING') AND run_at <= $2
+                 ORDER BY run_at
+                 LIMIT $3
+             )
+             RETURNING {EXECUTION_COLUMNS}"
+        );
+        Ok(sqlx::query_as::<Sqlite, Execution>(&sql)
+            .bind(worker_id)
+            .bind(DbTime(now))
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await?)
+    }
+
+    /// Embedded mode is one process: its workers are woken in process.
+    async fn work_notify(&self) -> StoreResult<()> {
+        Ok(())
+    }
+
+    async fn work_listen(&self, _wake: Arc<tokio::sync::Notify>) -> StoreResult<bool> {
+        Ok(false)
     }
 });

@@ -2,9 +2,11 @@
 //! `taskexec` binary started against it, and an HTTP client for its API.
 
 pub mod db;
+pub mod receiver;
 pub mod server;
 
 pub use db::{Backend, TestDb};
+pub use receiver::Receiver;
 pub use server::{Client, Server, ServerOptions};
 
 /// Write one test per backend: `both_backends!(name);` expands to `name::postgres` and
@@ -33,5 +35,18 @@ pub async fn wait_for<F: FnMut() -> bool>(what: &str, timeout: std::time::Durati
     while !condition() {
         assert!(std::time::Instant::now() < deadline, "timed out waiting for {what}");
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+/// Wait for an async condition to hold, polling, or panic with `what` at the deadline.
+pub async fn eventually<F, Fut>(what: &str, timeout: std::time::Duration, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = std::time::Instant::now() + timeout;
+    while !check().await {
+        assert!(std::time::Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
     }
 }

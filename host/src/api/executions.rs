@@ -1,0 +1,184 @@
+//! `/executions`: the fires of a job, their attempts and their logs.
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde_json::Value;
+
+use super::extract::ApiQuery;
+use super::pagination::{paginate, ListOut, ListParams};
+use super::state::AppState;
+use super::timestamp;
+use crate::error::{ApiError, ApiResult};
+use crate::store::{Attempt, Execution, ExecutionLog, PageKey};
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/executions/{execution_id}", get(read))
+        .route("/executions/{execution_id}/cancel", post(cancel))
+        .route("/executions/{execution_id}/attempts", get(attempts))
+        .route("/executions/{execution_id}/logs", get(logs))
+}
+
+fn optional_timestamp<S: serde::Serializer>(t: &Option<DateTime<Utc>>, serializer: S) -> Result<S::Ok, S::Error> {
+    match t {
+        Some(t) => timestamp(t, serializer),
+        None => serializer.serialize_none(),
+    }
+}
+
+#[derive(Serialize)]
+pub struct ExecutionOut {
+    pub execution_id: String,
+    pub job_id: String,
+    pub endpoint: String,
+    pub endpoint_type: String,
+    pub status: String,
+    pub idempotency_key: Option<String>,
+    pub input: Option<Value>,
+    /// The receipt of the successful attempt, or `{ "error": … }` of the last failed one.
+    pub output: Option<Value>,
+    pub attempt_count: i32,
+    pub max_attempts: i32,
+    #[serde(serialize_with = "timestamp")]
+    pub run_at: DateTime<Utc>,
+    #[serde(serialize_with = "optional_timestamp")]
+    pub started_at: Option<DateTime<Utc>>,
+    #[serde(serialize_with = "optional_timestamp")]
+    pub completed_at: Option<DateTime<Utc>>,
+    pub duration_ms: Option<i32>,
+    #[serde(serialize_with = "timestamp")]
+    pub created_at: DateTime<Utc>,
+}
+
+impl From<Execution> for ExecutionOut {
+    fn from(e: Execution) -> Self {
+        Self {
+            execution_id: e.execution_id,
+            job_id: e.job_id,
+            endpoint: e.endpoint,
+            endpoint_type: e.endpoint_type,
+            status: e.status,
+            idempotency_key: e.idempotency_key,
+            input: e.input,
+            output: e.output,
+            attempt_count: e.attempt_count,
+            max_attempts: e.max_attempts,
+            run_at: e.run_at,
+            started_at: e.started_at,
+            completed_at: e.completed_at,
+            duration_ms: e.duration_ms,
+            created_at: e.created_at,
+        }
+    }
+}
+
+#[derive(Serialize)]
+pub struct AttemptOut {
+    pub attempt_id: String,
+    pub attempt_number: i32,
+    pub status: String,
+    #[serde(serialize_with = "timestamp")]
+    pub started_at: DateTime<Utc>,
+    #[serde(serialize_with = "optional_timestamp")]
+    pub completed_at: Option<DateTime<Utc>>,
+    pub duration_ms: Option<i32>,
+    pub output: Option<Value>,
+    /// `{ "type", "message", "retryable", … }` in the brief's shape for the transport.
+    pub error: Option<Value>,
+}
+
+impl From<Attempt> for AttemptOut {
+    fn from(a: Attempt) -> Self {
+        Self {
+            attempt_id: a.attempt_id,
+            attempt_number: a.attempt_number,
+            status: a.status,
+            started_at: a.started_at,
+            completed_at: a.completed_at,
+            duration_ms: a.duration_ms,
+            output: a.output,
+            error: a.error,
+        }
+    }
+}
+
+#[derive(Serialize)]
+pub struct LogOut {
+    pub log_id: String,
+    pub attempt_number: i32,
+    pub level: String,
+    pub message: String,
+    #[serde(serialize_with = "timestamp")]
+    pub logged_at: DateTime<Utc>,
+}
+
+impl From<ExecutionLog> for LogOut {
+    fn from(l: ExecutionLog) -> Self {
+        Self {
+            log_id: l.log_id,
+            attempt_number: l.attempt_number,
+            level: l.level,
+            message: l.message,
+            logged_at: l.logged_at,
+        }
+    }
+}
+
+fn not_found(id: &str) -> ApiError {
+    ApiError::not_found("EXECUTION_NOT_FOUND", format!("Execution with ID '{id}' does not exist."))
+}
+
+async fn load(state: &AppState, id: &str) -> ApiResult<Execution> {
+    state.store.execution_get(id).await?.ok_or_else(|| not_found(id))
+}
+
+async fn read(State(state): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<ExecutionOut>> {
+    Ok(Json(load(&state, &id).await?.into()))
+}
+
+/// Cancel an execution that has not started (PENDING, QUEUED, RETRYING). Racing a worker's
+/// claim, exactly one wins: the claim (409 here) or the cancel (the worker never sees it).
+async fn cancel(State(state): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<ExecutionOut>> {
+    if !state.store.execution_cancel(&id).await? {
+        let execution = load(&state, &id).await?;
+        if execution.status != "CANCELLED" {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "EXECUTION_NOT_CANCELLABLE",
+                format!("Execution '{id}' is {} and can no longer be cancelled.", execution.status),
+            ));
+        }
+    }
+    Ok(Json(load(&state, &id).await?.into()))
+}
+
+async fn attempts(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    ApiQuery(params): ApiQuery<ListParams>,
+) -> ApiResult<Json<ListOut<AttemptOut>>> {
+    load(&state, &id).await?;
+    let page = params.page_request()?;
+    let rows = state.store.attempt_list(&id, &page).await?;
+    Ok(Json(paginate(
+        rows,
+        &page,
+        |a| PageKey { created_at: a.created_at, key: a.attempt_id.clone() },
+        AttemptOut::from,
+    )))
+}
+
+async fn logs(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    ApiQuery(params): ApiQuery<ListParams>,
+) -> ApiResult<Json<ListOut<LogOut>>> {
+    load(&state, &id).await?;
+    let page = params.page_request()?;
+    let rows = state.store.log_list(&id, &page).await?;
+    Ok(Json(paginate(rows, &page, |l| PageKey { created_at: l.logged_at, key: l.log_id.clone() }, LogOut::from)))
+}

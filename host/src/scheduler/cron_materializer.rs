@@ -1,0 +1,109 @@
+//! Loop 1: cron ticks become executions.
+//!
+//! Each due job gets its tick's execution, keyed `{job_id}_{tick epoch ms}` (so a tick is
+//! never created twice), and its next tick is computed from the tick just made, not from now:
+//! a scheduler that was down for N ticks catches up with N executions. The advance is a
+//! compare-and-set on the old tick, so two schedulers never both advance one job.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use tokio_util::sync::CancellationToken;
+
+use super::schedule::CronSchedule;
+use super::{SchedulerConfig, Wakeups};
+use crate::ids::{new_id, EXECUTION};
+use crate::retry::RetryPolicy;
+use crate::store::{now, CronAdvance, ExecutionWrite, Job, Store, StoreResult};
+
+pub async fn run(store: Arc<dyn Store>, config: SchedulerConfig, wakeups: Wakeups, shutdown: CancellationToken) {
+    loop {
+        match materialize_due(store.as_ref(), now(), config.cron_batch_size).await {
+            Ok(0) => {}
+            Ok(created) => {
+                tracing::debug!(created, "Materialized cron ticks.");
+                wakeups.work_ready(store.as_ref()).await;
+            }
+            Err(error) => tracing::warn!(%error, "Cron materialization failed; retrying next tick."),
+        }
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            () = tokio::time::sleep(config.cron_tick_interval) => {}
+            () = wakeups.schedule_changed.notified() => {}
+        }
+    }
+}
+
+/// The idempotency key of a tick's execution.
+pub fn tick_key(job_id: &str, tick: DateTime<Utc>) -> String {
+    format!("{job_id}_{}", tick.timestamp_millis())
+}
+
+/// Materialize every tick due at `now`, catching up missed ones; the number of executions made.
+pub async fn materialize_due(store: &dyn Store, now: DateTime<Utc>, batch: i64) -> StoreResult<usize> {
+    let mut created = 0;
+    // Retry policies per endpoint, read once per pass.
+    let mut max_attempts: HashMap<String, i32> = HashMap::new();
+    loop {
+        let due = store.cron_due(now, batch).await?;
+        if due.is_empty() {
+            return Ok(created);
+        }
+        let mut advanced_any = false;
+        for job in &due {
+            let attempts = match max_attempts.get(&job.endpoint) {
+                Some(n) => *n,
+                None => {
+                    let n = match store.endpoint_get(&job.endpoint).await? {
+                        Some(e) => {
+                            RetryPolicy::parse(Some(&e.retry_policy)).map(|p| p.max_attempts as i32).unwrap_or(1)
+                        }
+                        None => 1,
+                    };
+                    max_attempts.insert(job.endpoint.clone(), n);
+                    n
+                }
+            };
+            let Some(advance) = plan_tick(job, attempts, now) else { continue };
+            let has_execution = advance.execution.is_some();
+            if store.cron_advance(&advance).await? {
+                advanced_any = true;
+                created += usize::from(has_execution);
+            }
+        }
+        // Another scheduler advanced everything we saw: let it carry on.
+        if !advanced_any {
+            return Ok(created);
+        }
+    }
+}
+
+/// The advance for a job's due tick: its execution (none when the tick is past `ends_at`) and
+/// the tick after it (none when the schedule is over).
+fn plan_tick(job: &Job, max_attempts: i32, now: DateTime<Utc>) -> Option<CronAdvance> {
+    let tick = job.cron_next_run_at?;
+    let schedule = match CronSchedule::parse(job.cron_expression.as_deref()?, job.cron_timezone.as_deref()?) {
+        Ok(schedule) => schedule,
+        Err(error) => {
+            // Validated at creation; a change of the cron crate could still refuse it later.
+            tracing::error!(job_id = %job.job_id, error = %error.0, "A stored cron expression no longer parses; skipping the job.");
+            return None;
+        }
+    };
+    let before_end = |t: &DateTime<Utc>| job.cron_ends_at.is_none_or(|end| *t < end);
+    let execution = before_end(&tick).then(|| ExecutionWrite {
+        execution_id: new_id(EXECUTION),
+        job_id: job.job_id.clone(),
+        endpoint: job.endpoint.clone(),
+        endpoint_type: job.endpoint_type.clone(),
+        idempotency_key: Some(tick_key(&job.job_id, tick)),
+        status: "QUEUED",
+        input: job.input.clone().unwrap_or_default(),
+        max_attempts,
+        run_at: tick,
+        created_at: now,
+    });
+    let next = schedule.next_after(tick).filter(before_end);
+    Some(CronAdvance { job_id: job.job_id.clone(), tick, next, execution })
+}

@@ -1,0 +1,41 @@
+//! Loop 2: delayed executions become claimable when their time comes.
+//!
+//! Rather than waking on a fixed interval, the promoter sleeps until the earliest PENDING
+//! `run_at` (at most `promote_interval`), and is woken early when a delayed job is created in
+//! this process, so a DELAYED job fires within milliseconds of its `run_at`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use super::{SchedulerConfig, Wakeups};
+use crate::store::{now, Store};
+
+pub async fn run(store: Arc<dyn Store>, config: SchedulerConfig, wakeups: Wakeups, shutdown: CancellationToken) {
+    loop {
+        let at = now();
+        let mut sleep = config.promote_interval;
+        match store.execution_promote_due(at).await {
+            Ok(0) => {}
+            Ok(promoted) => {
+                tracing::debug!(promoted, "Promoted delayed executions.");
+                wakeups.work_ready(store.as_ref()).await;
+            }
+            Err(error) => tracing::warn!(%error, "Promoting delayed executions failed; retrying."),
+        }
+        match store.execution_next_pending().await {
+            Ok(Some(next)) => {
+                let until = (next - now()).to_std().unwrap_or(Duration::ZERO);
+                sleep = sleep.min(until);
+            }
+            Ok(None) => {}
+            Err(error) => tracing::warn!(%error, "Could not read the next delayed execution."),
+        }
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            () = tokio::time::sleep(sleep) => {}
+            () = wakeups.schedule_changed.notified() => {}
+        }
+    }
+}

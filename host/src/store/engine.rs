@@ -1,0 +1,180 @@
+//! The engine's rows: jobs, executions, attempts and execution logs, and what the scheduler
+//! and worker write.
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+
+pub const JOB_COLUMNS: &str = "job_id, endpoint, endpoint_type, trigger_type, status, version, previous_version_id, \
+     replaced_by_id, idempotency_key, input, run_at, cron_expression, cron_timezone, cron_starts_at, cron_ends_at, \
+     cron_next_run_at, cron_last_tick_at, created_at, retired_at";
+pub const EXECUTION_COLUMNS: &str = "execution_id, job_id, endpoint, endpoint_type, idempotency_key, status, input, \
+     output, attempt_count, max_attempts, worker_id, run_at, started_at, completed_at, duration_ms, created_at";
+pub const ATTEMPT_COLUMNS: &str =
+    "attempt_id, execution_id, attempt_number, status, started_at, completed_at, duration_ms, output, error, created_at";
+pub const LOG_COLUMNS: &str = "log_id, execution_id, attempt_number, level, message, logged_at";
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct Job {
+    pub job_id: String,
+    pub endpoint: String,
+    pub endpoint_type: String,
+    pub trigger_type: String,
+    pub status: String,
+    pub version: i32,
+    pub previous_version_id: Option<String>,
+    pub replaced_by_id: Option<String>,
+    pub idempotency_key: Option<String>,
+    #[sqlx(json(nullable))]
+    pub input: Option<Value>,
+    pub run_at: Option<DateTime<Utc>>,
+    pub cron_expression: Option<String>,
+    pub cron_timezone: Option<String>,
+    pub cron_starts_at: Option<DateTime<Utc>>,
+    pub cron_ends_at: Option<DateTime<Utc>>,
+    pub cron_next_run_at: Option<DateTime<Utc>>,
+    pub cron_last_tick_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+    pub retired_at: Option<DateTime<Utc>>,
+}
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct Execution {
+    pub execution_id: String,
+    pub job_id: String,
+    pub endpoint: String,
+    pub endpoint_type: String,
+    pub idempotency_key: Option<String>,
+    pub status: String,
+    #[sqlx(json(nullable))]
+    pub input: Option<Value>,
+    #[sqlx(json(nullable))]
+    pub output: Option<Value>,
+    pub attempt_count: i32,
+    pub max_attempts: i32,
+    pub worker_id: Option<String>,
+    pub run_at: DateTime<Utc>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub completed_at: Option<DateTime<Utc>>,
+    pub duration_ms: Option<i32>,
+    pub created_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct Attempt {
+    pub attempt_id: String,
+    pub execution_id: String,
+    pub attempt_number: i32,
+    pub status: String,
+    pub started_at: DateTime<Utc>,
+    pub completed_at: Option<DateTime<Utc>>,
+    pub duration_ms: Option<i32>,
+    #[sqlx(json(nullable))]
+    pub output: Option<Value>,
+    #[sqlx(json(nullable))]
+    pub error: Option<Value>,
+    pub created_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct ExecutionLog {
+    pub log_id: String,
+    pub execution_id: String,
+    pub attempt_number: i32,
+    pub level: String,
+    pub message: String,
+    pub logged_at: DateTime<Utc>,
+}
+
+/// A new job (a first version, or a cron job's next version).
+#[derive(Debug, Clone)]
+pub struct JobWrite {
+    pub job_id: String,
+    pub endpoint: String,
+    pub endpoint_type: String,
+    pub trigger_type: String,
+    pub version: i32,
+    pub previous_version_id: Option<String>,
+    pub idempotency_key: Option<String>,
+    pub input: Value,
+    pub run_at: Option<DateTime<Utc>>,
+    pub cron_expression: Option<String>,
+    pub cron_timezone: Option<String>,
+    pub cron_starts_at: Option<DateTime<Utc>>,
+    pub cron_ends_at: Option<DateTime<Utc>>,
+    pub cron_next_run_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+}
+
+/// A new execution.
+#[derive(Debug, Clone)]
+pub struct ExecutionWrite {
+    pub execution_id: String,
+    pub job_id: String,
+    pub endpoint: String,
+    pub endpoint_type: String,
+    pub idempotency_key: Option<String>,
+    /// PENDING (waits for `run_at`) or QUEUED (claimable now).
+    pub status: &'static str,
+    pub input: Value,
+    pub max_attempts: i32,
+    pub run_at: DateTime<Utc>,
+    pub created_at: DateTime<Utc>,
+}
+
+/// Filters of `GET /jobs`.
+#[derive(Debug, Clone, Default)]
+pub struct JobFilter {
+    pub endpoint: Option<String>,
+    pub status: Option<String>,
+    pub trigger_type: Option<String>,
+}
+
+/// One log line of an attempt.
+#[derive(Debug, Clone)]
+pub struct LogWrite {
+    pub level: &'static str,
+    pub message: String,
+    pub logged_at: DateTime<Utc>,
+}
+
+/// The outcome of one attempt, written in one transaction: the execution's new state (only
+/// if it is still RUNNING under this attempt number: the fence), the attempt, its logs.
+#[derive(Debug, Clone)]
+pub struct AttemptFinish {
+    pub execution_id: String,
+    pub attempt_number: i32,
+    /// SUCCESS, RETRYING or FAILED.
+    pub execution_status: &'static str,
+    /// SUCCESS or FAILED.
+    pub attempt_status: &'static str,
+    pub output: Option<Value>,
+    pub error: Option<Value>,
+    pub started_at: DateTime<Utc>,
+    pub completed_at: DateTime<Utc>,
+    pub duration_ms: i32,
+    /// When the next attempt may run (RETRYING only).
+    pub retry_at: Option<DateTime<Utc>>,
+    pub logs: Vec<LogWrite>,
+}
+
+/// A cron tick to record: advance the job from `tick` to `next` (compare-and-set on `tick`)
+/// and create the tick's execution.
+#[derive(Debug, Clone)]
+pub struct CronAdvance {
+    pub job_id: String,
+    pub tick: DateTime<Utc>,
+    /// None when the schedule has no tick left (past `ends_at`).
+    pub next: Option<DateTime<Utc>>,
+    pub execution: Option<ExecutionWrite>,
+}
+
+/// Counts and durations behind `GET /jobs/{id}/status`.
+#[derive(Debug, Clone, Default)]
+pub struct JobStats {
+    pub pending: i64,
+    pub queued: i64,
+    pub running: i64,
+    pub retrying: i64,
+    /// (status, duration_ms) of executions completed in the window.
+    pub completed: Vec<(String, Option<i32>)>,
+}

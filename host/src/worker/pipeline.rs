@@ -1,0 +1,327 @@
+//! One attempt of one execution: resolve → render → dispatch → record and finalize.
+//!
+//! 1. Resolve: the endpoint, its config and the secrets its templates name, through caches
+//!    (`TE_CONFIG_CACHE_TTL_SEC`, `TE_SECRET_CACHE_TTL_SEC`). Values are taken when the attempt
+//!    starts: a config changed mid-attempt applies from the next one.
+//! 2. Render the endpoint's spec (compiled once per endpoint version). A template that cannot
+//!    resolve fails the execution at once: a retry would fail the same way.
+//! 3. Dispatch through the endpoint type's [`Transport`](crate::transport::Transport).
+//! 4. Record the attempt, its log lines, and the execution's new state in one transaction,
+//!    fenced by the attempt number (see [`Store::execution_finish`]).
+//!
+//! Secret values used by the attempt are scrubbed from everything stored: outputs, error
+//! messages, log lines.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use serde_json::{json, Value};
+
+use super::cache::TtlCache;
+use crate::contract::{Failure, Message};
+use crate::retry::RetryPolicy;
+use crate::secret::{SecretCipher, SecretValue};
+use crate::store::{now, AttemptFinish, Endpoint, Execution, LogWrite, Store, StoreError};
+use crate::template::{self, MinijinjaRenderer, RenderContext, Renderer, TemplateKey};
+use crate::transport::{EndpointType, Transports};
+
+/// Time a transport gets beyond its own timeout before the host stops waiting.
+const DEADLINE_GRACE: Duration = Duration::from_secs(2);
+
+pub struct Pipeline {
+    store: Arc<dyn Store>,
+    cipher: Arc<SecretCipher>,
+    transports: Transports,
+    renderer: Arc<MinijinjaRenderer>,
+    worker_id: String,
+    endpoints: TtlCache<String, Endpoint>,
+    configs: TtlCache<String, Value>,
+    secrets: TtlCache<String, SecretValue>,
+}
+
+/// How an attempt ended, before it is written down.
+enum Outcome {
+    Delivered { output: Value },
+    Failed { error: Value, retryable: bool, retry_after_ms: Option<u64>, message: String },
+}
+
+impl Outcome {
+    /// A failure the endpoint's definition causes (missing endpoint, unresolvable template):
+    /// never retried.
+    fn permanent(kind: &str, message: String) -> Self {
+        Self::Failed {
+            error: json!({ "type": kind, "message": message, "retryable": false }),
+            retryable: false,
+            retry_after_ms: None,
+            message,
+        }
+    }
+}
+
+struct Logs(Vec<LogWrite>);
+
+impl Logs {
+    fn push(&mut self, level: &'static str, message: String) {
+        self.0.push(LogWrite { level, message, logged_at: now() });
+    }
+}
+
+impl Pipeline {
+    pub fn new(
+        store: Arc<dyn Store>,
+        cipher: Arc<SecretCipher>,
+        transports: Transports,
+        renderer: Arc<MinijinjaRenderer>,
+        worker_id: String,
+        config_ttl: Duration,
+        secret_ttl: Duration,
+    ) -> Self {
+        Self {
+            store,
+            cipher,
+            transports,
+            renderer,
+            worker_id,
+            // Endpoints change rarely and carry their version; they share the config TTL.
+            endpoints: TtlCache::new(config_ttl),
+            configs: TtlCache::new(config_ttl),
+            secrets: TtlCache::new(secret_ttl),
+        }
+    }
+
+    pub async fn process(&self, execution: Execution) {
+        let started_at = now();
+        let clock = Instant::now();
+        let attempt = execution.attempt_count;
+        let mut logs = Logs(Vec::new());
+        logs.push("INFO", format!("Attempt {attempt} of {} started on {}.", execution.max_attempts, self.worker_id));
+
+        let (outcome, policy, secrets) = match self.attempt(&execution, &mut logs).await {
+            Ok(done) => done,
+            Err(error) => {
+                // The database failed us mid-attempt; leave the execution RUNNING for the
+                // reclaimer rather than guess at its state.
+                tracing::error!(execution_id = %execution.execution_id, %error, "Attempt aborted: the store failed.");
+                return;
+            }
+        };
+        let completed_at = now();
+        let duration_ms = i32::try_from(clock.elapsed().as_millis()).unwrap_or(i32::MAX);
+        let finish = self.finish(&execution, outcome, &policy, &secrets, started_at, completed_at, duration_ms, logs);
+        match self.store.execution_finish(&finish).await {
+            Ok(true) => {
+                tracing::debug!(execution_id = %execution.execution_id, attempt, status = finish.execution_status, duration_ms, "Attempt recorded.")
+            }
+            Ok(false) => tracing::warn!(
+                execution_id = %execution.execution_id, attempt,
+                "Attempt result discarded: the execution was reclaimed or cancelled meanwhile."
+            ),
+            Err(error) => {
+                tracing::error!(execution_id = %execution.execution_id, %error, "Could not record the attempt.")
+            }
+        }
+    }
+
+    /// Resolve, render and deliver. Store failures are errors; everything else is an outcome.
+    async fn attempt(
+        &self,
+        execution: &Execution,
+        logs: &mut Logs,
+    ) -> Result<(Outcome, RetryPolicy, Vec<SecretValue>), StoreError> {
+        let store = &self.store;
+        let endpoint =
+            self.endpoints.get_or_load(&execution.endpoint, || store.endpoint_get(&execution.endpoint)).await?;
+        let Some(endpoint) = endpoint else {
+            let message = format!("Endpoint '{}' no longer exists.", execution.endpoint);
+            logs.push("ERROR", message.clone());
+            return Ok((Outcome::permanent("ENDPOINT_NOT_FOUND", message), RetryPolicy::default(), Vec::new()));
+        };
+        let policy = RetryPolicy::parse(Some(&endpoint.retry_policy)).unwrap_or_default();
+        let Some(endpoint_type) = EndpointType::parse(&endpoint.endpoint_type) else {
+            let message = format!("Endpoint type {} has no transport.", endpoint.endpoint_type);
+            return Ok((Outcome::permanent("INVALID_SPEC", message), policy, Vec::new()));
+        };
+
+        let context = match self.context(execution, &endpoint).await? {
+            Ok(context) => context,
+            Err(message) => {
+                logs.push("ERROR", message.clone());
+                return Ok((Outcome::permanent("TEMPLATE_RESOLUTION_FAILED", message), policy, Vec::new()));
+            }
+        };
+        let secrets: Vec<SecretValue> = context.secrets.values().cloned().collect();
+        let key = TemplateKey { endpoint: endpoint.name.clone(), version: endpoint.version };
+        let rendered = match self.renderer.render(&key, &endpoint.spec, &context).await {
+            Ok(rendered) => rendered,
+            Err(error) => {
+                let message = format!("Template resolution failed: {}", error.message);
+                logs.push("ERROR", message.clone());
+                let mut outcome = Outcome::permanent("TEMPLATE_RESOLUTION_FAILED", message);
+                if let (Outcome::Failed { error: e, .. }, Some(variable)) = (&mut outcome, error.variable) {
+                    e["variable"] = json!(variable);
+                }
+                return Ok((outcome, policy, secrets));
+            }
+        };
+        logs.push(
+            "DEBUG",
+            format!("Rendered the {} spec of endpoint version {}.", endpoint.endpoint_type, endpoint.version),
+        );
+
+        let timeout_ms = rendered.get("timeout_ms").and_then(Value::as_u64).unwrap_or(crate::transport::MAX_TIMEOUT_MS);
+        let deadline = now() + chrono::Duration::milliseconds(i64::try_from(timeout_ms).unwrap_or(i64::MAX / 2));
+        let message = Message {
+            execution_id: execution.execution_id.clone(),
+            attempt: u32::try_from(execution.attempt_count).unwrap_or(0),
+            idempotency_key: execution.execution_id.clone(),
+            deadline_ms: u64::try_from(deadline.timestamp_millis()).unwrap_or(0),
+            spec_json: rendered.to_string(),
+        };
+        let transport = self.transports.for_type(endpoint_type);
+        let sent = Instant::now();
+        let delivered =
+            tokio::time::timeout(Duration::from_millis(timeout_ms) + DEADLINE_GRACE, transport.deliver(message)).await;
+        let elapsed_ms = sent.elapsed().as_millis();
+        let outcome = match delivered {
+            Ok(Ok(receipt)) => {
+                let output: Value = serde_json::from_str(&template::redact(&receipt.output_json, &secrets))
+                    .unwrap_or_else(|_| json!({ "raw": template::redact(&receipt.output_json, &secrets) }));
+                logs.push("INFO", format!("Delivered in {elapsed_ms} ms."));
+                Outcome::Delivered { output }
+            }
+            Ok(Err(failure)) => self.failed(transport.error_json(&failure), &failure, &secrets, elapsed_ms, logs),
+            Err(_) => {
+                let failure = Failure::timeout(format!("the transport did not return within {timeout_ms} ms"));
+                self.failed(transport.error_json(&failure), &failure, &secrets, elapsed_ms, logs)
+            }
+        };
+        Ok((outcome, policy, secrets))
+    }
+
+    fn failed(
+        &self,
+        mut error: Value,
+        failure: &Failure,
+        secrets: &[SecretValue],
+        elapsed_ms: u128,
+        logs: &mut Logs,
+    ) -> Outcome {
+        let message = template::redact(&failure.message, secrets);
+        error["message"] = json!(message);
+        logs.push("WARN", format!("Delivery failed after {elapsed_ms} ms: {message}"));
+        Outcome::Failed { error, retryable: failure.retryable, retry_after_ms: failure.retry_after_ms, message }
+    }
+
+    /// The render context: the execution's input, the endpoint's config, and the secrets its
+    /// templates name. `Ok(Err(..))` when a config or secret it needs is gone.
+    async fn context(
+        &self,
+        execution: &Execution,
+        endpoint: &Endpoint,
+    ) -> Result<Result<RenderContext, String>, StoreError> {
+        let store = &self.store;
+        let config = match &endpoint.config {
+            None => Value::Object(Default::default()),
+            Some(name) => {
+                let loaded = self
+                    .configs
+                    .get_or_load(name, || async {
+                        Ok::<_, StoreError>(store.config_get(name).await?.map(|c| c.values))
+                    })
+                    .await?;
+                match loaded {
+                    Some(values) => values,
+                    None => return Ok(Err(format!("Config '{name}' no longer exists."))),
+                }
+            }
+        };
+        let refs = match template::check_spec("spec", &endpoint.spec) {
+            Ok(refs) => refs,
+            Err(error) => return Ok(Err(format!("`{}`: {}", error.field, error.message))),
+        };
+        let mut secrets = BTreeMap::new();
+        for name in refs.secrets {
+            let cipher = &self.cipher;
+            let loaded = self
+                .secrets
+                .get_or_load(&name, || async {
+                    let Some(stored) = store.secret_get(&name).await? else { return Ok::<_, StoreError>(None) };
+                    match cipher.open(&stored.name, &stored.encrypted_value) {
+                        Ok(value) => Ok(Some(value)),
+                        Err(error) => {
+                            tracing::error!(secret = %name, %error, "A stored secret cannot be opened.");
+                            Ok(None)
+                        }
+                    }
+                })
+                .await?;
+            match loaded {
+                Some(value) => secrets.insert(name, value),
+                None => return Ok(Err(format!("Secret '{name}' no longer exists or cannot be opened."))),
+            };
+        }
+        Ok(Ok(RenderContext { input: execution.input.clone().unwrap_or_default(), config, secrets }))
+    }
+
+    /// The write that ends the attempt: SUCCESS, RETRYING with the next run time, or FAILED.
+    #[allow(clippy::too_many_arguments)]
+    fn finish(
+        &self,
+        execution: &Execution,
+        outcome: Outcome,
+        policy: &RetryPolicy,
+        secrets: &[SecretValue],
+        started_at: DateTime<Utc>,
+        completed_at: DateTime<Utc>,
+        duration_ms: i32,
+        mut logs: Logs,
+    ) -> AttemptFinish {
+        let attempt = execution.attempt_count;
+        let base = |execution_status, attempt_status, output, error, retry_at| AttemptFinish {
+            execution_id: execution.execution_id.clone(),
+            attempt_number: attempt,
+            execution_status,
+            attempt_status,
+            output,
+            error,
+            started_at,
+            completed_at,
+            duration_ms,
+            retry_at,
+            logs: Vec::new(),
+        };
+        let mut finish = match outcome {
+            Outcome::Delivered { output } => base("SUCCESS", "SUCCESS", Some(output), None, None),
+            Outcome::Failed { error, retryable, retry_after_ms, message } => {
+                if retryable && attempt < execution.max_attempts {
+                    let delay = policy.next_delay_ms(attempt as u32, retry_after_ms, &mut rand::thread_rng());
+                    logs.push(
+                        "INFO",
+                        format!("Retrying in {delay} ms (attempt {} of {}).", attempt + 1, execution.max_attempts),
+                    );
+                    let retry_at = completed_at + chrono::Duration::milliseconds(delay as i64);
+                    base("RETRYING", "FAILED", None, Some(error), Some(retry_at))
+                } else {
+                    let why = if retryable {
+                        format!("no attempts left ({attempt} of {})", execution.max_attempts)
+                    } else {
+                        "not retryable".to_owned()
+                    };
+                    logs.push("ERROR", format!("Execution failed, {why}: {message}"));
+                    base("FAILED", "FAILED", Some(json!({ "error": error.clone() })), Some(error), None)
+                }
+            }
+        };
+        finish.logs = logs
+            .0
+            .into_iter()
+            .map(|mut l| {
+                l.message = template::redact(&l.message, secrets);
+                l
+            })
+            .collect();
+        finish
+    }
+}

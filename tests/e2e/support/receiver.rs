@@ -1,0 +1,124 @@
+//! A real HTTP receiver on 127.0.0.1 that records every request it gets.
+//!
+//! Paths: `/ok/…` answers 200 "OK"; `/fail/…` answers 500; `/flaky/{name}/{n}` answers 503 to
+//! the first `n` requests for `name`, then 200; `/slow-once/{name}/{ms}` holds its first
+//! request for `ms` milliseconds, then answers 200 at once.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::routing::any;
+use axum::Router;
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+
+#[derive(Debug, Clone)]
+pub struct Received {
+    pub path: String,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+    pub at: DateTime<Utc>,
+}
+
+impl Received {
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or(Value::Null)
+    }
+
+    pub fn header(&self, name: &str) -> Option<String> {
+        self.headers.get(name).map(|v| v.to_str().unwrap().to_owned())
+    }
+}
+
+#[derive(Default)]
+struct Inner {
+    received: Mutex<Vec<Received>>,
+    counters: Mutex<HashMap<String, u32>>,
+}
+
+#[derive(Clone)]
+pub struct Receiver {
+    pub base_url: String,
+    inner: Arc<Inner>,
+}
+
+impl Receiver {
+    pub async fn start() -> Self {
+        let inner = Arc::new(Inner::default());
+        let app = Router::new()
+            .route("/flaky/{name}/{failures}", any(flaky))
+            .route("/slow-once/{name}/{ms}", any(slow_once))
+            .fallback(any(fallback))
+            .with_state(inner.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        Self { base_url: format!("http://{addr}"), inner }
+    }
+
+    pub fn received(&self) -> Vec<Received> {
+        self.inner.received.lock().unwrap().clone()
+    }
+
+    pub fn count(&self) -> usize {
+        self.inner.received.lock().unwrap().len()
+    }
+}
+
+fn record(inner: &Inner, uri: &Uri, headers: HeaderMap, body: Bytes) {
+    inner.received.lock().unwrap().push(Received { path: uri.path().to_owned(), headers, body, at: Utc::now() });
+}
+
+fn bump(inner: &Inner, name: &str) -> u32 {
+    let mut counters = inner.counters.lock().unwrap();
+    let n = counters.entry(name.to_owned()).or_insert(0);
+    *n += 1;
+    *n
+}
+
+async fn fallback(
+    State(inner): State<Arc<Inner>>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> (StatusCode, &'static str) {
+    record(&inner, &uri, headers, body);
+    if uri.path().starts_with("/fail") {
+        (StatusCode::INTERNAL_SERVER_ERROR, "boom")
+    } else {
+        (StatusCode::OK, "OK")
+    }
+}
+
+async fn flaky(
+    State(inner): State<Arc<Inner>>,
+    Path((name, failures)): Path<(String, u32)>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> (StatusCode, &'static str) {
+    record(&inner, &uri, headers, body);
+    if bump(&inner, &name) <= failures {
+        (StatusCode::SERVICE_UNAVAILABLE, "try later")
+    } else {
+        (StatusCode::OK, "OK")
+    }
+}
+
+async fn slow_once(
+    State(inner): State<Arc<Inner>>,
+    Path((name, ms)): Path<(String, u64)>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> (StatusCode, &'static str) {
+    record(&inner, &uri, headers, body);
+    if bump(&inner, &name) == 1 {
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+    }
+    (StatusCode::OK, "OK")
+}
