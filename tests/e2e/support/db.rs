@@ -61,6 +61,20 @@ impl TestDb {
         }
     }
 
+    /// One integer a query returns (a count, say).
+    pub async fn scalar(&self, sql: &str) -> i64 {
+        match self.backend {
+            Backend::Postgres => {
+                let mut conn = sqlx::PgConnection::connect(&self.url).await.unwrap();
+                sqlx::query_scalar(sql).fetch_one(&mut conn).await.unwrap()
+            }
+            Backend::Sqlite => {
+                let mut conn = sqlx::SqliteConnection::connect(&self.url).await.unwrap();
+                sqlx::query_scalar(sql).fetch_one(&mut conn).await.unwrap()
+            }
+        }
+    }
+
     /// The stored ciphertext of a secret.
     pub async fn secret_ciphertext(&self, name: &str) -> Vec<u8> {
         let sql = "SELECT encrypted_value FROM secrets WHERE name = $1";

@@ -25,11 +25,18 @@ pub struct ServerOptions {
     pub env: HashMap<String, String>,
     /// Leave out TE_API_KEYS (embedded key generation) or TE_SECRET_ENCRYPTION_KEY.
     pub without: Vec<&'static str>,
+    /// The log message that says the process is ready ("Listening." when it serves the API).
+    pub ready: &'static str,
 }
 
 impl ServerOptions {
     pub fn new() -> Self {
-        Self { env: HashMap::new(), without: Vec::new() }
+        Self { env: HashMap::new(), without: Vec::new(), ready: "Listening." }
+    }
+
+    /// Run only `roles` (comma-separated); ready when `ready` is logged.
+    pub fn roles(self, roles: &str, ready: &'static str) -> Self {
+        Self { ready, ..self.env("TE_ROLES", roles) }
     }
 
     pub fn env(mut self, key: &str, value: &str) -> Self {
@@ -106,24 +113,24 @@ impl Server {
         capture(child.stdout.take().unwrap(), output.clone());
         capture(child.stderr.take().unwrap(), output.clone());
 
-        let mut addr = None;
+        let mut ready = None;
         let mut exited = None;
-        wait_for("the server to listen", Duration::from_secs(60), || {
+        wait_for(options.ready, Duration::from_secs(60), || {
             if let Ok(Some(status)) = child.try_wait() {
                 exited = Some(status);
                 return true;
             }
-            addr = output.lock().unwrap().iter().find_map(|line| {
+            ready = output.lock().unwrap().iter().find_map(|line| {
                 let v: Value = serde_json::from_str(line).ok()?;
-                (v["message"] == "Listening.").then(|| v["addr"].as_str().map(str::to_owned)).flatten()
+                (v["message"] == options.ready).then(|| v["addr"].as_str().unwrap_or_default().to_owned())
             });
-            addr.is_some()
+            ready.is_some()
         })
         .await;
         if let Some(status) = exited {
-            panic!("taskexec exited with {status} before listening:\n{}", output.lock().unwrap().join("\n"));
+            panic!("taskexec exited with {status} before it was ready:\n{}", output.lock().unwrap().join("\n"));
         }
-        Self { child, base_url: format!("http://{}", addr.unwrap()), output }
+        Self { child, base_url: format!("http://{}", ready.unwrap()), output }
     }
 
     pub fn client(&self) -> Client {
@@ -132,6 +139,20 @@ impl Server {
 
     pub fn output_text(&self) -> String {
         self.output.lock().unwrap().join("\n")
+    }
+
+    /// Kill with SIGKILL: no shutdown, no last writes.
+    pub fn kill9(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Send SIGTERM and wait for the exit; the exit status and everything the process wrote.
+    pub fn terminate(mut self) -> (std::process::ExitStatus, String) {
+        let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();
+        let status = self.child.wait().expect("the process exits");
+        std::thread::sleep(Duration::from_millis(50));
+        (status, self.output_text())
     }
 
     /// Stop with SIGTERM and wait for the process to exit.

@@ -1,0 +1,293 @@
+//! Several `taskexec` processes on one database: claims are exactly-once, schedulers never
+//! double a tick and catch up after downtime, a killed worker's execution is reclaimed, a late
+//! result is fenced out, a cancel racing a claim has one winner, and SIGTERM drains.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde_json::{json, Value};
+
+use crate::both_backends;
+use crate::e2e_jobs::{http_endpoint, immediate, wait_for_status};
+use crate::support::{eventually, Backend, Client, Receiver, Server, ServerOptions, TestDb};
+
+both_backends!(
+    two_schedulers_never_create_a_tick_twice,
+    scheduler_catches_up_missed_ticks,
+    killed_worker_execution_is_reclaimed_and_completes,
+    late_result_of_a_reclaimed_attempt_is_fenced_out,
+    cancel_racing_claims_has_one_winner,
+    sigterm_lets_in_flight_deliveries_finish,
+);
+
+fn api_only() -> ServerOptions {
+    ServerOptions::new().env("TE_ROLES", "api")
+}
+
+fn workers() -> ServerOptions {
+    ServerOptions::new().roles("worker", "Worker running.")
+}
+
+fn schedulers() -> ServerOptions {
+    ServerOptions::new().roles("scheduler", "Scheduler running.")
+}
+
+async fn executions_of(api: &Client, job_id: &str) -> Vec<Value> {
+    let (items, _) = api.list_all(&format!("/jobs/{job_id}/executions"), 200).await;
+    items
+}
+
+fn tick_times(executions: &[Value]) -> Vec<DateTime<Utc>> {
+    let mut ticks: Vec<DateTime<Utc>> =
+        executions.iter().map(|e| e["run_at"].as_str().unwrap().parse().unwrap()).collect();
+    ticks.sort();
+    ticks
+}
+
+fn assert_consecutive_seconds(ticks: &[DateTime<Utc>]) {
+    assert!(
+        ticks.windows(2).all(|w| w[1] - w[0] == chrono::Duration::seconds(1)),
+        "not one execution per second: {ticks:?}"
+    );
+}
+
+/// PostgreSQL only: it is the backend that runs many workers against one database (SQLite
+/// is the single-node embedded mode, where one process has all the roles).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn four_worker_processes_deliver_2000_executions_exactly_once() {
+    let db = TestDb::new(Backend::Postgres).await;
+    let server = Server::start_with(&db, api_only()).await;
+    let api = server.client();
+    let receiver = Receiver::start().await;
+    http_endpoint(&api, &receiver, "bulk", "/ok/bulk", json!({"max_attempts": 3})).await;
+
+    // Queue everything first, so the workers start with a full queue and contend for it.
+    let total = 2000;
+    let mut created = 0;
+    let indexes: Vec<usize> = (0..total).collect();
+    for chunk in indexes.chunks(32) {
+        let batch: Vec<_> = chunk
+            .iter()
+            .map(|&i| {
+                let api = api.clone();
+                tokio::spawn(async move {
+                    api.post(
+                        "/jobs",
+                        &immediate("bulk", &format!("bulk-{i}"), json!({"user_id": format!("u{i}"), "amount": 1})),
+                    )
+                    .await
+                    .status
+                })
+            })
+            .collect();
+        for task in batch {
+            assert_eq!(task.await.unwrap(), 201);
+            created += 1;
+        }
+    }
+    assert_eq!(created, total);
+
+    let options = workers().env("TE_WORKER_MAX_CONCURRENT", "50");
+    let mut fleet = Vec::new();
+    for _ in 0..4 {
+        fleet.push(Server::start_with(&db, options.clone()).await);
+    }
+    eventually("every execution to succeed", Duration::from_secs(120), || async {
+        db.scalar("SELECT COUNT(*) FROM executions WHERE status = 'SUCCESS'").await == total as i64
+    })
+    .await;
+
+    let mut per_key: BTreeMap<String, usize> = BTreeMap::new();
+    for request in receiver.received() {
+        *per_key.entry(request.header("idempotency-key").unwrap()).or_default() += 1;
+    }
+    assert_eq!(per_key.len(), total, "every execution reached the receiver");
+    assert!(per_key.values().all(|n| *n == 1), "an execution was delivered twice");
+    assert_eq!(db.scalar("SELECT MAX(attempt_count)::BIGINT FROM executions").await, 1);
+    assert_eq!(db.scalar("SELECT COUNT(*) FROM attempts").await, total as i64);
+    // The work really was shared: several workers' ids appear in the attempt logs.
+    let workers_seen = db.scalar("SELECT COUNT(DISTINCT substring(message FROM 'on (worker-[^.]+)')) FROM execution_logs WHERE message LIKE 'Attempt 1 of%'").await;
+    assert!(workers_seen >= 2, "only {workers_seen} worker(s) claimed work");
+}
+
+async fn two_schedulers_never_create_a_tick_twice(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let server = Server::start_with(&db, api_only()).await;
+    let api = server.client();
+    let receiver = Receiver::start().await;
+    http_endpoint(&api, &receiver, "tick", "/ok/tick", json!(null)).await;
+    let _a = Server::start_with(&db, schedulers()).await;
+    let _b = Server::start_with(&db, schedulers()).await;
+    let job = api.create("/jobs", &json!({"endpoint": "tick", "trigger": "CRON", "cron": "* * * * * *", "timezone": "UTC", "input": {"user_id": "u", "amount": 1}})).await;
+    let job_id = job["job_id"].as_str().unwrap().to_owned();
+    eventually("six ticks", Duration::from_secs(30), || async { executions_of(&api, &job_id).await.len() >= 6 }).await;
+    api.post(&format!("/jobs/{job_id}/cancel"), &json!({})).await;
+    let executions = executions_of(&api, &job_id).await;
+    let ticks = tick_times(&executions);
+    let distinct: BTreeSet<_> = ticks.iter().collect();
+    assert_eq!(distinct.len(), ticks.len(), "a tick was created twice");
+    assert_consecutive_seconds(&ticks);
+    // The ticks started at the job's first scheduled tick, with none skipped.
+    assert_eq!(ticks[0], job["next_run_at"].as_str().unwrap().parse::<DateTime<Utc>>().unwrap());
+}
+
+async fn scheduler_catches_up_missed_ticks(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    // No scheduler runs while the ticks come due.
+    let server = Server::start_with(&db, api_only()).await;
+    let api = server.client();
+    let receiver = Receiver::start().await;
+    http_endpoint(&api, &receiver, "tick", "/ok/tick", json!(null)).await;
+    let job = api.create("/jobs", &json!({"endpoint": "tick", "trigger": "CRON", "cron": "* * * * * *", "timezone": "UTC", "input": {"user_id": "u", "amount": 1}})).await;
+    let job_id = job["job_id"].as_str().unwrap().to_owned();
+    let first: DateTime<Utc> = job["next_run_at"].as_str().unwrap().parse().unwrap();
+    let missed = 5;
+    let down_until = first + chrono::Duration::seconds(missed);
+    eventually("the scheduler's downtime to pass five ticks", Duration::from_secs(30), || async {
+        Utc::now() > down_until
+    })
+    .await;
+    assert!(executions_of(&api, &job_id).await.is_empty(), "nothing ran without a scheduler");
+
+    let _scheduler = Server::start_with(&db, schedulers()).await;
+    eventually("the missed ticks to be materialized", Duration::from_secs(30), || async {
+        tick_times(&executions_of(&api, &job_id).await).iter().filter(|t| **t <= down_until).count()
+            == missed as usize + 1
+    })
+    .await;
+    let ticks = tick_times(&executions_of(&api, &job_id).await);
+    assert_eq!(ticks[0], first, "catch-up starts at the first missed tick");
+    assert_consecutive_seconds(&ticks);
+}
+
+async fn killed_worker_execution_is_reclaimed_and_completes(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let server = Server::start_with(
+        &db,
+        ServerOptions::new()
+            .env("TE_ROLES", "api,scheduler")
+            .env("TE_RECLAIM_INTERVAL_SEC", "1")
+            .env("TE_STUCK_EXECUTION_TIMEOUT_SEC", "2"),
+    )
+    .await;
+    let api = server.client();
+    let receiver = Receiver::start().await;
+    // The first request hangs (a minute): the worker is mid-delivery when it dies.
+    http_endpoint(&api, &receiver, "hang", "/slow-once/crash/60000", json!({"max_attempts": 3})).await;
+    let doomed = Server::start_with(&db, workers()).await;
+    let job = api.create("/jobs", &immediate("hang", "crash", json!({"user_id": "u", "amount": 1}))).await;
+    let execution_id = job["execution"]["execution_id"].as_str().unwrap().to_owned();
+    eventually("the first delivery to be in flight", Duration::from_secs(30), || async { receiver.count() == 1 }).await;
+    doomed.kill9();
+
+    wait_for_status(&api, &execution_id, "RETRYING").await;
+    let _rescuer = Server::start_with(&db, workers()).await;
+    let execution = wait_for_status(&api, &execution_id, "SUCCESS").await;
+    assert_eq!(execution["attempt_count"], 2);
+    let attempts =
+        api.get(&format!("/executions/{execution_id}/attempts")).await.body["items"].as_array().unwrap().clone();
+    assert_eq!(attempts.len(), 2);
+    assert_eq!(
+        (attempts[0]["status"].as_str(), attempts[0]["error"]["type"].as_str()),
+        (Some("FAILED"), Some("WORKER_LOST"))
+    );
+    assert_eq!(attempts[1]["status"], "SUCCESS");
+    // At-least-once: the receiver saw the delivery twice, under one idempotency key.
+    let keys: BTreeSet<_> = receiver.received().iter().map(|r| r.header("idempotency-key").unwrap()).collect();
+    assert_eq!((receiver.count(), keys.len()), (2, 1));
+}
+
+async fn late_result_of_a_reclaimed_attempt_is_fenced_out(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    // A stuck timeout shorter than the delivery: the live first attempt is reclaimed while
+    // it still runs, a second attempt succeeds, then the first one's result comes back late.
+    let server = Server::start_with(
+        &db,
+        ServerOptions::new().env("TE_RECLAIM_INTERVAL_SEC", "1").env("TE_STUCK_EXECUTION_TIMEOUT_SEC", "1"),
+    )
+    .await;
+    let api = server.client();
+    let receiver = Receiver::start().await;
+    http_endpoint(&api, &receiver, "slow", "/slow-once/late/4000", json!({"max_attempts": 3})).await;
+    let job = api.create("/jobs", &immediate("slow", "late", json!({"user_id": "u", "amount": 1}))).await;
+    let execution_id = job["execution"]["execution_id"].as_str().unwrap().to_owned();
+    let done = wait_for_status(&api, &execution_id, "SUCCESS").await;
+    assert_eq!(done["attempt_count"], 2);
+    eventually("the late result to be discarded", Duration::from_secs(30), || {
+        let out = server.output_text();
+        async move { out.contains("Attempt result discarded") }
+    })
+    .await;
+    let execution = api.get(&format!("/executions/{execution_id}")).await.body;
+    assert_eq!(execution, done, "the late write changed nothing");
+    let attempts =
+        api.get(&format!("/executions/{execution_id}/attempts")).await.body["items"].as_array().unwrap().clone();
+    let summary: Vec<(i64, &str)> =
+        attempts.iter().map(|a| (a["attempt_number"].as_i64().unwrap(), a["status"].as_str().unwrap())).collect();
+    assert_eq!(summary, [(1, "FAILED"), (2, "SUCCESS")]);
+    assert_eq!(attempts[0]["error"]["type"], "WORKER_LOST");
+}
+
+async fn cancel_racing_claims_has_one_winner(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let server = Server::start_with(&db, api_only()).await;
+    let api = server.client();
+    let receiver = Receiver::start().await;
+    http_endpoint(&api, &receiver, "race", "/ok/race", json!(null)).await;
+    let mut executions = Vec::new();
+    for i in 0..150 {
+        let job =
+            api.create("/jobs", &immediate("race", &format!("race-{i}"), json!({"user_id": "u", "amount": 1}))).await;
+        executions.push(job["execution"]["execution_id"].as_str().unwrap().to_owned());
+    }
+    // A worker starts claiming while every execution is cancelled at once.
+    let _worker = Server::start_with(&db, workers().env("TE_WORKER_MAX_CONCURRENT", "8")).await;
+    let cancels: Vec<_> = executions
+        .iter()
+        .map(|id| {
+            let api = api.clone();
+            let id = id.clone();
+            tokio::spawn(async move {
+                (id.clone(), api.post(&format!("/executions/{id}/cancel"), &json!({})).await.status.as_u16())
+            })
+        })
+        .collect();
+    let mut cancelled = BTreeSet::new();
+    let mut refused = BTreeSet::new();
+    for task in cancels {
+        let (id, status) = task.await.unwrap();
+        match status {
+            200 => cancelled.insert(id),
+            409 => refused.insert(id),
+            other => panic!("cancel answered {other}"),
+        };
+    }
+    eventually("every uncancelled execution to finish", Duration::from_secs(60), || async {
+        db.scalar("SELECT COUNT(*) FROM executions WHERE status NOT IN ('SUCCESS', 'CANCELLED')").await == 0
+    })
+    .await;
+    let delivered: BTreeSet<String> =
+        receiver.received().iter().map(|r| r.header("idempotency-key").unwrap()).collect();
+    assert!(cancelled.is_disjoint(&delivered), "a cancelled execution was delivered");
+    assert_eq!(delivered, refused, "exactly the executions whose cancel lost were delivered");
+    assert_eq!(cancelled.len() + refused.len(), executions.len());
+    assert_eq!(db.scalar("SELECT COUNT(*) FROM executions WHERE status = 'CANCELLED'").await, cancelled.len() as i64);
+}
+
+async fn sigterm_lets_in_flight_deliveries_finish(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let server = Server::start_with(&db, api_only()).await;
+    let api = server.client();
+    let receiver = Receiver::start().await;
+    http_endpoint(&api, &receiver, "slow", "/slow-once/drain/2000", json!(null)).await;
+    let worker = Server::start_with(&db, workers().env("TE_WORKER_SHUTDOWN_TIMEOUT_SEC", "30")).await;
+    let job = api.create("/jobs", &immediate("slow", "drain", json!({"user_id": "u", "amount": 1}))).await;
+    let execution_id = job["execution"]["execution_id"].as_str().unwrap().to_owned();
+    eventually("the delivery to be in flight", Duration::from_secs(30), || async { receiver.count() == 1 }).await;
+    let (status, output) = worker.terminate();
+    assert!(status.success(), "{status}: {output}");
+    assert!(output.contains("Waiting for in-flight deliveries."), "{output}");
+    // The delivery finished and was recorded before the process left.
+    assert_eq!(api.get(&format!("/executions/{execution_id}")).await.body["status"], "SUCCESS");
+}
