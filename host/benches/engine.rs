@@ -129,6 +129,14 @@ impl Drop for Server {
 }
 
 fn start_server(db: &Db, roles: &str, extra: &[(&str, &str)]) -> Server {
+    // A process with the API is ready when it listens; one without, when its role runs.
+    let ready = if roles.contains("api") {
+        "Listening."
+    } else if roles.contains("worker") {
+        "Worker running."
+    } else {
+        "Scheduler running."
+    };
     let mut command = Command::new(env!("CARGO_BIN_EXE_taskexec"));
     command
         .arg("serve")
@@ -151,7 +159,7 @@ fn start_server(db: &Db, roles: &str, extra: &[(&str, &str)]) -> Server {
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
             if let Ok(v) = serde_json::from_str::<Value>(&line) {
                 let message = v["message"].as_str().unwrap_or_default();
-                if message == "Listening." || message == "Worker running." || message == "Scheduler running." {
+                if message == ready {
                     let _ = tx.send(v["addr"].as_str().unwrap_or_default().to_owned());
                 }
             }

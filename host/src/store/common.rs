@@ -714,59 +714,65 @@ macro_rules! impl_store {
 
                 // ---- worker ----
 
-                async fn execution_finish(&self, f: &AttemptFinish) -> StoreResult<bool> {
+                async fn execution_finish_many(&self, finishes: &[AttemptFinish]) -> StoreResult<Vec<bool>> {
                     let mut tx = self.begin_write().await?;
-                    // The fence: the attempt number this worker claimed must still be current.
-                    let finished = sqlx::query(
-                        "UPDATE executions
-                         SET status = $3, output = $4, completed_at = $5, duration_ms = $6, worker_id = NULL,
-                             run_at = COALESCE($7, run_at)
-                         WHERE execution_id = $1 AND status = 'RUNNING' AND attempt_count = $2",
-                    )
-                    .bind(&f.execution_id)
-                    .bind(f.attempt_number)
-                    .bind(f.execution_status)
-                    .bind(f.output.as_ref().map(Json))
-                    .bind((f.execution_status != "RETRYING").then_some(DbTime(f.completed_at)))
-                    .bind(f.duration_ms)
-                    .bind(f.retry_at.map(DbTime))
-                    .execute(&mut *tx)
-                    .await?;
-                    if finished.rows_affected() == 0 {
-                        return Ok(false);
+                    let mut written = Vec::with_capacity(finishes.len());
+                    for f in finishes {
+                        // The fence: the attempt number the worker claimed must still be current.
+                        let done = sqlx::query(
+                            "UPDATE executions
+                             SET status = $3, output = $4, completed_at = $5, duration_ms = $6, worker_id = NULL,
+                                 run_at = COALESCE($7, run_at)
+                             WHERE execution_id = $1 AND status = 'RUNNING' AND attempt_count = $2",
+                        )
+                        .bind(&f.execution_id)
+                        .bind(f.attempt_number)
+                        .bind(f.execution_status)
+                        .bind(f.output.as_ref().map(Json))
+                        .bind((f.execution_status != "RETRYING").then_some(DbTime(f.completed_at)))
+                        .bind(f.duration_ms)
+                        .bind(f.retry_at.map(DbTime))
+                        .execute(&mut *tx)
+                        .await?;
+                        written.push(done.rows_affected() == 1);
                     }
-                    sqlx::query(
-                        "INSERT INTO attempts (attempt_id, execution_id, attempt_number, status, started_at, completed_at,
-                             duration_ms, output, error, created_at)
-                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $6)",
-                    )
-                    .bind(new_id(ATTEMPT))
-                    .bind(&f.execution_id)
-                    .bind(f.attempt_number)
-                    .bind(f.attempt_status)
-                    .bind(DbTime(f.started_at))
-                    .bind(DbTime(f.completed_at))
-                    .bind(f.duration_ms)
-                    .bind(f.output.as_ref().map(Json))
-                    .bind(f.error.as_ref().map(Json))
-                    .execute(&mut *tx)
-                    .await?;
-                    if !f.logs.is_empty() {
-                        let mut insert = sqlx::QueryBuilder::<$db>::new(
-                            "INSERT INTO execution_logs (log_id, execution_id, attempt_number, level, message, logged_at) ",
+                    let winners: Vec<&AttemptFinish> = finishes.iter().zip(&written).filter(|(_, w)| **w).map(|(f, _)| f).collect();
+                    if !winners.is_empty() {
+                        let mut attempts = sqlx::QueryBuilder::<$db>::new(
+                            "INSERT INTO attempts (attempt_id, execution_id, attempt_number, status, started_at, completed_at,
+                                 duration_ms, output, error, created_at) ",
                         );
-                        insert.push_values(&f.logs, |mut row, log| {
-                            row.push_bind(new_id(LOG))
+                        attempts.push_values(&winners, |mut row, f| {
+                            row.push_bind(new_id(ATTEMPT))
                                 .push_bind(&f.execution_id)
                                 .push_bind(f.attempt_number)
-                                .push_bind(log.level)
-                                .push_bind(&log.message)
-                                .push_bind(DbTime(log.logged_at));
+                                .push_bind(f.attempt_status)
+                                .push_bind(DbTime(f.started_at))
+                                .push_bind(DbTime(f.completed_at))
+                                .push_bind(f.duration_ms)
+                                .push_bind(f.output.as_ref().map(Json))
+                                .push_bind(f.error.as_ref().map(Json))
+                                .push_bind(DbTime(f.completed_at));
                         });
-                        insert.build().execute(&mut *tx).await?;
+                        attempts.build().execute(&mut *tx).await?;
+                        let logs: Vec<_> = winners.iter().flat_map(|f| f.logs.iter().map(move |log| (*f, log))).collect();
+                        if !logs.is_empty() {
+                            let mut insert = sqlx::QueryBuilder::<$db>::new(
+                                "INSERT INTO execution_logs (log_id, execution_id, attempt_number, level, message, logged_at) ",
+                            );
+                            insert.push_values(&logs, |mut row, (f, log)| {
+                                row.push_bind(new_id(LOG))
+                                    .push_bind(&f.execution_id)
+                                    .push_bind(f.attempt_number)
+                                    .push_bind(log.level)
+                                    .push_bind(&log.message)
+                                    .push_bind(DbTime(log.logged_at));
+                            });
+                            insert.build().execute(&mut *tx).await?;
+                        }
                     }
                     tx.commit().await?;
-                    Ok(true)
+                    Ok(written)
                 }
 
                 // ---- regions ----

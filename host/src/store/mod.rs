@@ -271,9 +271,11 @@ pub trait Store: Send + Sync + 'static {
     /// Claim up to `limit` due executions for `worker_id`: each becomes RUNNING with its
     /// attempt count raised, and no other worker can claim it meanwhile.
     async fn execution_claim(&self, worker_id: &str, now: DateTime<Utc>, limit: i64) -> StoreResult<Vec<Execution>>;
-    /// Write an attempt's outcome, fenced: only if the execution is still RUNNING under this
-    /// attempt number. False when the fence held (the execution was reclaimed meanwhile).
-    async fn execution_finish(&self, finish: &AttemptFinish) -> StoreResult<bool>;
+    /// Write attempts' outcomes in one transaction, each fenced: an execution is written only
+    /// if it is still RUNNING under the attempt number that finished, and only then are the
+    /// attempt and its logs recorded. Per finish, whether it was written (false: the fence
+    /// held, because the execution was reclaimed or cancelled meanwhile).
+    async fn execution_finish_many(&self, finishes: &[AttemptFinish]) -> StoreResult<Vec<bool>>;
     /// Tell workers of other processes that work is ready (PostgreSQL NOTIFY; a no-op where
     /// the database has no such channel).
     async fn work_notify(&self) -> StoreResult<()>;

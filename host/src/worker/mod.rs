@@ -7,6 +7,7 @@
 //! until the poll interval passes, the fallback when a wake-up is missed or unavailable.
 
 pub mod cache;
+pub mod completer;
 pub mod pipeline;
 
 use std::sync::Arc;

@@ -20,6 +20,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 
 use super::cache::TtlCache;
+use super::completer::Completer;
 use crate::contract::{Failure, Message};
 use crate::retry::RetryPolicy;
 use crate::secret::{SecretCipher, SecretValue};
@@ -39,6 +40,7 @@ pub struct Pipeline {
     endpoints: TtlCache<String, Endpoint>,
     configs: TtlCache<String, Value>,
     secrets: TtlCache<String, SecretValue>,
+    completer: Completer,
 }
 
 /// How an attempt ended, before it is written down.
@@ -79,7 +81,7 @@ impl Pipeline {
         secret_ttl: Duration,
     ) -> Self {
         Self {
-            store,
+            store: store.clone(),
             cipher,
             transports,
             renderer,
@@ -88,7 +90,13 @@ impl Pipeline {
             endpoints: TtlCache::new(config_ttl),
             configs: TtlCache::new(config_ttl),
             secrets: TtlCache::new(secret_ttl),
+            completer: Completer::spawn(store),
         }
+    }
+
+    /// Wait until every recorded outcome is written. Called once no attempt is in flight.
+    pub async fn close(self) {
+        self.completer.close().await;
     }
 
     pub async fn process(&self, execution: Execution) {
@@ -110,9 +118,10 @@ impl Pipeline {
         let completed_at = now();
         let duration_ms = i32::try_from(clock.elapsed().as_millis()).unwrap_or(i32::MAX);
         let finish = self.finish(&execution, outcome, &policy, &secrets, started_at, completed_at, duration_ms, logs);
-        match self.store.execution_finish(&finish).await {
+        let status = finish.execution_status;
+        match self.completer.finish(finish).await {
             Ok(true) => {
-                tracing::debug!(execution_id = %execution.execution_id, attempt, status = finish.execution_status, duration_ms, "Attempt recorded.")
+                tracing::debug!(execution_id = %execution.execution_id, attempt, status, duration_ms, "Attempt recorded.")
             }
             Ok(false) => tracing::warn!(
                 execution_id = %execution.execution_id, attempt,
