@@ -357,17 +357,38 @@ async fn create(State(state): State<AppState>, ApiJson(body): ApiJson<JobIn>) ->
     };
 
     let inserted = state.store.job_insert(&job, execution.as_ref()).await?;
-    let (status, job) = match inserted {
+    let (status, job, first) = match inserted {
         Inserted::Created(job) => {
             match execution.as_ref().map(|e| e.status) {
-                Some("QUEUED") => state.wakeups.work_ready(state.store.as_ref()).await,
+                Some("QUEUED") => state.wakeups.work_ready(&state.store).await,
                 _ => state.wakeups.schedule_changed.notify_one(),
             }
-            (StatusCode::CREATED, job)
+            // The execution just written is the job's first: no need to read it back.
+            let first = execution.map(|e| Execution {
+                execution_id: e.execution_id,
+                job_id: e.job_id,
+                endpoint: e.endpoint,
+                endpoint_type: e.endpoint_type,
+                idempotency_key: e.idempotency_key,
+                status: e.status.to_owned(),
+                input: Some(e.input),
+                output: None,
+                attempt_count: 0,
+                max_attempts: e.max_attempts,
+                worker_id: None,
+                run_at: e.run_at,
+                started_at: None,
+                completed_at: None,
+                duration_ms: None,
+                created_at: e.created_at,
+            });
+            (StatusCode::CREATED, job, first)
         }
-        Inserted::Existing(job) => (StatusCode::OK, job),
+        Inserted::Existing(job) => {
+            let first = state.store.execution_first(&job.job_id).await?;
+            (StatusCode::OK, job, first)
+        }
     };
-    let first = state.store.execution_first(&job.job_id).await?;
     let created_status = initial_status(&job);
     Ok(Created(status, job_out(&job, first.as_ref().map(|e| (e, Some(created_status))))))
 }

@@ -19,12 +19,9 @@ use crate::store::{now, CronAdvance, ExecutionWrite, Job, Store, StoreResult};
 
 pub async fn run(store: Arc<dyn Store>, config: SchedulerConfig, wakeups: Wakeups, shutdown: CancellationToken) {
     loop {
-        match materialize_due(store.as_ref(), now(), config.cron_batch_size).await {
+        match materialize_due(&store, now(), config.cron_batch_size, &wakeups).await {
             Ok(0) => {}
-            Ok(created) => {
-                tracing::debug!(created, "Materialized cron ticks.");
-                wakeups.work_ready(store.as_ref()).await;
-            }
+            Ok(created) => tracing::debug!(created, "Materialized cron ticks."),
             Err(error) => tracing::warn!(%error, "Cron materialization failed; retrying next tick."),
         }
         tokio::select! {
@@ -40,8 +37,15 @@ pub fn tick_key(job_id: &str, tick: DateTime<Utc>) -> String {
     format!("{job_id}_{}", tick.timestamp_millis())
 }
 
-/// Materialize every tick due at `now`, catching up missed ones; the number of executions made.
-pub async fn materialize_due(store: &dyn Store, now: DateTime<Utc>, batch: i64) -> StoreResult<usize> {
+/// Materialize every tick due at `now`, catching up missed ones; the number of executions
+/// made. Each batch of due jobs is advanced in one transaction, and workers are woken as soon
+/// as a batch is written rather than after the whole pass.
+pub async fn materialize_due(
+    store: &Arc<dyn Store>,
+    now: DateTime<Utc>,
+    batch: i64,
+    wakeups: &Wakeups,
+) -> StoreResult<usize> {
     let mut created = 0;
     // Retry policies per endpoint, read once per pass.
     let mut max_attempts: HashMap<String, i32> = HashMap::new();
@@ -50,7 +54,7 @@ pub async fn materialize_due(store: &dyn Store, now: DateTime<Utc>, batch: i64) 
         if due.is_empty() {
             return Ok(created);
         }
-        let mut advanced_any = false;
+        let mut advances = Vec::with_capacity(due.len());
         for job in &due {
             let attempts = match max_attempts.get(&job.endpoint) {
                 Some(n) => *n,
@@ -65,15 +69,16 @@ pub async fn materialize_due(store: &dyn Store, now: DateTime<Utc>, batch: i64) 
                     n
                 }
             };
-            let Some(advance) = plan_tick(job, attempts, now) else { continue };
-            let has_execution = advance.execution.is_some();
-            if store.cron_advance(&advance).await? {
-                advanced_any = true;
-                created += usize::from(has_execution);
-            }
+            advances.extend(plan_tick(job, attempts, now));
         }
+        let recorded = store.cron_advance_many(&advances).await?;
+        let made = advances.iter().zip(&recorded).filter(|(a, won)| **won && a.execution.is_some()).count();
+        if made > 0 {
+            wakeups.work_ready(store).await;
+        }
+        created += made;
         // Another scheduler advanced everything we saw: let it carry on.
-        if !advanced_any {
+        if !recorded.iter().any(|won| *won) {
             return Ok(created);
         }
     }

@@ -10,6 +10,7 @@ pub mod promoter;
 pub mod reclaimer;
 pub mod schedule;
 
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -35,15 +36,45 @@ pub struct Wakeups {
     pub work_ready: Arc<Notify>,
     /// A new delayed execution or cron job may be due sooner than the scheduler planned.
     pub schedule_changed: Arc<Notify>,
+    /// When this process last told other processes (ms since the Unix epoch).
+    last_broadcast_ms: Arc<AtomicU64>,
+    /// A coalesced notification is waiting to be sent.
+    trailing: Arc<AtomicBool>,
 }
+
+/// Cross-process notifications closer together than this are coalesced: a burst of creates
+/// wakes other workers once, and each claim takes a batch.
+const BROADCAST_EVERY_MS: u64 = 5;
 
 impl Wakeups {
     /// Tell this process's worker, and (through the store) other processes', that work is ready.
-    pub async fn work_ready(&self, store: &dyn Store) {
+    ///
+    /// PostgreSQL serializes NOTIFYs at commit, so a burst of new work sends at most one per
+    /// `BROADCAST_EVERY_MS`: the first at once, and one trailing notification after the burst so
+    /// the last work of it is not left waiting for another process's poll.
+    pub async fn work_ready(&self, store: &Arc<dyn Store>) {
         self.work_ready.notify_one();
-        if let Err(error) = store.work_notify().await {
-            tracing::warn!(%error, "Could not notify other processes of new work; their workers will poll.");
+        let now_ms = u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or(0);
+        let last = self.last_broadcast_ms.load(Ordering::Relaxed);
+        if now_ms.saturating_sub(last) >= BROADCAST_EVERY_MS
+            && self.last_broadcast_ms.compare_exchange(last, now_ms, Ordering::Relaxed, Ordering::Relaxed).is_ok()
+        {
+            broadcast(store.as_ref()).await;
+        } else if !self.trailing.swap(true, Ordering::Relaxed) {
+            let (store, trailing, last) = (store.clone(), self.trailing.clone(), self.last_broadcast_ms.clone());
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(BROADCAST_EVERY_MS)).await;
+                trailing.store(false, Ordering::Relaxed);
+                last.store(u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or(0), Ordering::Relaxed);
+                broadcast(store.as_ref()).await;
+            });
         }
+    }
+}
+
+async fn broadcast(store: &dyn Store) {
+    if let Err(error) = store.work_notify().await {
+        tracing::warn!(%error, "Could not notify other processes of new work; their workers will poll.");
     }
 }
 

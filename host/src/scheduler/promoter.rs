@@ -20,7 +20,7 @@ pub async fn run(store: Arc<dyn Store>, config: SchedulerConfig, wakeups: Wakeup
             Ok(0) => {}
             Ok(promoted) => {
                 tracing::debug!(promoted, "Promoted delayed executions.");
-                wakeups.work_ready(store.as_ref()).await;
+                wakeups.work_ready(&store).await;
             }
             Err(error) => tracing::warn!(%error, "Promoting delayed executions failed; retrying."),
         }

@@ -26,7 +26,7 @@ pub async fn run(store: Arc<dyn Store>, config: SchedulerConfig, wakeups: Wakeup
             Ok(0) => {}
             Ok(reclaimed) => {
                 tracing::warn!(reclaimed, "Reclaimed executions abandoned by their workers.");
-                wakeups.work_ready(store.as_ref()).await;
+                wakeups.work_ready(&store).await;
             }
             Err(error) => tracing::warn!(%error, "Reclaiming stuck executions failed; retrying."),
         }

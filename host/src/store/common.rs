@@ -633,26 +633,30 @@ macro_rules! impl_store {
                     Ok(sqlx::query_as::<$db, Job>(&sql).bind(DbTime(now)).bind(limit).fetch_all(&self.pool).await?)
                 }
 
-                async fn cron_advance(&self, advance: &CronAdvance) -> StoreResult<bool> {
+                async fn cron_advance_many(&self, advances: &[CronAdvance]) -> StoreResult<Vec<bool>> {
                     let mut tx = self.begin_write().await?;
-                    // The compare-and-set: only the scheduler that still sees `tick` as next moves it.
-                    let moved = sqlx::query(
-                        "UPDATE jobs SET cron_next_run_at = $3, cron_last_tick_at = $2
-                         WHERE job_id = $1 AND cron_next_run_at = $2 AND status = 'ACTIVE'",
-                    )
-                    .bind(&advance.job_id)
-                    .bind(DbTime(advance.tick))
-                    .bind(advance.next.map(DbTime))
-                    .execute(&mut *tx)
-                    .await?;
-                    if moved.rows_affected() == 0 {
-                        return Ok(false);
-                    }
-                    if let Some(execution) = &advance.execution {
-                        Self::execution_insert(&mut tx, execution).await?;
+                    let mut recorded = Vec::with_capacity(advances.len());
+                    for advance in advances {
+                        // The compare-and-set: only the scheduler that still sees `tick` as next moves it.
+                        let moved = sqlx::query(
+                            "UPDATE jobs SET cron_next_run_at = $3, cron_last_tick_at = $2
+                             WHERE job_id = $1 AND cron_next_run_at = $2 AND status = 'ACTIVE'",
+                        )
+                        .bind(&advance.job_id)
+                        .bind(DbTime(advance.tick))
+                        .bind(advance.next.map(DbTime))
+                        .execute(&mut *tx)
+                        .await?;
+                        let won = moved.rows_affected() == 1;
+                        if won {
+                            if let Some(execution) = &advance.execution {
+                                Self::execution_insert(&mut tx, execution).await?;
+                            }
+                        }
+                        recorded.push(won);
                     }
                     tx.commit().await?;
-                    Ok(true)
+                    Ok(recorded)
                 }
 
                 async fn execution_promote_due(&self, now: DateTime<Utc>) -> StoreResult<u64> {

@@ -255,9 +255,10 @@ pub trait Store: Send + Sync + 'static {
 
     /// Active cron jobs whose next tick is due at `now`, earliest first.
     async fn cron_due(&self, now: DateTime<Utc>, limit: i64) -> StoreResult<Vec<Job>>;
-    /// Record one cron tick: compare-and-set the job's next tick, and create the tick's
-    /// execution (idempotent on its key). False when another scheduler advanced it first.
-    async fn cron_advance(&self, advance: &CronAdvance) -> StoreResult<bool>;
+    /// Record cron ticks in one transaction: for each, compare-and-set the job's next tick and
+    /// create the tick's execution (idempotent on its key). Per tick, whether it was recorded
+    /// (false: another scheduler advanced that job first).
+    async fn cron_advance_many(&self, advances: &[CronAdvance]) -> StoreResult<Vec<bool>>;
     /// PENDING executions whose time has come become QUEUED; how many.
     async fn execution_promote_due(&self, now: DateTime<Utc>) -> StoreResult<u64>;
     /// The earliest `run_at` of a PENDING execution: when the promoter next has work.
