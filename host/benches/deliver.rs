@@ -18,7 +18,7 @@ use taskexec::contract::Message;
 use taskexec::secret::SecretValue;
 use taskexec::template::{MinijinjaRenderer, RenderContext, Renderer, TemplateKey};
 use taskexec::transport::http::HttpTransport;
-use taskexec::transport::{normalize_spec, EndpointType, Transport};
+use taskexec::transport::{normalize_spec, DeliveryLog, EndpointType, Transport};
 
 struct Bench {
     renderer: MinijinjaRenderer,
@@ -42,7 +42,7 @@ impl Bench {
             deadline_ms: u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap() + 30_000,
             spec_json: rendered.to_string(),
         };
-        self.transport.deliver(message).await.expect("delivers");
+        self.transport.deliver(message, &DeliveryLog::default()).await.expect("delivers");
         started.elapsed()
     }
 }

@@ -31,6 +31,67 @@ pub enum Command {
     /// Manage secret encryption.
     #[command(subcommand)]
     Secrets(SecretsCommand),
+    /// Install and manage WebAssembly plugins (talks to the REST API at TE_URL).
+    #[command(subcommand)]
+    Plugin(PluginCommand),
+}
+
+#[derive(Debug, Args)]
+pub struct ApiArgs {
+    /// The service's base URL.
+    #[arg(long, env = "TE_URL", value_name = "TE_URL", default_value = "http://127.0.0.1:8080")]
+    pub url: String,
+    /// An API key of the service.
+    #[arg(long, env = "TE_API_KEY", value_name = "TE_API_KEY", hide_env_values = true)]
+    pub api_key: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PluginCommand {
+    /// Upload a component as a new version of plugin NAME.
+    Install {
+        /// The component (.wasm) to install.
+        file: std::path::PathBuf,
+        /// The plugin's name (lowercase letters, digits and hyphens).
+        #[arg(long)]
+        name: String,
+        /// A URL pattern the plugin may call (scheme://host[:port], `*` per part); repeatable.
+        #[arg(long = "allow-host", value_name = "URL")]
+        allow_host: Vec<String>,
+        /// Linear memory for each call, in MiB (default 64).
+        #[arg(long)]
+        memory_mb: Option<u32>,
+        /// The world the component must implement: transport-plugin or renderer-plugin.
+        #[arg(long)]
+        world: Option<String>,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// List installed plugins (newest version of each).
+    List {
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// Show a plugin and all its versions.
+    Show {
+        name: String,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// Remove a plugin and all its versions (refused while endpoints use it).
+    Remove {
+        name: String,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// Check a component offline: compile it, type-check it against its world, and print what
+    /// it exports and imports.
+    Check {
+        file: std::path::PathBuf,
+        /// The world it must implement: transport-plugin or renderer-plugin.
+        #[arg(long)]
+        world: Option<String>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -159,6 +220,26 @@ pub struct ServeArgs {
     pub worker: WorkerArgs,
     #[command(flatten)]
     pub scheduler: SchedulerArgs,
+    #[command(flatten)]
+    pub plugins: PluginRuntimeArgs,
+}
+
+/// The plugin runtime's settings.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Plugins")]
+pub struct PluginRuntimeArgs {
+    /// Largest plugin upload, in bytes.
+    #[arg(long, env = "TE_PLUGIN_MAX_BYTES", value_name = "TE_PLUGIN_MAX_BYTES", default_value_t = 32 * 1024 * 1024,
+          value_parser = clap::value_parser!(u64).range(1024..=512 * 1024 * 1024))]
+    pub plugin_max_bytes: u64,
+    /// The most linear memory any plugin may be given, in MiB (each gets 64 unless installed with more).
+    #[arg(long, env = "TE_PLUGIN_MEMORY_MB_MAX", value_name = "TE_PLUGIN_MEMORY_MB_MAX", default_value_t = 512,
+          value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub plugin_memory_mb_max: u32,
+    /// Where compiled plugins are cached (by sha256 and engine), so a restart does not recompile.
+    /// Default: `plugin-cache` beside the SQLite database, or in the working directory.
+    #[arg(long, env = "TE_PLUGIN_CACHE_DIR", value_name = "TE_PLUGIN_CACHE_DIR")]
+    pub plugin_cache_dir: Option<std::path::PathBuf>,
 }
 
 /// The worker role's settings (used by the worker; validated and listed here already).

@@ -35,10 +35,10 @@ mod generated {
 
 pub use generated::exports::taskexec::plugin::transport as transport_exports;
 pub use generated::renderer_world::exports::taskexec::plugin::renderer::RenderError;
-pub use generated::renderer_world::RendererPlugin;
+pub use generated::renderer_world::{RendererPlugin, RendererPluginPre};
 pub use generated::taskexec::plugin::host as host_imports;
 pub use generated::taskexec::plugin::types::{Failure, FailureKind, LogLevel, Message, Receipt};
-pub use generated::TransportPlugin;
+pub use generated::{TransportPlugin, TransportPluginPre};
 
 impl Failure {
     fn new(kind: FailureKind, retryable: bool, message: impl Into<String>) -> Self {

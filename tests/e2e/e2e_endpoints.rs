@@ -126,7 +126,8 @@ async fn registration_checks(backend: Backend) {
         (&["spec", "surprise"][..], json!(1), "spec.surprise"),
         (&["retry_policy", "max_attempts"][..], json!(0), "retry_policy.max_attempts"),
         (&["retry_policy", "backoff"][..], json!("sometimes"), "retry_policy.backoff"),
-        (&["type"][..], json!("PLUGIN"), "type"),
+        (&["type"][..], json!("FTP"), "type"),
+        (&["type"][..], json!("PLUGIN"), "plugin"),
     ] {
         let msg = api.post("/endpoints", &with(path, value)).await.error(400, "INVALID_REQUEST");
         assert!(msg.starts_with(&format!("`{field}`")), "{field}: {msg}");

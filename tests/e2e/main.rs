@@ -6,6 +6,7 @@ mod support;
 
 mod e2e_endpoints;
 mod e2e_jobs;
+mod e2e_plugins;
 mod e2e_processes;
 mod e2e_requests;
 mod e2e_resources;

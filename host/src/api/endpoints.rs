@@ -17,9 +17,11 @@ use super::pagination::{paginate, ListOut, ListParams};
 use super::state::AppState;
 use super::{check_path_name, conflict_in_use, created_or_existing, Created};
 use crate::error::{ApiError, ApiResult};
+use crate::plugin::{WasmRenderer, World};
 use crate::retry::RetryPolicy;
 use crate::store::{Deleted, Endpoint, EndpointWrite, PageKey, StoreError};
 use crate::template;
+use crate::template::Renderer;
 use crate::transport::EndpointType;
 
 pub fn router() -> Router<AppState> {
@@ -39,6 +41,10 @@ pub struct EndpointIn {
     pub config: Option<String>,
     pub spec: Value,
     pub retry_policy: Option<Value>,
+    /// The transport plugin of a PLUGIN endpoint.
+    pub plugin: Option<String>,
+    /// A renderer plugin to use in place of the built-in renderer.
+    pub renderer: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -52,6 +58,10 @@ pub struct EndpointOut {
     pub retry_policy: Value,
     /// Increases by one on every update.
     pub version: i32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub plugin: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub renderer: Option<String>,
     #[serde(serialize_with = "super::timestamp")]
     pub created_at: DateTime<Utc>,
     #[serde(serialize_with = "super::timestamp")]
@@ -68,6 +78,8 @@ impl From<Endpoint> for EndpointOut {
             spec: e.spec,
             retry_policy: e.retry_policy,
             version: e.version,
+            plugin: e.plugin,
+            renderer: e.renderer,
             created_at: e.created_at,
             updated_at: e.updated_at,
         }
@@ -83,14 +95,47 @@ fn reference_race() -> ApiError {
     ApiError::conflict("A payload spec, config or secret this endpoint refers to was deleted while it was being saved; check the references and retry.")
 }
 
+/// The plugin `name` is installed and implements `world`; 422 INVALID_PLUGIN_REF otherwise.
+async fn require_plugin(state: &AppState, field: &str, name: &str, world: World) -> ApiResult<()> {
+    match state.store.plugin_latest(name).await? {
+        Some(p) if p.world == world.as_str() => Ok(()),
+        Some(p) => Err(ApiError::unprocessable(
+            "INVALID_PLUGIN_REF",
+            format!("`{field}`: plugin '{name}' is a {}, not a {}", p.world, world.as_str()),
+        )),
+        None => Err(ApiError::unprocessable(
+            "INVALID_PLUGIN_REF",
+            format!("`{field}`: no plugin named '{name}'; install it with `taskexec plugin install` or POST /plugins first."),
+        )),
+    }
+}
+
 /// Every check of registration; on success, what the store should write.
 async fn prepare(state: &AppState, name: String, body: EndpointIn) -> ApiResult<EndpointWrite> {
-    let spec = state
+    if body.endpoint_type != EndpointType::Plugin && body.plugin.is_some() {
+        return Err(ApiError::invalid_field("plugin", "applies only to endpoints of type PLUGIN"));
+    }
+    if body.endpoint_type == EndpointType::Plugin {
+        let name = body
+            .plugin
+            .as_deref()
+            .ok_or_else(|| ApiError::invalid_field("plugin", "is required for a PLUGIN endpoint"))?;
+        require_plugin(state, "plugin", name, World::Transport).await?;
+    }
+    if let Some(renderer) = &body.renderer {
+        require_plugin(state, "renderer", renderer, World::Renderer).await?;
+    }
+    let transport = state
         .transports
-        .for_type(body.endpoint_type)
-        .validate(&body.spec)
-        .await
+        .for_endpoint(body.endpoint_type, body.plugin.as_deref())
         .map_err(|e| ApiError::invalid_field(&e.field, e.message))?;
+    let spec = transport.validate(&body.spec).await.map_err(|e| {
+        if body.endpoint_type == EndpointType::Plugin {
+            ApiError::unprocessable("INVALID_SPEC", format!("`{}`: {}", e.field, e.message))
+        } else {
+            ApiError::invalid_field(&e.field, e.message)
+        }
+    })?;
     let retry_policy =
         RetryPolicy::parse(body.retry_policy.as_ref()).map_err(|e| ApiError::invalid_field(&e.field, e.message))?;
 
@@ -114,10 +159,17 @@ async fn prepare(state: &AppState, name: String, body: EndpointIn) -> ApiResult<
         })?),
     };
 
-    let refs = state
-        .renderer
-        .check("spec", &spec)
-        .map_err(|e| ApiError::unprocessable("INVALID_TEMPLATE", format!("`{}`: {}", e.field, e.message)))?;
+    let refs = match &body.renderer {
+        Some(plugin) => {
+            let host = state
+                .plugins
+                .clone()
+                .ok_or_else(|| ApiError::invalid_field("renderer", "plugins are not enabled on this server"))?;
+            WasmRenderer { host, plugin: plugin.clone() }.check("spec", &spec).await
+        }
+        None => state.renderer.check("spec", &spec).await,
+    }
+    .map_err(|e| ApiError::unprocessable("INVALID_TEMPLATE", format!("`{}`: {}", e.field, e.message)))?;
     for path in &refs.config_paths {
         let unresolvable = |why: String| {
             ApiError::unprocessable("TEMPLATE_RESOLUTION_FAILED", format!("{{{{config.{path}}}}}: {why}"))
@@ -147,6 +199,8 @@ async fn prepare(state: &AppState, name: String, body: EndpointIn) -> ApiResult<
         spec,
         retry_policy: serde_json::to_value(retry_policy).expect("a retry policy serializes"),
         secret_refs: wanted,
+        plugin: body.plugin,
+        renderer: body.renderer,
     })
 }
 
@@ -166,6 +220,8 @@ async fn create(State(state): State<AppState>, ApiJson(body): ApiJson<EndpointIn
                 && e.config == write.config
                 && e.spec == write.spec
                 && e.retry_policy == write.retry_policy
+                && e.plugin == write.plugin
+                && e.renderer == write.renderer
         },
         || {
             format!(

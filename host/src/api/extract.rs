@@ -24,18 +24,29 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
                 "The request body must be JSON, sent with `Content-Type: application/json`.",
             ));
         }
-        let bytes = Bytes::from_request(request, state).await.map_err(|rejection| {
+        let ApiBytes(bytes) = ApiBytes::from_request(request, state).await?;
+        parse_json(&bytes).map(ApiJson)
+    }
+}
+
+/// A raw body, with an oversize body answered 413 in the API's error shape.
+pub struct ApiBytes(pub Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for ApiBytes {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
+        Bytes::from_request(request, state).await.map(ApiBytes).map_err(|rejection| {
             if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
                 ApiError::new(
                     StatusCode::PAYLOAD_TOO_LARGE,
                     "PAYLOAD_TOO_LARGE",
-                    "The request body is larger than the server accepts (TE_MAX_BODY_BYTES).",
+                    "The request body is larger than the server accepts (TE_MAX_BODY_BYTES; TE_PLUGIN_MAX_BYTES for plugins).",
                 )
             } else {
                 ApiError::invalid_request(format!("The request body could not be read: {}", rejection.body_text()))
             }
-        })?;
-        parse_json(&bytes).map(ApiJson)
+        })
     }
 }
 

@@ -12,6 +12,7 @@ pub mod jobs;
 pub mod names;
 pub mod pagination;
 pub mod payload_specs;
+pub mod plugins;
 pub mod request_id;
 pub mod secrets;
 pub mod state;
@@ -29,7 +30,7 @@ use crate::store::Inserted;
 pub use auth::ApiKeys;
 pub use state::AppState;
 
-pub fn router(state: AppState, api_keys: Arc<ApiKeys>, max_body_bytes: usize) -> Router {
+pub fn router(state: AppState, api_keys: Arc<ApiKeys>, max_body_bytes: usize, max_plugin_bytes: usize) -> Router {
     let authenticated = Router::new()
         .merge(payload_specs::router())
         .merge(configs::router())
@@ -37,6 +38,7 @@ pub fn router(state: AppState, api_keys: Arc<ApiKeys>, max_body_bytes: usize) ->
         .merge(endpoints::router())
         .merge(jobs::router())
         .merge(executions::router())
+        .merge(plugins::router(max_plugin_bytes))
         .route_layer(middleware::from_fn_with_state(api_keys, auth::require_api_key));
     Router::new()
         .merge(health::router())

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use super::jobs::Validators;
+use crate::plugin::PluginHost;
 use crate::scheduler::Wakeups;
 use crate::secret::SecretCipher;
 use crate::store::Store;
@@ -23,4 +24,6 @@ pub struct AppState {
     pub max_schedule_ahead: chrono::Duration,
     /// Compiled payload-spec validators.
     pub validators: Arc<Validators>,
+    /// The plugin runtime and store, for /plugins and PLUGIN endpoints.
+    pub plugins: Option<PluginHost>,
 }

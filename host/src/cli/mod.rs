@@ -1,5 +1,6 @@
 //! The command line: `serve`, `migrate`, `secrets rotate`.
 
+mod plugin;
 mod secrets;
 mod serve;
 
@@ -20,6 +21,7 @@ pub fn main() -> std::process::ExitCode {
             Command::Serve(args) => serve::run(*args).await,
             Command::Migrate(args) => migrate(args).await,
             Command::Secrets(SecretsCommand::Rotate(args)) => secrets::rotate(args).await,
+            Command::Plugin(command) => plugin::run(command).await,
         }
     });
     match result {

@@ -10,12 +10,13 @@ use tokio_util::sync::CancellationToken;
 use super::{database_location, init_logging, load_cipher, open_store};
 use crate::api::{self, auth, ApiKeys, AppState};
 use crate::config::{parse_api_keys, Role, ServeArgs};
+use crate::plugin::{PluginHost, PluginRuntime};
 use crate::region::{evaluator, heartbeat, RegionFilter};
 use crate::scheduler::{self, SchedulerConfig, Wakeups};
 use crate::store::{Backend, Store};
 use crate::template::MinijinjaRenderer;
 use crate::transport::Transports;
-use crate::worker::{self, Pipeline, WorkerConfig};
+use crate::worker::{self, CacheTtls, Pipeline, WorkerConfig};
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     init_logging(&args.log)?;
@@ -32,7 +33,14 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
 
     let api_keys = settle_api_keys(store.as_ref(), explicit_keys).await?;
     let cipher = Arc::new(cipher);
-    let transports = Transports::native();
+    let cache_dir = args.plugins.plugin_cache_dir.clone().unwrap_or_else(|| match &location {
+        crate::store::DatabaseLocation::Sqlite(path) => path.with_file_name("plugin-cache"),
+        crate::store::DatabaseLocation::Postgres(_) => "plugin-cache".into(),
+    });
+    let runtime = PluginRuntime::new(Some(cache_dir), args.plugins.plugin_memory_mb_max)
+        .map_err(|e| anyhow::anyhow!("the plugin runtime failed to start: {e}"))?;
+    let plugins = PluginHost { runtime, store: store.clone() };
+    let transports = Transports::new(Some(plugins.clone()));
     let renderer = Arc::new(MinijinjaRenderer::new());
     let wakeups = Wakeups::default();
     let shutdown = CancellationToken::new();
@@ -61,8 +69,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             transports.clone(),
             renderer.clone(),
             worker_id.clone(),
-            Duration::from_secs(w.config_cache_ttl_sec),
-            Duration::from_secs(w.secret_cache_ttl_sec),
+            CacheTtls {
+                config: Duration::from_secs(w.config_cache_ttl_sec),
+                secret: Duration::from_secs(w.secret_cache_ttl_sec),
+            },
+            Some(plugins.clone()),
         ));
         let config = WorkerConfig {
             worker_id: worker_id.clone(),
@@ -88,10 +99,13 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             wakeups,
             max_schedule_ahead: chrono::Duration::days(i64::from(args.max_schedule_ahead_days)),
             validators: Arc::default(),
+            plugins: Some(plugins),
         };
         let max_body_bytes =
             usize::try_from(args.max_body_bytes).context("TE_MAX_BODY_BYTES is too large for this platform")?;
-        let app = api::router(state, Arc::new(api_keys), max_body_bytes);
+        let max_plugin_bytes =
+            usize::try_from(args.plugins.plugin_max_bytes).context("TE_PLUGIN_MAX_BYTES is too large")?;
+        let app = api::router(state, Arc::new(api_keys), max_body_bytes, max_plugin_bytes);
         let listener = TcpListener::bind(args.listen_addr)
             .await
             .with_context(|| format!("TE_LISTEN_ADDR: cannot listen on {}", args.listen_addr))?;

@@ -18,18 +18,18 @@ macro_rules! impl_store {
             use sqlx::types::Json;
             use chrono::{DateTime, Utc};
             use $crate::ids::{new_id, ATTEMPT, LOG};
-            use $crate::store::engine::{ATTEMPT_COLUMNS, EXECUTION_COLUMNS, JOB_COLUMNS, LOG_COLUMNS};
+            use $crate::store::engine::{ATTEMPT_COLUMNS, EXECUTION_COLUMNS, JOB_COLUMNS, LOG_COLUMNS, PLUGIN_COLUMNS};
             use $crate::store::{
                 now, Attempt, AttemptFinish, Config, CronAdvance, DbTime, Deleted, Endpoint, EndpointWrite, Execution,
                 ExecutionLog, ExecutionWrite, Inserted, Job, JobFilter, JobStats, JobWrite, PageRequest, PayloadSpec,
-                Secret, StoreError, StoreResult,
+                PluginRecord, PluginWrite, Secret, StoreError, StoreResult,
             };
 
             const PAYLOAD_SPEC_COLUMNS: &str = "name, schema_json, created_at, updated_at";
             const CONFIG_COLUMNS: &str = "name, values_json, created_at, updated_at";
             const SECRET_COLUMNS: &str = "name, encrypted_value, created_at, updated_at";
             const ENDPOINT_COLUMNS: &str =
-                "name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, version, created_at, updated_at";
+                "name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, version, created_at, updated_at, plugin, renderer";
             /// How many referencing rows a refused delete names.
             const IN_USE_SHOWN: i64 = 20;
 
@@ -370,8 +370,9 @@ macro_rules! impl_store {
                 async fn endpoint_insert(&self, endpoint: &EndpointWrite) -> StoreResult<Inserted<Endpoint>> {
                     let sql = format!(
                         "INSERT INTO endpoints
-                             (name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, version, created_at, updated_at)
-                         VALUES ($1, $2, $3, $4, $5, $6, 1, $7, $7)
+                             (name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, version, created_at, updated_at,
+                              plugin, renderer)
+                         VALUES ($1, $2, $3, $4, $5, $6, 1, $7, $7, $8, $9)
                          ON CONFLICT (name) DO NOTHING
                          RETURNING {ENDPOINT_COLUMNS}"
                     );
@@ -384,6 +385,8 @@ macro_rules! impl_store {
                         .bind(Json(&endpoint.spec))
                         .bind(Json(&endpoint.retry_policy))
                         .bind(DbTime(now()))
+                        .bind(&endpoint.plugin)
+                        .bind(&endpoint.renderer)
                         .fetch_optional(&mut *tx)
                         .await?;
                     let Some(created) = created else {
@@ -408,7 +411,7 @@ macro_rules! impl_store {
                     let sql = format!(
                         "UPDATE endpoints
                          SET endpoint_type = $2, payload_spec_ref = $3, config_ref = $4, spec = $5,
-                             retry_policy = $6, version = version + 1, updated_at = $7
+                             retry_policy = $6, version = version + 1, updated_at = $7, plugin = $8, renderer = $9
                          WHERE name = $1
                          RETURNING {ENDPOINT_COLUMNS}"
                     );
@@ -421,6 +424,8 @@ macro_rules! impl_store {
                         .bind(Json(&endpoint.spec))
                         .bind(Json(&endpoint.retry_policy))
                         .bind(DbTime(now()))
+                        .bind(&endpoint.plugin)
+                        .bind(&endpoint.renderer)
                         .fetch_optional(&mut *tx)
                         .await?;
                     let Some(updated) = updated else { return Ok(None) };
@@ -777,6 +782,71 @@ macro_rules! impl_store {
                     }
                     tx.commit().await?;
                     Ok(written)
+                }
+
+                // ---- plugins ----
+
+                async fn plugin_insert(&self, plugin: &PluginWrite) -> StoreResult<PluginRecord> {
+                    let mut tx = self.begin_write().await?;
+                    let (next,): (i64,) = sqlx::query_as("SELECT CAST(COALESCE(MAX(version), 0) + 1 AS BIGINT) FROM plugins WHERE name = $1")
+                        .bind(&plugin.name)
+                        .fetch_one(&mut *tx)
+                        .await?;
+                    let sql = format!(
+                        "INSERT INTO plugins (name, version, sha256, bytes, world, grants, limits, created_at)
+                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+                         RETURNING {PLUGIN_COLUMNS}"
+                    );
+                    let record = sqlx::query_as::<$db, PluginRecord>(&sql)
+                        .bind(&plugin.name)
+                        .bind(i32::try_from(next).unwrap_or(i32::MAX))
+                        .bind(&plugin.sha256)
+                        .bind(&plugin.bytes)
+                        .bind(&plugin.world)
+                        .bind(Json(&plugin.grants))
+                        .bind(Json(&plugin.limits))
+                        .bind(DbTime(now()))
+                        .fetch_one(&mut *tx)
+                        .await?;
+                    tx.commit().await?;
+                    Ok(record)
+                }
+
+                async fn plugin_latest(&self, name: &str) -> StoreResult<Option<PluginRecord>> {
+                    let sql = format!("SELECT {PLUGIN_COLUMNS} FROM plugins WHERE name = $1 ORDER BY version DESC LIMIT 1");
+                    Ok(sqlx::query_as::<$db, PluginRecord>(&sql).bind(name).fetch_optional(&self.pool).await?)
+                }
+
+                async fn plugin_versions(&self, name: &str) -> StoreResult<Vec<PluginRecord>> {
+                    let sql = format!("SELECT {PLUGIN_COLUMNS} FROM plugins WHERE name = $1 ORDER BY version");
+                    Ok(sqlx::query_as::<$db, PluginRecord>(&sql).bind(name).fetch_all(&self.pool).await?)
+                }
+
+                async fn plugin_bytes(&self, name: &str, version: i32) -> StoreResult<Option<Vec<u8>>> {
+                    let row: Option<(Vec<u8>,)> = sqlx::query_as("SELECT bytes FROM plugins WHERE name = $1 AND version = $2")
+                        .bind(name)
+                        .bind(version)
+                        .fetch_optional(&self.pool)
+                        .await?;
+                    Ok(row.map(|(b,)| b))
+                }
+
+                async fn plugin_list(&self, page: &PageRequest) -> StoreResult<Vec<PluginRecord>> {
+                    // The newest version of each name, paged like any table.
+                    let latest = format!(
+                        "(SELECT {PLUGIN_COLUMNS} FROM plugins p
+                          WHERE version = (SELECT MAX(version) FROM plugins WHERE name = p.name)) AS latest"
+                    );
+                    self.list_page("name, version, sha256, world, grants, limits, created_at, size_bytes", &latest, "created_at", "name", &[], page).await
+                }
+
+                async fn plugin_delete(&self, name: &str) -> StoreResult<Deleted> {
+                    self.delete_unless_referenced(
+                        "SELECT name FROM endpoints WHERE plugin = $1 OR renderer = $1 ORDER BY name LIMIT $2",
+                        "DELETE FROM plugins WHERE name = $1",
+                        name,
+                    )
+                    .await
                 }
 
                 // ---- regions ----

@@ -178,3 +178,33 @@ pub struct JobStats {
     /// (status, duration_ms) of executions completed in the window.
     pub completed: Vec<(String, Option<i32>)>,
 }
+
+pub const PLUGIN_COLUMNS: &str =
+    "name, version, sha256, world, grants, limits, created_at, CAST(length(bytes) AS BIGINT) AS size_bytes";
+
+/// An installed plugin version, without its bytes.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct PluginRecord {
+    pub name: String,
+    pub version: i32,
+    pub sha256: String,
+    pub world: String,
+    /// The grants as installed: a list of `scheme://host[:port]` patterns.
+    #[sqlx(json)]
+    pub grants: Value,
+    #[sqlx(json)]
+    pub limits: Value,
+    pub created_at: DateTime<Utc>,
+    pub size_bytes: i64,
+}
+
+/// A plugin version to install.
+#[derive(Debug, Clone)]
+pub struct PluginWrite {
+    pub name: String,
+    pub sha256: String,
+    pub bytes: Vec<u8>,
+    pub world: String,
+    pub grants: Value,
+    pub limits: Value,
+}

@@ -22,7 +22,7 @@ use serde_json::Value;
 
 pub use engine::{
     Attempt, AttemptFinish, CronAdvance, Execution, ExecutionLog, ExecutionWrite, Job, JobFilter, JobStats, JobWrite,
-    LogWrite,
+    LogWrite, PluginRecord, PluginWrite,
 };
 pub use time::{now, DbTime};
 
@@ -154,6 +154,10 @@ pub struct Endpoint {
     pub version: i32,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    /// The transport plugin of a PLUGIN endpoint.
+    pub plugin: Option<String>,
+    /// A renderer plugin used in place of the built-in renderer.
+    pub renderer: Option<String>,
 }
 
 /// Everything an endpoint create or update writes.
@@ -167,6 +171,8 @@ pub struct EndpointWrite {
     pub retry_policy: Value,
     /// The secrets the spec's templates name; kept so a secret in use cannot be deleted.
     pub secret_refs: Vec<String>,
+    pub plugin: Option<String>,
+    pub renderer: Option<String>,
 }
 
 /// The storage interface. Methods are named noun-then-verb.
@@ -283,6 +289,18 @@ pub trait Store: Send + Sync + 'static {
     /// Wake `wake` whenever another process calls `work_notify`. False where unsupported:
     /// workers then rely on polling.
     async fn work_listen(&self, wake: Arc<tokio::sync::Notify>) -> StoreResult<bool>;
+
+    // ---- plugins ----
+
+    /// Install a plugin version: the next version number under its name.
+    async fn plugin_insert(&self, plugin: &PluginWrite) -> StoreResult<PluginRecord>;
+    async fn plugin_latest(&self, name: &str) -> StoreResult<Option<PluginRecord>>;
+    async fn plugin_versions(&self, name: &str) -> StoreResult<Vec<PluginRecord>>;
+    async fn plugin_bytes(&self, name: &str, version: i32) -> StoreResult<Option<Vec<u8>>>;
+    /// The newest version of each plugin, a page at a time.
+    async fn plugin_list(&self, page: &PageRequest) -> StoreResult<Vec<PluginRecord>>;
+    /// Every version; refused (InUse, with endpoint names) while an endpoint uses it.
+    async fn plugin_delete(&self, name: &str) -> StoreResult<Deleted>;
 
     // ---- regions (written and read, not yet acted on) ----
 

@@ -75,7 +75,7 @@ pub struct TemplateKey {
 #[async_trait]
 pub trait Renderer: Send + Sync {
     /// Check a spec's templates at registration and gather what they refer to.
-    fn check(&self, root: &str, template: &Value) -> Result<TemplateRefs, TemplateError>;
+    async fn check(&self, root: &str, template: &Value) -> Result<TemplateRefs, TemplateError>;
 
     /// Render `template` (the spec of the endpoint version `key`) against `context`.
     async fn render(&self, key: &TemplateKey, template: &Value, context: &RenderContext) -> Result<Value, RenderError>;
@@ -244,7 +244,7 @@ impl MinijinjaRenderer {
 
 #[async_trait]
 impl Renderer for MinijinjaRenderer {
-    fn check(&self, root: &str, template: &Value) -> Result<TemplateRefs, TemplateError> {
+    async fn check(&self, root: &str, template: &Value) -> Result<TemplateRefs, TemplateError> {
         let refs = check_spec(root, template)?;
         CompiledTemplate::compile(template)?;
         Ok(refs)

@@ -28,8 +28,9 @@ pub trait Transport: Send + Sync + 'static {
     /// Check an endpoint spec at registration; returns it with defaults filled in.
     async fn validate(&self, spec: &Value) -> Result<Value, SpecError>;
 
-    /// Deliver one message (one attempt). Must finish by `message.deadline_ms`.
-    async fn deliver(&self, message: Message) -> Result<Receipt, Failure>;
+    /// Deliver one message (one attempt). Must finish by `message.deadline_ms`. Lines added to
+    /// `log` go to the attempt's logs (a plugin's own records, say).
+    async fn deliver(&self, message: Message, log: &DeliveryLog) -> Result<Receipt, Failure>;
 
     /// The error object an attempt records for `failure`, in the brief's shape per transport
     /// (`{"type": "TIMEOUT", "message": …}`). The default names a refusal `REJECTED`.
@@ -58,29 +59,61 @@ pub fn error_json(failure: &Failure, rejected_type: &str, code_field: Option<&st
     error
 }
 
-/// The built-in transports, created once and shared: each holds its connection pools.
+/// Log lines a transport adds to the attempt it delivers.
+#[derive(Debug, Default)]
+pub struct DeliveryLog {
+    lines: std::sync::Mutex<Vec<(&'static str, String)>>,
+}
+
+impl DeliveryLog {
+    pub fn push(&self, level: &'static str, message: String) {
+        self.lines.lock().expect("delivery log lock").push((level, message));
+    }
+
+    pub fn take(&self) -> Vec<(&'static str, String)> {
+        std::mem::take(&mut *self.lines.lock().expect("delivery log lock"))
+    }
+}
+
+/// Every transport, created once and shared: the built-in ones hold their connection pools,
+/// and plugins are reached through the plugin host.
 #[derive(Clone)]
 pub struct Transports {
     http: Arc<http::HttpTransport>,
     kafka: Arc<kafka::KafkaTransport>,
     redis_stream: Arc<redis_stream::RedisStreamTransport>,
+    plugins: Option<crate::plugin::PluginHost>,
 }
 
 impl Transports {
-    pub fn native() -> Self {
+    pub fn new(plugins: Option<crate::plugin::PluginHost>) -> Self {
         Self {
             http: Arc::new(http::HttpTransport::new()),
             kafka: Arc::new(kafka::KafkaTransport::new()),
             redis_stream: Arc::new(redis_stream::RedisStreamTransport::new()),
+            plugins,
         }
     }
 
-    pub fn for_type(&self, endpoint_type: EndpointType) -> Arc<dyn Transport> {
-        match endpoint_type {
+    /// The transport of an endpoint: built in by type, or the plugin a PLUGIN endpoint names.
+    pub fn for_endpoint(
+        &self,
+        endpoint_type: EndpointType,
+        plugin: Option<&str>,
+    ) -> Result<Arc<dyn Transport>, SpecError> {
+        Ok(match endpoint_type {
             EndpointType::Http => self.http.clone(),
             EndpointType::Kafka => self.kafka.clone(),
             EndpointType::RedisStream => self.redis_stream.clone(),
-        }
+            EndpointType::Plugin => {
+                let plugin = plugin.ok_or_else(|| SpecError::new("plugin", "is required for a PLUGIN endpoint"))?;
+                let host = self
+                    .plugins
+                    .clone()
+                    .ok_or_else(|| SpecError::new("plugin", "plugins are not enabled on this server"))?;
+                Arc::new(crate::plugin::WasmTransport { host, plugin: plugin.to_owned() })
+            }
+        })
     }
 }
 
@@ -113,6 +146,8 @@ pub enum EndpointType {
     Http,
     Kafka,
     RedisStream,
+    /// Delivered by a WebAssembly transport plugin the endpoint names.
+    Plugin,
 }
 
 impl EndpointType {
@@ -121,6 +156,7 @@ impl EndpointType {
             Self::Http => "HTTP",
             Self::Kafka => "KAFKA",
             Self::RedisStream => "REDIS_STREAM",
+            Self::Plugin => "PLUGIN",
         }
     }
 
@@ -129,6 +165,7 @@ impl EndpointType {
             "HTTP" => Some(Self::Http),
             "KAFKA" => Some(Self::Kafka),
             "REDIS_STREAM" => Some(Self::RedisStream),
+            "PLUGIN" => Some(Self::Plugin),
             _ => None,
         }
     }
@@ -160,6 +197,9 @@ pub fn normalize_spec(kind: EndpointType, spec: &Value) -> Result<Value, SpecErr
         EndpointType::Http => normalize::<http::HttpSpec>(spec),
         EndpointType::Kafka => normalize::<kafka::KafkaSpec>(spec),
         EndpointType::RedisStream => normalize::<redis_stream::RedisStreamSpec>(spec),
+        // A plugin's spec is its own to check (its `validate`); here only its shape.
+        EndpointType::Plugin if spec.is_object() => Ok(spec.clone()),
+        EndpointType::Plugin => Err(SpecError::new("spec", "must be an object")),
     }
 }
 
@@ -240,10 +280,10 @@ pub(crate) mod tests {
 
     #[test]
     fn endpoint_type_names_round_trip() {
-        for t in [EndpointType::Http, EndpointType::Kafka, EndpointType::RedisStream] {
+        for t in [EndpointType::Http, EndpointType::Kafka, EndpointType::RedisStream, EndpointType::Plugin] {
             assert_eq!(EndpointType::parse(t.as_str()), Some(t));
             assert_eq!(serde_json::to_value(t).unwrap(), json!(t.as_str()));
         }
-        assert_eq!(EndpointType::parse("PLUGIN"), None);
+        assert_eq!(EndpointType::parse("FTP"), None);
     }
 }

@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 use crate::scheduler::Wakeups;
 use crate::store::{now, Store};
 
-pub use pipeline::Pipeline;
+pub use pipeline::{CacheTtls, Pipeline};
 
 /// The most executions one claim statement takes.
 const CLAIM_BATCH: usize = 100;

@@ -21,12 +21,13 @@ use serde_json::{json, Value};
 
 use super::cache::TtlCache;
 use super::completer::Completer;
-use crate::contract::{Failure, Message};
+use crate::contract::{Failure, Message, RenderError};
+use crate::plugin::{PluginHost, WasmRenderer};
 use crate::retry::RetryPolicy;
 use crate::secret::{SecretCipher, SecretValue};
 use crate::store::{now, AttemptFinish, Endpoint, Execution, LogWrite, Store, StoreError};
 use crate::template::{self, MinijinjaRenderer, RenderContext, Renderer, TemplateKey};
-use crate::transport::{EndpointType, Transports};
+use crate::transport::{DeliveryLog, EndpointType, Transports};
 
 /// Time a transport gets beyond its own timeout before the host stops waiting.
 const DEADLINE_GRACE: Duration = Duration::from_secs(2);
@@ -41,6 +42,16 @@ pub struct Pipeline {
     configs: TtlCache<String, Value>,
     secrets: TtlCache<String, SecretValue>,
     completer: Completer,
+    plugins: Option<PluginHost>,
+}
+
+/// How long the pipeline's caches keep what they read.
+#[derive(Debug, Clone, Copy)]
+pub struct CacheTtls {
+    /// Endpoints and configs (`TE_CONFIG_CACHE_TTL_SEC`).
+    pub config: Duration,
+    /// Decrypted secrets (`TE_SECRET_CACHE_TTL_SEC`).
+    pub secret: Duration,
 }
 
 /// How an attempt ended, before it is written down.
@@ -77,8 +88,8 @@ impl Pipeline {
         transports: Transports,
         renderer: Arc<MinijinjaRenderer>,
         worker_id: String,
-        config_ttl: Duration,
-        secret_ttl: Duration,
+        ttls: CacheTtls,
+        plugins: Option<PluginHost>,
     ) -> Self {
         Self {
             store: store.clone(),
@@ -87,10 +98,11 @@ impl Pipeline {
             renderer,
             worker_id,
             // Endpoints change rarely and carry their version; they share the config TTL.
-            endpoints: TtlCache::new(config_ttl),
-            configs: TtlCache::new(config_ttl),
-            secrets: TtlCache::new(secret_ttl),
+            endpoints: TtlCache::new(ttls.config),
+            configs: TtlCache::new(ttls.config),
+            secrets: TtlCache::new(ttls.secret),
             completer: Completer::spawn(store),
+            plugins,
         }
     }
 
@@ -162,7 +174,16 @@ impl Pipeline {
         };
         let secrets: Vec<SecretValue> = context.secrets.values().cloned().collect();
         let key = TemplateKey { endpoint: endpoint.name.clone(), version: endpoint.version };
-        let rendered = match self.renderer.render(&key, &endpoint.spec, &context).await {
+        let rendered = match (&endpoint.renderer, &self.plugins) {
+            (Some(plugin), Some(host)) => {
+                WasmRenderer { host: host.clone(), plugin: plugin.clone() }.render(&key, &endpoint.spec, &context).await
+            }
+            (Some(plugin), None) => {
+                Err(RenderError::new(format!("renderer plugin '{plugin}' cannot run: plugins are not enabled"), None))
+            }
+            (None, _) => self.renderer.render(&key, &endpoint.spec, &context).await,
+        };
+        let rendered = match rendered {
             Ok(rendered) => rendered,
             Err(error) => {
                 let message = format!("Template resolution failed: {}", error.message);
@@ -188,11 +209,25 @@ impl Pipeline {
             deadline_ms: u64::try_from(deadline.timestamp_millis()).unwrap_or(0),
             spec_json: rendered.to_string(),
         };
-        let transport = self.transports.for_type(endpoint_type);
+        let transport = match self.transports.for_endpoint(endpoint_type, endpoint.plugin.as_deref()) {
+            Ok(transport) => transport,
+            Err(error) => {
+                let message = format!("`{}`: {}", error.field, error.message);
+                logs.push("ERROR", message.clone());
+                return Ok((Outcome::permanent("INVALID_SPEC", message), policy, secrets));
+            }
+        };
         let sent = Instant::now();
-        let delivered =
-            tokio::time::timeout(Duration::from_millis(timeout_ms) + DEADLINE_GRACE, transport.deliver(message)).await;
+        let delivery_log = DeliveryLog::default();
+        let delivered = tokio::time::timeout(
+            Duration::from_millis(timeout_ms) + DEADLINE_GRACE,
+            transport.deliver(message, &delivery_log),
+        )
+        .await;
         let elapsed_ms = sent.elapsed().as_millis();
+        for (level, line) in delivery_log.take() {
+            logs.push(level, template::redact(&line, &secrets));
+        }
         let outcome = match delivered {
             Ok(Ok(receipt)) => {
                 let output: Value = serde_json::from_str(&template::redact(&receipt.output_json, &secrets))

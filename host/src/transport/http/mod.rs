@@ -12,7 +12,10 @@ use serde_json::{json, Value};
 
 pub use spec::{HttpMethod, HttpSpec};
 
-use super::{delivery_timeout, error_json, normalize_spec, receipt, rendered_spec, EndpointType, SpecError, Transport};
+use super::{
+    delivery_timeout, error_json, normalize_spec, receipt, rendered_spec, DeliveryLog, EndpointType, SpecError,
+    Transport,
+};
 use crate::contract::{Failure, Message, Receipt};
 
 /// Bytes of a response body kept in the execution's output; the rest is cut (and the output
@@ -52,7 +55,7 @@ impl Transport for HttpTransport {
         normalize_spec(EndpointType::Http, spec)
     }
 
-    async fn deliver(&self, message: Message) -> Result<Receipt, Failure> {
+    async fn deliver(&self, message: Message, _log: &DeliveryLog) -> Result<Receipt, Failure> {
         let spec: HttpSpec = rendered_spec(&message)?;
         let timeout = delivery_timeout(spec.timeout_ms, message.deadline_ms)?;
         let url = reqwest::Url::parse(&spec.url)

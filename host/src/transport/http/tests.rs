@@ -14,6 +14,7 @@ use serde_json::{json, Value};
 use super::*;
 use crate::contract::FailureKind;
 use crate::transport::tests::message;
+use crate::transport::DeliveryLog;
 
 #[derive(Debug, Clone)]
 struct Seen {
@@ -94,7 +95,7 @@ async fn delivers_method_headers_and_body_byte_for_byte() {
             "body_template": body,
         }),
     );
-    let receipt = HttpTransport::new().deliver(message("exec_123", &spec)).await.unwrap();
+    let receipt = HttpTransport::new().deliver(message("exec_123", &spec), &DeliveryLog::default()).await.unwrap();
     let output: Value = serde_json::from_str(&receipt.output_json).unwrap();
     assert_eq!(output, json!({"status_code": 200, "body": "OK"}));
 
@@ -114,7 +115,7 @@ async fn the_spec_may_set_its_own_idempotency_key_and_a_get_has_no_body() {
     let (base, log) = receiver().await;
     let mut s = spec(format!("{base}/hook"), json!({"headers": {"Idempotency-Key": "mine"}}));
     s["method"] = json!("GET");
-    HttpTransport::new().deliver(message("exec_1", &s)).await.unwrap();
+    HttpTransport::new().deliver(message("exec_1", &s), &DeliveryLog::default()).await.unwrap();
     let seen = log.lock().unwrap()[0].clone();
     assert_eq!(seen.method, Method::GET);
     assert_eq!(seen.headers.get_all("idempotency-key").iter().collect::<Vec<_>>(), ["mine"]);
@@ -127,10 +128,13 @@ async fn statuses_are_judged_by_the_expected_codes() {
     let (base, _log) = receiver().await;
     let transport = HttpTransport::new();
     // 202 is expected by default; 201 is not when the spec narrows the list.
-    assert!(transport.deliver(message("e", &spec(format!("{base}/status/202"), json!({})))).await.is_ok());
+    assert!(transport
+        .deliver(message("e", &spec(format!("{base}/status/202"), json!({}))), &DeliveryLog::default())
+        .await
+        .is_ok());
     let narrowed = spec(format!("{base}/status/201"), json!({"expected_status_codes": [200]}));
     assert!(matches!(
-        transport.deliver(message("e", &narrowed)).await.unwrap_err().kind,
+        transport.deliver(message("e", &narrowed), &DeliveryLog::default()).await.unwrap_err().kind,
         FailureKind::Rejected(Some(201))
     ));
 
@@ -145,8 +149,10 @@ async fn statuses_are_judged_by_the_expected_codes() {
         (502, true),
         (503, true),
     ] {
-        let failure =
-            transport.deliver(message("e", &spec(format!("{base}/status/{code}"), json!({})))).await.unwrap_err();
+        let failure = transport
+            .deliver(message("e", &spec(format!("{base}/status/{code}"), json!({}))), &DeliveryLog::default())
+            .await
+            .unwrap_err();
         assert_eq!(failure.kind, FailureKind::Rejected(Some(code)), "{code}");
         assert_eq!(failure.retryable, retryable, "{code}");
         assert!(failure.message.contains(&format!("status {code}")), "the body is quoted: {}", failure.message);
@@ -163,8 +169,10 @@ async fn a_slow_receiver_times_out() {
     let (base, _log) = receiver().await;
     let transport = HttpTransport::new();
     let started = std::time::Instant::now();
-    let failure =
-        transport.deliver(message("e", &spec(format!("{base}/slow"), json!({"timeout_ms": 200})))).await.unwrap_err();
+    let failure = transport
+        .deliver(message("e", &spec(format!("{base}/slow"), json!({"timeout_ms": 200}))), &DeliveryLog::default())
+        .await
+        .unwrap_err();
     assert_eq!((failure.kind, failure.retryable), (FailureKind::Timeout, true));
     assert!(started.elapsed() < Duration::from_millis(1900), "gave up at the timeout, not the response");
     assert_eq!(transport.error_json(&failure)["type"], "TIMEOUT");
@@ -172,7 +180,7 @@ async fn a_slow_receiver_times_out() {
     // A message whose deadline has passed is not sent at all.
     let mut late = message("e", &spec(format!("{base}/ok"), json!({})));
     late.deadline_ms = 1;
-    assert_eq!(transport.deliver(late).await.unwrap_err().kind, FailureKind::Timeout);
+    assert_eq!(transport.deliver(late, &DeliveryLog::default()).await.unwrap_err().kind, FailureKind::Timeout);
 }
 
 #[tokio::test]
@@ -181,7 +189,10 @@ async fn an_unreachable_receiver_is_a_connection_error() {
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let transport = HttpTransport::new();
     let failure = transport
-        .deliver(message("e", &spec(format!("http://127.0.0.1:{port}/x?token=sk-in-query"), json!({}))))
+        .deliver(
+            message("e", &spec(format!("http://127.0.0.1:{port}/x?token=sk-in-query"), json!({}))),
+            &DeliveryLog::default(),
+        )
         .await
         .unwrap_err();
     assert_eq!((failure.kind, failure.retryable), (FailureKind::Connection, true));
@@ -192,7 +203,10 @@ async fn an_unreachable_receiver_is_a_connection_error() {
 #[tokio::test]
 async fn a_large_body_is_truncated_in_the_output() {
     let (base, _log) = receiver().await;
-    let receipt = HttpTransport::new().deliver(message("e", &spec(format!("{base}/big"), json!({})))).await.unwrap();
+    let receipt = HttpTransport::new()
+        .deliver(message("e", &spec(format!("{base}/big"), json!({}))), &DeliveryLog::default())
+        .await
+        .unwrap();
     let output: Value = serde_json::from_str(&receipt.output_json).unwrap();
     assert_eq!(output["body"].as_str().unwrap().len(), OUTPUT_BODY_LIMIT);
     assert_eq!(output["body_truncated"], true);
@@ -204,7 +218,7 @@ async fn a_header_that_renders_badly_is_an_invalid_spec_and_not_quoted() {
     // Registration refuses such a literal; a template can still render to one.
     let mut s = spec(format!("{base}/x"), json!({}));
     s["headers"] = json!({"X-Key": "line\nbreak-sk-secret"});
-    let failure = HttpTransport::new().deliver(message("e", &s)).await.unwrap_err();
+    let failure = HttpTransport::new().deliver(message("e", &s), &DeliveryLog::default()).await.unwrap_err();
     assert_eq!((failure.kind, failure.retryable), (FailureKind::InvalidSpec, false));
     assert!(!failure.message.contains("sk-secret"));
     assert!(log.lock().unwrap().is_empty(), "nothing was sent");

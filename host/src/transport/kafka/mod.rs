@@ -20,7 +20,10 @@ use serde_json::{json, Value};
 
 pub use spec::{Acks, KafkaSpec};
 
-use super::{delivery_timeout, error_json, normalize_spec, receipt, rendered_spec, EndpointType, SpecError, Transport};
+use super::{
+    delivery_timeout, error_json, normalize_spec, receipt, rendered_spec, DeliveryLog, EndpointType, SpecError,
+    Transport,
+};
 use crate::contract::{Failure, Message, Receipt};
 
 /// The header every message carries: receivers deduplicate retries on it.
@@ -77,7 +80,7 @@ impl Transport for KafkaTransport {
         normalize_spec(EndpointType::Kafka, spec)
     }
 
-    async fn deliver(&self, message: Message) -> Result<Receipt, Failure> {
+    async fn deliver(&self, message: Message, _log: &DeliveryLog) -> Result<Receipt, Failure> {
         let spec: KafkaSpec = rendered_spec(&message)?;
         let timeout = delivery_timeout(spec.timeout_ms, message.deadline_ms)?;
         let producer = self.producer(ProducerKey {

@@ -13,6 +13,7 @@ use serde_json::{json, Value};
 use super::*;
 use crate::contract::FailureKind;
 use crate::transport::tests::message;
+use crate::transport::DeliveryLog;
 
 fn spec(servers: &str, topic: &str, extra: Value) -> Value {
     let mut spec = json!({"bootstrap_servers": servers, "topic": topic});
@@ -34,7 +35,7 @@ async fn produces_key_value_and_headers_that_a_consumer_reads_back() {
         }),
     );
     let transport = KafkaTransport::new();
-    let receipt = transport.deliver(message("exec_kafka_1", &s)).await.unwrap();
+    let receipt = transport.deliver(message("exec_kafka_1", &s), &DeliveryLog::default()).await.unwrap();
     let output: Value = serde_json::from_str(&receipt.output_json).unwrap();
 
     let consumer: BaseConsumer = ClientConfig::new()
@@ -60,7 +61,7 @@ async fn produces_key_value_and_headers_that_a_consumer_reads_back() {
     assert_eq!(output, json!({"partition": received.partition(), "offset": received.offset()}));
 
     // The producer is shared by every delivery to the same cluster and settings.
-    transport.deliver(message("exec_kafka_2", &s)).await.unwrap();
+    transport.deliver(message("exec_kafka_2", &s), &DeliveryLog::default()).await.unwrap();
     assert_eq!(transport.producers.lock().unwrap().len(), 1);
 }
 
@@ -76,7 +77,7 @@ async fn a_broker_error_fails_the_attempt_with_its_code() {
     // Every produce request is refused: not authorized for the topic (code 29).
     cluster.request_errors(RDKafkaApiKey::Produce, &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED; 10]);
     let transport = KafkaTransport::new();
-    let failure = transport.deliver(message("exec_denied", &s)).await.unwrap_err();
+    let failure = transport.deliver(message("exec_denied", &s), &DeliveryLog::default()).await.unwrap_err();
     assert_eq!(failure.kind, FailureKind::Rejected(Some(29)), "{}", failure.message);
     assert!(!failure.retryable);
     let error = transport.error_json(&failure);
@@ -87,7 +88,7 @@ async fn a_broker_error_fails_the_attempt_with_its_code() {
 async fn an_unreachable_cluster_times_out_retryably() {
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let s = spec(&format!("127.0.0.1:{port}"), "t", json!({"value_template": {}, "timeout_ms": 800}));
-    let failure = KafkaTransport::new().deliver(message("exec_nobody", &s)).await.unwrap_err();
+    let failure = KafkaTransport::new().deliver(message("exec_nobody", &s), &DeliveryLog::default()).await.unwrap_err();
     assert!(matches!(failure.kind, FailureKind::Timeout | FailureKind::Connection), "{failure:?}");
     assert!(failure.retryable);
 }

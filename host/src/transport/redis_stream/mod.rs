@@ -13,7 +13,10 @@ use serde_json::{json, Value};
 
 pub use spec::{MaxLen, RedisStreamSpec};
 
-use super::{delivery_timeout, error_json, normalize_spec, receipt, rendered_spec, EndpointType, SpecError, Transport};
+use super::{
+    delivery_timeout, error_json, normalize_spec, receipt, rendered_spec, DeliveryLog, EndpointType, SpecError,
+    Transport,
+};
 use crate::contract::{Failure, Message, Receipt};
 
 /// The field every entry carries: consumers deduplicate retries on it.
@@ -62,7 +65,7 @@ impl Transport for RedisStreamTransport {
         normalize_spec(EndpointType::RedisStream, spec)
     }
 
-    async fn deliver(&self, message: Message) -> Result<Receipt, Failure> {
+    async fn deliver(&self, message: Message, _log: &DeliveryLog) -> Result<Receipt, Failure> {
         let spec: RedisStreamSpec = rendered_spec(&message)?;
         let timeout = delivery_timeout(spec.timeout_ms, message.deadline_ms)?;
         let max_len = match &spec.max_len {

@@ -6,6 +6,7 @@ use serde_json::{json, Value};
 use super::*;
 use crate::contract::FailureKind;
 use crate::transport::tests::message;
+use crate::transport::DeliveryLog;
 
 const REDIS_URL: &str = "redis://127.0.0.1:6379";
 
@@ -35,7 +36,7 @@ async fn xadds_the_fields_and_reads_back_with_xrange() {
         json!({"fields_template": {"user_id": "u_abc", "title": "Weekly", "count": 3, "meta": {"a": [1, 2]}}}),
     );
     let transport = RedisStreamTransport::new();
-    let receipt = transport.deliver(message("exec_redis_1", &s)).await.unwrap();
+    let receipt = transport.deliver(message("exec_redis_1", &s), &DeliveryLog::default()).await.unwrap();
     let output: Value = serde_json::from_str(&receipt.output_json).unwrap();
     assert_eq!(output["stream"], stream);
 
@@ -60,7 +61,7 @@ async fn maxlen_trims_the_stream() {
     let exact = spec(&stream, json!({"fields_template": {"n": "x"}, "max_len": 5, "approximate_trimming": false}));
     let transport = RedisStreamTransport::new();
     for i in 0..12 {
-        transport.deliver(message(&format!("exec_{i}"), &exact)).await.unwrap();
+        transport.deliver(message(&format!("exec_{i}"), &exact), &DeliveryLog::default()).await.unwrap();
     }
     let mut con = connection().await;
     let len: u64 = redis::cmd("XLEN").arg(&stream).query_async(&mut con).await.unwrap();
@@ -76,7 +77,7 @@ async fn maxlen_trims_the_stream() {
     let approx = spec(&stream, json!({"fields_template": {"n": "x"}, "max_len": "{{config.max}}"}));
     let mut rendered = approx.clone();
     rendered["max_len"] = json!("3");
-    transport.deliver(message("exec_approx", &rendered)).await.unwrap();
+    transport.deliver(message("exec_approx", &rendered), &DeliveryLog::default()).await.unwrap();
     let len: u64 = redis::cmd("XLEN").arg(&stream).query_async(&mut con).await.unwrap();
     assert!(len >= 3, "approximate trimming keeps at least max_len: {len}");
     let _: () = con.del(&stream).await.unwrap();
@@ -88,8 +89,10 @@ async fn a_wrong_type_key_is_a_stream_error_that_is_not_retried() {
     let mut con = connection().await;
     let _: () = con.set(&key, "not a stream").await.unwrap();
     let transport = RedisStreamTransport::new();
-    let failure =
-        transport.deliver(message("e", &spec(&key, json!({"fields_template": {"a": "b"}})))).await.unwrap_err();
+    let failure = transport
+        .deliver(message("e", &spec(&key, json!({"fields_template": {"a": "b"}}))), &DeliveryLog::default())
+        .await
+        .unwrap_err();
     assert_eq!(failure.kind, FailureKind::Rejected(None));
     assert!(!failure.retryable);
     assert!(failure.message.contains("WRONGTYPE"), "{}", failure.message);
@@ -103,7 +106,7 @@ async fn an_unreachable_server_is_a_connection_error_without_the_password() {
     let mut s = spec("s", json!({"fields_template": {"a": "b"}}));
     s["redis_url"] = json!(format!("redis://:hunter2-pw@127.0.0.1:{port}"));
     let transport = RedisStreamTransport::new();
-    let failure = transport.deliver(message("e", &s)).await.unwrap_err();
+    let failure = transport.deliver(message("e", &s), &DeliveryLog::default()).await.unwrap_err();
     assert!(matches!(failure.kind, FailureKind::Connection | FailureKind::Timeout), "{failure:?}");
     assert!(failure.retryable);
     assert!(!failure.message.contains("hunter2"), "{}", failure.message);

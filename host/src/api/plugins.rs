@@ -1,0 +1,161 @@
+//! `/plugins`: WebAssembly components installed at runtime.
+//!
+//! `POST /plugins?name=NAME[&world=W][&allow_host=URL…][&memory_mb=N]` with the component's
+//! bytes as the body installs a new version under NAME. The upload is compiled and
+//! type-checked against the world it implements (and the one it claims): a core module,
+//! garbage, a missing export, or an import the host does not offer is a 422 INVALID_PLUGIN
+//! saying what to fix; a body over `TE_PLUGIN_MAX_BYTES` is a 413. Re-uploading the bytes of
+//! the current version is an idempotent repeat (200).
+
+use axum::extract::{DefaultBodyLimit, Path, RawQuery, State};
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+use super::extract::{ApiBytes, ApiQuery};
+use super::names::check_name;
+use super::pagination::{paginate, ListOut, ListParams};
+use super::state::AppState;
+use super::{conflict_in_use, Created};
+use crate::error::{ApiError, ApiResult};
+use crate::plugin::{Grants, PluginHost, PluginLimits, World};
+use crate::store::{Deleted, PageKey, PluginRecord, PluginWrite};
+
+pub fn router(max_plugin_bytes: usize) -> Router<AppState> {
+    Router::new()
+        .route("/plugins", post(install).layer(DefaultBodyLimit::max(max_plugin_bytes)).get(list))
+        .route("/plugins/{name}", get(read).delete(remove))
+}
+
+pub fn plugin_out(p: &PluginRecord) -> Value {
+    json!({
+        "name": p.name,
+        "version": p.version,
+        "sha256": p.sha256,
+        "world": p.world,
+        "grants": p.grants,
+        "limits": p.limits,
+        "size_bytes": p.size_bytes,
+        "created_at": p.created_at.to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
+    })
+}
+
+fn host(state: &AppState) -> ApiResult<&PluginHost> {
+    state.plugins.as_ref().ok_or_else(|| ApiError::invalid_request("Plugins are not enabled on this server."))
+}
+
+fn not_found(name: &str) -> ApiError {
+    ApiError::not_found("PLUGIN_NOT_FOUND", format!("Plugin '{name}' is not installed."))
+}
+
+async fn install(
+    State(state): State<AppState>,
+    RawQuery(query): RawQuery,
+    ApiBytes(body): ApiBytes,
+) -> ApiResult<Created<Value>> {
+    let host = host(&state)?.clone();
+    let (mut name, mut world, mut allow, mut memory_mb) = (None, None, Vec::new(), None);
+    for (key, value) in url::form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
+        match key.as_ref() {
+            "name" => name = Some(value.into_owned()),
+            "world" => {
+                world =
+                    Some(World::parse(&value).ok_or_else(|| {
+                        ApiError::invalid_field("world", "must be transport-plugin or renderer-plugin")
+                    })?)
+            }
+            "allow_host" => allow.push(value.into_owned()),
+            "memory_mb" => {
+                memory_mb = Some(
+                    value
+                        .parse::<u32>()
+                        .map_err(|_| ApiError::invalid_field("memory_mb", "must be a whole number of MiB"))?,
+                )
+            }
+            other => {
+                return Err(ApiError::invalid_field(
+                    other,
+                    "is not a parameter of POST /plugins (name, world, allow_host, memory_mb)",
+                ))
+            }
+        }
+    }
+    let name = name.ok_or_else(|| ApiError::invalid_field("name", "is required (?name=…)"))?;
+    check_name("name", &name)?;
+    Grants::parse(&allow).map_err(|e| ApiError::invalid_field("allow_host", e))?;
+    let limits = PluginLimits::for_install(memory_mb, host.runtime.memory_mb_max)
+        .map_err(|e| ApiError::invalid_field("memory_mb", e))?;
+    if body.is_empty() {
+        return Err(ApiError::invalid_request("The request body must be the component's bytes."));
+    }
+    let sha256: String = Sha256::digest(&body).iter().map(|b| format!("{b:02x}")).collect();
+
+    // Compiling is CPU-bound and can take a while: keep it off the async workers.
+    let runtime = host.runtime.clone();
+    let bytes = body.to_vec();
+    let inspected = tokio::task::spawn_blocking(move || runtime.inspect(&bytes, world).map(|(i, _)| i))
+        .await
+        .map_err(|e| ApiError::internal(&e))?
+        .map_err(|message| ApiError::unprocessable("INVALID_PLUGIN", message))?;
+
+    if let Some(current) = state.store.plugin_latest(&name).await? {
+        let same_grants = current.grants == json!(allow);
+        if current.sha256 == sha256 && same_grants && current.limits == serde_json::to_value(limits).unwrap_or_default()
+        {
+            return Ok(Created(StatusCode::OK, plugin_out(&current)));
+        }
+        if current.world != inspected.world.as_str() {
+            return Err(ApiError::unprocessable(
+                "INVALID_PLUGIN",
+                format!(
+                    "plugin '{name}' is a {}; a new version cannot be a {}",
+                    current.world,
+                    inspected.world.as_str()
+                ),
+            ));
+        }
+    }
+    let record = state
+        .store
+        .plugin_insert(&PluginWrite {
+            name,
+            sha256,
+            bytes: body.to_vec(),
+            world: inspected.world.as_str().to_owned(),
+            grants: json!(allow),
+            limits: serde_json::to_value(limits).expect("limits serialize"),
+        })
+        .await?;
+    let mut out = plugin_out(&record);
+    out["exports"] = json!(inspected.exports);
+    out["imports"] = json!(inspected.imports);
+    Ok(Created(StatusCode::CREATED, out))
+}
+
+async fn list(
+    State(state): State<AppState>,
+    ApiQuery(params): ApiQuery<ListParams>,
+) -> ApiResult<Json<ListOut<Value>>> {
+    let page = params.page_request()?;
+    let rows = state.store.plugin_list(&page).await?;
+    Ok(Json(paginate(rows, &page, |p| PageKey { created_at: p.created_at, key: p.name.clone() }, |p| plugin_out(&p))))
+}
+
+/// The newest version, with every version listed.
+async fn read(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<Json<Value>> {
+    let versions = state.store.plugin_versions(&name).await?;
+    let latest = versions.last().ok_or_else(|| not_found(&name))?;
+    let mut out = plugin_out(latest);
+    out["versions"] = json!(versions.iter().map(plugin_out).collect::<Vec<_>>());
+    Ok(Json(out))
+}
+
+async fn remove(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<StatusCode> {
+    match state.store.plugin_delete(&name).await? {
+        Deleted::Deleted => Ok(StatusCode::NO_CONTENT),
+        Deleted::NotFound => Err(not_found(&name)),
+        Deleted::InUse(endpoints) => Err(conflict_in_use(&format!("Plugin '{name}'"), "endpoints", &endpoints)),
+    }
+}

@@ -1,0 +1,352 @@
+//! The plugin runtime: one wasmtime engine (component model, async, pooling allocator, epoch
+//! interruption), the linker of what the host offers, and a cache of pre-instantiated
+//! components by sha256. Each call gets a fresh `Store` from the cached `InstancePre`, so a
+//! plugin keeps no state between calls and a new version applies to the next call.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use wasmtime::component::{Component, HasSelf, Linker};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store};
+
+use super::grants::Grants;
+use super::limits::PluginLimits;
+use super::sandbox::{CallLogs, PluginState};
+use crate::contract::{host_imports, Failure, Message, Receipt, RenderError, RendererPlugin};
+
+/// How often the engine's epoch advances; a call's CPU deadline is counted in these ticks.
+const EPOCH_TICK: Duration = Duration::from_millis(10);
+/// Time a call may take to validate a spec at registration.
+pub const VALIDATE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Plugin calls that may run at once in one process (the pooling allocator's slots).
+const MAX_CONCURRENT_INSTANCES: u32 = 128;
+
+pub const TRANSPORT_EXPORT: &str = "taskexec:plugin/transport@0.1.0";
+pub const RENDERER_EXPORT: &str = "taskexec:plugin/renderer@0.1.0";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum World {
+    Transport,
+    Renderer,
+}
+
+impl World {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Transport => "transport-plugin",
+            Self::Renderer => "renderer-plugin",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "transport-plugin" => Some(Self::Transport),
+            "renderer-plugin" => Some(Self::Renderer),
+            _ => None,
+        }
+    }
+}
+
+/// What a component is, found by compiling and type-checking it.
+#[derive(Debug, Clone)]
+pub struct Inspection {
+    pub world: World,
+    pub exports: Vec<String>,
+    pub imports: Vec<String>,
+}
+
+/// A component ready to instantiate.
+pub enum Loaded {
+    Transport(wasmtime_ready::TransportPre),
+    Renderer(wasmtime_ready::RendererPre),
+}
+
+mod wasmtime_ready {
+    use super::PluginState;
+    pub type TransportPre = crate::contract::TransportPluginPre<PluginState>;
+    pub type RendererPre = crate::contract::RendererPluginPre<PluginState>;
+}
+
+/// The outcome of one call, with what the plugin logged and tried.
+pub struct CallOutcome<T> {
+    pub result: T,
+    pub logs: CallLogs,
+    pub denials: Vec<String>,
+}
+
+pub struct PluginRuntime {
+    engine: Engine,
+    linker: Linker<PluginState>,
+    loaded: RwLock<HashMap<String, Arc<Loaded>>>,
+    cache_dir: Option<PathBuf>,
+    pub memory_mb_max: u32,
+}
+
+impl PluginRuntime {
+    pub fn new(cache_dir: Option<PathBuf>, memory_mb_max: u32) -> Result<Arc<Self>, String> {
+        Self::build(cache_dir, memory_mb_max).map_err(|e| format!("{e:#}"))
+    }
+
+    fn build(cache_dir: Option<PathBuf>, memory_mb_max: u32) -> wasmtime::Result<Arc<Self>> {
+        let mut pool = PoolingAllocationConfig::default();
+        pool.total_component_instances(MAX_CONCURRENT_INSTANCES)
+            .total_core_instances(4 * MAX_CONCURRENT_INSTANCES)
+            .total_memories(4 * MAX_CONCURRENT_INSTANCES)
+            .total_tables(4 * MAX_CONCURRENT_INSTANCES)
+            .max_memory_size(memory_mb_max as usize * 1024 * 1024);
+        let mut config = Config::new();
+        // Async support is implied by the async instantiation and calls below.
+        config
+            .wasm_component_model(true)
+            .epoch_interruption(true)
+            .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        let engine = Engine::new(&config)?;
+        let ticker = engine.weak();
+        std::thread::Builder::new().name("plugin-epoch".into()).spawn(move || {
+            while let Some(engine) = ticker.upgrade() {
+                engine.increment_epoch();
+                drop(engine);
+                std::thread::sleep(EPOCH_TICK);
+            }
+        })?;
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
+        host_imports::add_to_linker::<PluginState, HasSelf<PluginState>>(&mut linker, |state| state)?;
+        if let Some(dir) = &cache_dir {
+            std::fs::create_dir_all(dir)?;
+            // Cached artifacts are loaded without validation: the directory must be ours alone.
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+        }
+        Ok(Arc::new(Self { engine, linker, loaded: RwLock::default(), cache_dir, memory_mb_max }))
+    }
+
+    fn compile(&self, bytes: &[u8]) -> Result<Component, String> {
+        if bytes.len() >= 8 && &bytes[..4] == b"\0asm" && bytes[4..8] == [1, 0, 0, 0] {
+            return Err("this is a core WebAssembly module, not a component: build for wasm32-wasip2 (cargo build --target wasm32-wasip2), or wrap it with `wasm-tools component new`".into());
+        }
+        if bytes.len() < 8 || &bytes[..4] != b"\0asm" {
+            return Err("this is not WebAssembly (no \\0asm header)".into());
+        }
+        Component::new(&self.engine, bytes).map_err(|e| format!("the component does not compile: {e:#}"))
+    }
+
+    /// Compile and type-check `bytes`: the world it exports, and that every import is one the
+    /// host offers. `claimed` (when given) must be that world.
+    pub fn inspect(&self, bytes: &[u8], claimed: Option<World>) -> Result<(Inspection, Component), String> {
+        let component = self.compile(bytes)?;
+        let ty = component.component_type();
+        let exports: Vec<String> = ty.exports(&self.engine).map(|(name, _)| name.to_owned()).collect();
+        let imports: Vec<String> = ty.imports(&self.engine).map(|(name, _)| name.to_owned()).collect();
+        let world = if exports.iter().any(|e| e == TRANSPORT_EXPORT) {
+            World::Transport
+        } else if exports.iter().any(|e| e == RENDERER_EXPORT) {
+            World::Renderer
+        } else {
+            return Err(format!(
+                "the component exports neither {TRANSPORT_EXPORT} nor {RENDERER_EXPORT} (it exports: {}); generate its bindings from transports-wit with world transport-plugin or renderer-plugin",
+                if exports.is_empty() { "nothing".to_owned() } else { exports.join(", ") }
+            ));
+        };
+        if let Some(claimed) = claimed {
+            if claimed != world {
+                return Err(format!(
+                    "the component implements {}, not the claimed {}",
+                    world.as_str(),
+                    claimed.as_str()
+                ));
+            }
+        }
+        let pre = self.linker.instantiate_pre(&component).map_err(|e| {
+            format!("the component needs an import the host does not offer ({e:#}); plugins may import only taskexec:plugin/host, WASI 0.2 and wasi:http/outgoing-handler")
+        })?;
+        match world {
+            World::Transport => drop(
+                crate::contract::TransportPluginPre::new(pre)
+                    .map_err(|e| format!("the transport export does not match the WIT contract: {e:#}"))?,
+            ),
+            World::Renderer => drop(
+                crate::contract::RendererPluginPre::new(pre)
+                    .map_err(|e| format!("the renderer export does not match the WIT contract: {e:#}"))?,
+            ),
+        }
+        Ok((Inspection { world, exports, imports }, component))
+    }
+
+    /// The ready-to-instantiate component for `sha256`, from memory, the artifact cache, or by
+    /// compiling `bytes()` (fetched only when needed).
+    pub fn load(&self, sha256: &str, bytes: impl FnOnce() -> Option<Vec<u8>>) -> Result<Arc<Loaded>, String> {
+        if let Some(loaded) = self.loaded.read().expect("plugin cache lock").get(sha256) {
+            return Ok(loaded.clone());
+        }
+        let artifact = self.cache_dir.as_ref().map(|dir| {
+            let engine_hash = {
+                use std::hash::{Hash, Hasher};
+                let mut h = std::collections::hash_map::DefaultHasher::new();
+                self.engine.precompile_compatibility_hash().hash(&mut h);
+                h.finish()
+            };
+            dir.join(format!("{sha256}-{engine_hash:016x}.cwasm"))
+        });
+        // SAFETY: artifacts are written only by this service, into a 0700 directory, named by
+        // the sha256 of their source and the engine's compatibility hash.
+        let cached = artifact
+            .as_ref()
+            .filter(|p| p.exists())
+            .and_then(|p| unsafe { Component::deserialize_file(&self.engine, p) }.ok());
+        let component = match cached {
+            Some(component) => component,
+            None => {
+                let bytes = bytes().ok_or("the plugin's bytes are missing")?;
+                let (_, component) = self.inspect(&bytes, None)?;
+                if let (Some(path), Ok(serialized)) = (&artifact, component.serialize()) {
+                    let tmp = path.with_extension("tmp");
+                    if std::fs::write(&tmp, serialized).is_ok() {
+                        let _ = std::fs::rename(&tmp, path);
+                    }
+                }
+                component
+            }
+        };
+        let pre = self.linker.instantiate_pre(&component).map_err(|e| format!("{e:#}"))?;
+        let exports_transport =
+            component.component_type().exports(&self.engine).any(|(name, _)| name == TRANSPORT_EXPORT);
+        let loaded = Arc::new(if exports_transport {
+            Loaded::Transport(crate::contract::TransportPluginPre::new(pre).map_err(|e| format!("{e:#}"))?)
+        } else {
+            Loaded::Renderer(crate::contract::RendererPluginPre::new(pre).map_err(|e| format!("{e:#}"))?)
+        });
+        self.loaded.write().expect("plugin cache lock").insert(sha256.to_owned(), loaded.clone());
+        Ok(loaded)
+    }
+
+    fn store(&self, grants: Arc<Grants>, limits: &PluginLimits, cpu: Duration) -> Store<PluginState> {
+        let mut store = Store::new(&self.engine, PluginState::new(grants, limits));
+        store.limiter(|state| &mut state.limits);
+        store.set_epoch_deadline((cpu.as_millis() / EPOCH_TICK.as_millis()).max(1) as u64 + 1);
+        store.epoch_deadline_trap();
+        store
+    }
+
+    /// Run `transport.deliver` in a fresh instance: the CPU deadline is `timeout` (epoch
+    /// interruption), and the host stops waiting at `timeout` plus a second (wall clock).
+    pub async fn deliver(
+        &self,
+        loaded: &Loaded,
+        grants: Arc<Grants>,
+        limits: &PluginLimits,
+        message: Message,
+        timeout: Duration,
+    ) -> CallOutcome<Result<Receipt, Failure>> {
+        let Loaded::Transport(pre) = loaded else {
+            return outcome_without_call(Err(Failure::invalid_spec("this plugin is a renderer, not a transport")));
+        };
+        if message.spec_json.len() > limits.max_io_bytes as usize {
+            return outcome_without_call(Err(Failure::invalid_spec(format!(
+                "the rendered spec is larger than the plugin's {} byte limit",
+                limits.max_io_bytes
+            ))));
+        }
+        let mut store = self.store(grants, limits, timeout);
+        let call = async {
+            let plugin = pre.instantiate_async(&mut store).await?;
+            plugin.taskexec_plugin_transport().call_deliver(&mut store, &message).await
+        };
+        let result = match tokio::time::timeout(timeout + Duration::from_secs(1), call).await {
+            Err(_) => Err(Failure::timeout(format!(
+                "the plugin did not return within {} ms (wall clock)",
+                timeout.as_millis()
+            ))),
+            Ok(Err(trap)) => Err(trap_failure(&trap, timeout)),
+            Ok(Ok(Ok(receipt))) if receipt.output_json.len() > limits.max_io_bytes as usize => Err(Failure::internal(
+                false,
+                format!("the plugin's output is larger than its {} byte limit", limits.max_io_bytes),
+            )),
+            Ok(Ok(result)) => result.map_err(|mut f| {
+                f.message = f.message.chars().take(4096).collect();
+                f
+            }),
+        };
+        finish_call(store, result)
+    }
+
+    /// Run `transport.validate` for an endpoint spec at registration.
+    pub async fn validate(
+        &self,
+        loaded: &Loaded,
+        limits: &PluginLimits,
+        spec_json: String,
+    ) -> Result<Result<(), String>, String> {
+        let Loaded::Transport(pre) = loaded else { return Err("this plugin is a renderer, not a transport".into()) };
+        let mut store = self.store(Arc::new(Grants::default()), limits, VALIDATE_TIMEOUT);
+        let call = async {
+            let plugin = pre.instantiate_async(&mut store).await?;
+            plugin.taskexec_plugin_transport().call_validate(&mut store, &spec_json).await
+        };
+        match tokio::time::timeout(VALIDATE_TIMEOUT + Duration::from_secs(1), call).await {
+            Err(_) => Err("the plugin's validate did not return in time".into()),
+            Ok(Err(trap)) => Err(trap_failure(&trap, VALIDATE_TIMEOUT).message),
+            Ok(Ok(result)) => Ok(result),
+        }
+    }
+
+    /// Run `renderer.render` (or `check` when `context_json` is None).
+    pub async fn render(
+        &self,
+        loaded: &Loaded,
+        limits: &PluginLimits,
+        template_json: String,
+        context_json: Option<String>,
+    ) -> Result<String, RenderError> {
+        let Loaded::Renderer(pre) = loaded else {
+            return Err(RenderError::new("this plugin is a transport, not a renderer", None));
+        };
+        let mut store = self.store(Arc::new(Grants::default()), limits, VALIDATE_TIMEOUT);
+        let call = async {
+            let plugin: RendererPlugin = pre.instantiate_async(&mut store).await?;
+            let renderer = plugin.taskexec_plugin_renderer();
+            match &context_json {
+                Some(context) => renderer.call_render(&mut store, &template_json, context).await,
+                None => renderer.call_check(&mut store, &template_json).await.map(|r| r.map(|()| String::new())),
+            }
+        };
+        match tokio::time::timeout(VALIDATE_TIMEOUT + Duration::from_secs(1), call).await {
+            Err(_) => Err(RenderError::new("the renderer plugin did not return in time", None)),
+            Ok(Err(trap)) => Err(RenderError::new(trap_failure(&trap, VALIDATE_TIMEOUT).message, None)),
+            Ok(Ok(result)) => result,
+        }
+    }
+}
+
+fn outcome_without_call<T>(result: T) -> CallOutcome<T> {
+    CallOutcome { result, logs: CallLogs::default(), denials: Vec::new() }
+}
+
+fn finish_call<T>(mut store: Store<PluginState>, result: T) -> CallOutcome<T> {
+    let state = store.data_mut();
+    state.collect_output();
+    let denials = state.denials.lock().expect("denials lock").clone();
+    let logs = std::mem::take(&mut state.logs);
+    CallOutcome { result, logs, denials }
+}
+
+/// A trap, described for the attempt's error. Retryable: whether a retry helps is for the
+/// endpoint's policy to bound, and a plugin that traps every time exhausts it.
+fn trap_failure(error: &wasmtime::Error, cpu: Duration) -> Failure {
+    let text = format!("{error:#}");
+    match error.downcast_ref::<wasmtime::Trap>() {
+        Some(wasmtime::Trap::Interrupt) => {
+            Failure::timeout(format!("the plugin exceeded its CPU deadline of {} ms and was stopped", cpu.as_millis()))
+        }
+        Some(wasmtime::Trap::UnreachableCodeReached) => {
+            Failure::internal(true, format!("the plugin trapped (a panic or abort): {text}"))
+        }
+        _ if text.contains("memory") && (text.contains("grow") || text.contains("limit")) => {
+            Failure::internal(true, format!("the plugin exceeded its memory limit: {text}"))
+        }
+        _ => Failure::internal(true, format!("the plugin trapped: {text}")),
+    }
+}

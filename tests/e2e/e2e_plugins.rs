@@ -1,0 +1,329 @@
+//! WebAssembly plugins: built from `plugins/` for wasm32-wasip2, installed with the real CLI,
+//! and run by the real binary. The registry runs on both backends; the sandbox tests run on
+//! SQLite, since the plugin runtime does not involve the store beyond reading the plugin.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+use crate::both_backends;
+use crate::e2e_jobs::{http_endpoint, immediate, wait_for_status};
+use crate::support::server::{command, API_KEY};
+use crate::support::{eventually, Backend, Client, Receiver, Server, ServerOptions, TestDb};
+
+both_backends!(registry_installs_checks_and_refuses);
+
+/// Build every plugin once per test run; the path of `name`'s component.
+fn component(name: &str) -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    let dir = BUILT.get_or_init(|| {
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+        let target = root.join("plugins/target");
+        let status = std::process::Command::new(env!("CARGO"))
+            .args(["build", "--release", "--target", "wasm32-wasip2", "--manifest-path"])
+            .arg(root.join("plugins/Cargo.toml"))
+            .arg("--target-dir")
+            .arg(&target)
+            .status()
+            .expect("cargo runs");
+        assert!(
+            status.success(),
+            "building the plugins failed (is the wasm32-wasip2 target installed? scripts/test adds it)"
+        );
+        target.join("wasm32-wasip2/release")
+    });
+    dir.join(format!("{}.wasm", name.replace('-', "_")))
+}
+
+/// Run `taskexec plugin ARGS` against `server`; (success, stdout + stderr).
+fn cli(server: &Server, db: &TestDb, args: &[&str]) -> (bool, String) {
+    let env = vec![("TE_URL".to_owned(), server.base_url.clone()), ("TE_API_KEY".to_owned(), API_KEY.to_owned())];
+    let mut all = vec!["plugin"];
+    all.extend_from_slice(args);
+    let out = command(&all, &env, db.dir.path()).stdin(Stdio::null()).output().unwrap();
+    (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+}
+
+async fn upload(api: &Client, query: &str, bytes: Vec<u8>) -> crate::support::server::Response {
+    api.send_raw(reqwest::Method::POST, &format!("/plugins?{query}"), Some("application/wasm"), bytes).await
+}
+
+async fn registry_installs_checks_and_refuses(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let server = Server::start_with(&db, ServerOptions::new().env("TE_PLUGIN_MAX_BYTES", "2000000")).await;
+    let api = server.client();
+    let webhook = component("webhook-signed");
+    let webhook_path = webhook.to_str().unwrap();
+
+    let (ok, out) =
+        cli(&server, &db, &["install", webhook_path, "--name", "webhook", "--allow-host", "http://127.0.0.1:*"]);
+    assert!(ok, "{out}");
+    assert!(out.contains("Installed webhook version 1 (transport-plugin"), "{out}");
+    let (ok, out) =
+        cli(&server, &db, &["install", webhook_path, "--name", "webhook", "--allow-host", "http://127.0.0.1:*"]);
+    assert!(ok && out.contains("Already installed"), "{out}");
+    let (ok, out) = cli(&server, &db, &["list"]);
+    assert!(ok && out.contains("webhook") && out.contains("transport-plugin"), "{out}");
+    let (ok, out) = cli(&server, &db, &["show", "webhook"]);
+    assert!(ok, "{out}");
+    let shown: Value = serde_json::from_str(&out).unwrap();
+    let sha: String = Sha256::digest(std::fs::read(&webhook).unwrap()).iter().map(|b| format!("{b:02x}")).collect();
+    assert_eq!((shown["sha256"].as_str(), shown["versions"].as_array().unwrap().len()), (Some(sha.as_str()), 1));
+    assert_eq!(shown["grants"], json!(["http://127.0.0.1:*"]));
+
+    // Offline check prints the exports and imports.
+    let (ok, out) = cli(&server, &db, &["check", webhook_path, "--world", "transport-plugin"]);
+    assert!(
+        ok && out.contains("taskexec:plugin/transport@0.1.0") && out.contains("wasi:http/outgoing-handler"),
+        "{out}"
+    );
+    let (ok, out) =
+        cli(&server, &db, &["check", component("dollar-renderer").to_str().unwrap(), "--world", "transport-plugin"]);
+    assert!(!ok && out.contains("implements renderer-plugin, not the claimed transport-plugin"), "{out}");
+
+    // Uploads that are not plugins say what to fix.
+    let msg = upload(&api, "name=junk", b"definitely not wasm".to_vec()).await.error(422, "INVALID_PLUGIN");
+    assert!(msg.contains("not WebAssembly"), "{msg}");
+    let core_module = vec![0, b'a', b's', b'm', 1, 0, 0, 0];
+    let msg = upload(&api, "name=core", core_module).await.error(422, "INVALID_PLUGIN");
+    assert!(msg.contains("core WebAssembly module"), "{msg}");
+    let renderer = std::fs::read(component("dollar-renderer")).unwrap();
+    let msg =
+        upload(&api, "name=wrong-world&world=transport-plugin", renderer.clone()).await.error(422, "INVALID_PLUGIN");
+    assert!(msg.contains("not the claimed transport-plugin"), "{msg}");
+    upload(&api, "name=big", vec![0; 2_100_000]).await.error(413, "PAYLOAD_TOO_LARGE");
+    let msg = upload(&api, "name=grants&allow_host=ftp://x", renderer.clone()).await.error(400, "INVALID_REQUEST");
+    assert!(msg.starts_with("`allow_host`"), "{msg}");
+    let msg = upload(&api, "name=mem&memory_mb=100000", renderer.clone()).await.error(400, "INVALID_REQUEST");
+    assert!(msg.starts_with("`memory_mb`"), "{msg}");
+    upload(&api, "name=Bad_Name", renderer.clone()).await.error(400, "INVALID_REQUEST");
+    api.get("/plugins/junk").await.error(404, "PLUGIN_NOT_FOUND");
+
+    // A PLUGIN endpoint is validated by its plugin; a plugin in use cannot be removed.
+    let msg = api
+        .post(
+            "/endpoints",
+            &json!({"name": "hook", "type": "PLUGIN", "plugin": "webhook", "spec": {"url": "http://127.0.0.1:1/x"}}),
+        )
+        .await
+        .error(422, "INVALID_SPEC");
+    assert!(msg.contains("`secret` is required"), "{msg}");
+    api.post("/endpoints", &json!({"name": "hook", "type": "PLUGIN", "plugin": "nope", "spec": {}}))
+        .await
+        .error(422, "INVALID_PLUGIN_REF");
+    api.post("/endpoints", &json!({"name": "hook", "type": "PLUGIN", "spec": {}})).await.error(400, "INVALID_REQUEST");
+    api.create(
+        "/endpoints",
+        &json!({"name": "hook", "type": "PLUGIN", "plugin": "webhook",
+        "spec": {"url": "http://127.0.0.1:1/x", "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}}),
+    )
+    .await;
+    let (ok, out) = cli(&server, &db, &["remove", "webhook"]);
+    assert!(!ok && out.contains("409") && out.contains("hook"), "{out}");
+    assert_eq!(api.delete("/endpoints/hook").await.status, 204);
+    let (ok, out) = cli(&server, &db, &["remove", "webhook"]);
+    assert!(ok, "{out}");
+    api.get("/plugins/webhook").await.error(404, "PLUGIN_NOT_FOUND");
+}
+
+/// HMAC-SHA256 written out from its definition (RFC 2104) over sha2: an implementation
+/// independent of the plugin's, to check its signatures.
+fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
+    let mut block = [0u8; 64];
+    if key.len() > 64 {
+        block[..32].copy_from_slice(&Sha256::digest(key));
+    } else {
+        block[..key.len()].copy_from_slice(key);
+    }
+    let inner: Vec<u8> = block.iter().map(|b| b ^ 0x36).chain(message.iter().copied()).collect();
+    let inner_hash = Sha256::digest(&inner);
+    let outer: Vec<u8> = block.iter().map(|b| b ^ 0x5c).chain(inner_hash.iter().copied()).collect();
+    Sha256::digest(&outer).into()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn signed_webhook_reaches_the_receiver_and_verifies() {
+    use base64::Engine;
+    let db = TestDb::new(Backend::Sqlite).await;
+    let server = Server::start(&db).await;
+    let api = server.client();
+    let receiver = Receiver::start().await;
+    let (ok, out) = cli(
+        &server,
+        &db,
+        &[
+            "install",
+            component("webhook-signed").to_str().unwrap(),
+            "--name",
+            "webhook",
+            "--allow-host",
+            "http://127.0.0.1:*",
+        ],
+    );
+    assert!(ok, "{out}");
+    let secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+    api.create("/secrets", &json!({"name": "hook_secret", "value": secret})).await;
+    api.create(
+        "/endpoints",
+        &json!({"name": "signed", "type": "PLUGIN", "plugin": "webhook", "spec": {
+            "url": format!("{}/ok/signed", receiver.base_url), "secret": "{{secret.hook_secret}}",
+            "body_template": {"user": "{{input.user}}", "amount": "{{input.amount}}"}, "timeout_ms": 5000
+        }}),
+    )
+    .await;
+    let job = api.create("/jobs", &immediate("signed", "s1", json!({"user": "u_1", "amount": 3.5}))).await;
+    let execution_id = job["execution"]["execution_id"].as_str().unwrap().to_owned();
+    let execution = wait_for_status(&api, &execution_id, "SUCCESS").await;
+    assert_eq!(execution["output"]["signed"], true);
+
+    let request = &receiver.received()[0];
+    assert_eq!(request.json(), json!({"user": "u_1", "amount": 3.5}));
+    let id = request.header("webhook-id").unwrap();
+    let timestamp = request.header("webhook-timestamp").unwrap();
+    assert_eq!(id, execution_id);
+    let age = chrono::Utc::now().timestamp() - timestamp.parse::<i64>().unwrap();
+    assert!((0..60).contains(&age), "timestamp {timestamp}");
+    let key = base64::engine::general_purpose::STANDARD.decode(secret.strip_prefix("whsec_").unwrap()).unwrap();
+    let signed = [id.as_bytes(), b".", timestamp.as_bytes(), b".", &request.body].concat();
+    let expected = format!("v1,{}", base64::engine::general_purpose::STANDARD.encode(hmac_sha256(&key, &signed)));
+    assert_eq!(request.header("webhook-signature").unwrap(), expected, "the signature verifies");
+
+    let logs = api.get(&format!("/executions/{execution_id}/logs")).await.text;
+    assert!(logs.contains("Plugin webhook version 1"), "{logs}");
+    assert!(logs.contains("[plugin webhook] POST 127.0.0.1"), "{logs}");
+    assert!(!logs.contains(secret) && !api.get(&format!("/executions/{execution_id}")).await.text.contains(secret));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_plugins_fail_their_attempts_and_the_worker_carries_on() {
+    let db = TestDb::new(Backend::Sqlite).await;
+    let server = Server::start(&db).await;
+    let api = server.client();
+    let receiver = Receiver::start().await;
+    let (ok, out) = cli(
+        &server,
+        &db,
+        &["install", component("hostile").to_str().unwrap(), "--name", "hostile", "--memory-mb", "32"],
+    );
+    assert!(ok, "{out}");
+    http_endpoint(&api, &receiver, "normal", "/ok/normal", json!(null)).await;
+    let retry = json!({"max_attempts": 2, "backoff": "fixed", "initial_delay_ms": 100});
+    for mode in ["loop", "alloc", "panic", "forbidden-host", "log-flood"] {
+        api.create(
+            "/endpoints",
+            &json!({"name": format!("hostile-{mode}"), "type": "PLUGIN", "plugin": "hostile", "retry_policy": retry,
+            "spec": {"mode": mode, "timeout_ms": 1000, "url": format!("{}/ok/forbidden", receiver.base_url)}}),
+        )
+        .await;
+    }
+    api.post("/endpoints", &json!({"name": "h", "type": "PLUGIN", "plugin": "hostile", "spec": {"mode": "bogus"}}))
+        .await
+        .error(422, "INVALID_SPEC");
+
+    let mut hostile = Vec::new();
+    for mode in ["loop", "alloc", "panic", "forbidden-host", "log-flood"] {
+        let job = api.create("/jobs", &immediate(&format!("hostile-{mode}"), mode, json!({}))).await;
+        hostile.push((mode, job["execution"]["execution_id"].as_str().unwrap().to_owned()));
+    }
+    // Meanwhile the worker keeps delivering ordinary executions.
+    let mut normal = Vec::new();
+    for i in 0..10 {
+        let job =
+            api.create("/jobs", &immediate("normal", &format!("n{i}"), json!({"user_id": "u", "amount": 1}))).await;
+        normal.push(job["execution"]["execution_id"].as_str().unwrap().to_owned());
+    }
+    for id in &normal {
+        wait_for_status(&api, id, "SUCCESS").await;
+    }
+
+    for (mode, id) in &hostile {
+        let expected = if *mode == "log-flood" { "SUCCESS" } else { "FAILED" };
+        let execution = wait_for_status(&api, id, expected).await;
+        let attempts = api.get(&format!("/executions/{id}/attempts")).await.body["items"].as_array().unwrap().clone();
+        let logs = api.get(&format!("/executions/{id}/logs?limit=200")).await.body["items"].as_array().unwrap().clone();
+        let log_text: Vec<&str> = logs.iter().map(|l| l["message"].as_str().unwrap()).collect();
+        let error = attempts[0]["error"].clone();
+        match *mode {
+            "loop" => {
+                assert_eq!(error["type"], "TIMEOUT", "{error}");
+                assert!(error["message"].as_str().unwrap().contains("CPU deadline"), "{error}");
+            }
+            "alloc" => assert!(error["message"].as_str().unwrap().contains("memory"), "{error}"),
+            "panic" => assert!(error["message"].as_str().unwrap().contains("trapped"), "{error}"),
+            "forbidden-host" => {
+                assert!(
+                    log_text.iter().any(|l| l.contains("outbound request denied") && l.contains("not granted")),
+                    "{log_text:?}"
+                );
+            }
+            "log-flood" => {
+                // The cap is per call: count the records of the attempt that succeeded.
+                let last = execution["attempt_count"].as_i64().unwrap();
+                let kept = logs
+                    .iter()
+                    .filter(|l| {
+                        l["attempt_number"] == last
+                            && l["message"].as_str().unwrap().starts_with("[plugin hostile]")
+                            && !l["message"].as_str().unwrap().contains("suppressed")
+                    })
+                    .count();
+                assert!(kept <= 100, "{kept} records kept");
+                assert!(log_text.iter().any(|l| l.contains("more log records suppressed")), "{log_text:?}");
+                continue;
+            }
+            _ => unreachable!(),
+        }
+        // Each failed its attempts per the policy: two, then FAILED.
+        assert_eq!((attempts.len(), execution["attempt_count"].as_u64()), (2, Some(2)), "{mode}");
+    }
+    assert!(receiver.received().iter().all(|r| r.path != "/ok/forbidden"), "a denied host was contacted");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_plugin_version_applies_from_the_next_attempt() {
+    let db = TestDb::new(Backend::Sqlite).await;
+    let server = Server::start(&db).await;
+    let api = server.client();
+    let receiver = Receiver::start().await;
+    let (ok, out) = cli(
+        &server,
+        &db,
+        &["install", component("hostile").to_str().unwrap(), "--name", "switch", "--allow-host", "http://127.0.0.1:*"],
+    );
+    assert!(ok, "{out}");
+    // A spec both versions accept: the hostile plugin reads `mode`, the signer `url` and `secret`.
+    api.create("/endpoints", &json!({"name": "switch", "type": "PLUGIN", "plugin": "switch", "spec": {
+        "mode": "ok", "url": format!("{}/ok/switch", receiver.base_url), "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}})).await;
+    let first = api.create("/jobs", &immediate("switch", "v1", json!({}))).await;
+    let first_id = first["execution"]["execution_id"].as_str().unwrap().to_owned();
+    let done = wait_for_status(&api, &first_id, "SUCCESS").await;
+    assert_eq!(done["output"], json!({"ok": first_id}));
+
+    let (ok, out) = cli(
+        &server,
+        &db,
+        &[
+            "install",
+            component("webhook-signed").to_str().unwrap(),
+            "--name",
+            "switch",
+            "--allow-host",
+            "http://127.0.0.1:*",
+        ],
+    );
+    assert!(ok && out.contains("version 2"), "{out}");
+    let second = api.create("/jobs", &immediate("switch", "v2", json!({}))).await;
+    let second_id = second["execution"]["execution_id"].as_str().unwrap().to_owned();
+    let done = wait_for_status(&api, &second_id, "SUCCESS").await;
+    assert_eq!(done["output"]["signed"], true);
+    eventually("the signed request", Duration::from_secs(10), || async { receiver.count() == 1 }).await;
+    // Each execution records the version that ran it.
+    let first_logs = api.get(&format!("/executions/{first_id}/logs")).await.text;
+    let second_logs = api.get(&format!("/executions/{second_id}/logs")).await.text;
+    assert!(first_logs.contains("Plugin switch version 1"), "{first_logs}");
+    assert!(second_logs.contains("Plugin switch version 2"), "{second_logs}");
+}
