@@ -1,11 +1,14 @@
 //! Render + HTTP deliver, end to end through the built-in renderer and transport, to a local
 //! receiver that answers 200 at once. Prints deliveries per second and p50/p99/max latency,
-//! one connection at a time and 64 concurrent, and writes the figures as JSON.
+//! one connection at a time and 64 concurrent, and writes the figures as JSON. Then the same
+//! HTTP delivery through the `webhook-signed` plugin (built from plugins/) against the native
+//! transport sending the same request, to measure what the sandbox costs per delivery.
 //!
 //!     cargo bench -p taskexec --bench deliver
 //!
-//! Environment: BENCH_N (deliveries per scenario, default 20000), BENCH_JSON (output path,
-//! default bench-results/deliver.json).
+//! Environment: BENCH_N (deliveries per scenario, default 20000), BENCH_PLUGIN_N (per plugin
+//! comparison scenario, default 10000), BENCH_JSON (output path, default
+//! bench-results/deliver.json).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -15,7 +18,9 @@ use axum::routing::post;
 use axum::Router;
 use serde_json::{json, Value};
 use taskexec::contract::Message;
+use taskexec::plugin::{PluginHost, PluginRuntime, WasmTransport};
 use taskexec::secret::SecretValue;
+use taskexec::store::{PluginWrite, Store};
 use taskexec::template::{MinijinjaRenderer, RenderContext, Renderer, TemplateKey};
 use taskexec::transport::http::HttpTransport;
 use taskexec::transport::{normalize_spec, DeliveryLog, EndpointType, Transport};
@@ -146,10 +151,118 @@ async fn main() {
         summarize("render only", latencies, started.elapsed())
     };
 
-    let report = json!({ "benchmark": "deliver", "results": [sequential, concurrent, render_only] });
+    let plugin_n: usize = std::env::var("BENCH_PLUGIN_N").ok().and_then(|v| v.parse().ok()).unwrap_or(10_000);
+    let comparison = plugin_versus_native(&format!("http://{addr}/hook/u"), plugin_n).await;
+
+    let report = json!({ "benchmark": "deliver", "results": [sequential, concurrent, render_only], "plugin_versus_native": comparison });
     if let Some(dir) = std::path::Path::new(&out_path).parent() {
         std::fs::create_dir_all(dir).unwrap();
     }
     std::fs::write(&out_path, serde_json::to_string_pretty(&report).unwrap()).unwrap();
     println!("wrote {out_path}");
+}
+
+/// Build plugins/ for wasm32-wasip2 and return the webhook-signed component's bytes.
+fn webhook_signed_component() -> Vec<u8> {
+    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let target = root.join("plugins/target");
+    let status = std::process::Command::new(env!("CARGO"))
+        .args(["build", "--release", "--target", "wasm32-wasip2", "--manifest-path"])
+        .arg(root.join("plugins/Cargo.toml"))
+        .arg("--target-dir")
+        .arg(&target)
+        .status()
+        .expect("cargo runs");
+    assert!(status.success(), "building the plugins failed");
+    std::fs::read(target.join("wasm32-wasip2/release/webhook_signed.wasm")).unwrap()
+}
+
+/// Run `n` deliveries, `concurrency` at a time, through `transport`; (per second, sorted latencies).
+async fn run_deliveries(
+    transport: Arc<dyn Transport>,
+    spec: Value,
+    n: usize,
+    concurrency: usize,
+) -> (f64, Vec<Duration>) {
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..concurrency)
+        .map(|t| {
+            let (transport, spec) = (transport.clone(), spec.clone());
+            tokio::spawn(async move {
+                let mut latencies = Vec::with_capacity(n / concurrency + 1);
+                for i in (t..n).step_by(concurrency) {
+                    let message = Message {
+                        execution_id: format!("exec_{i}"),
+                        attempt: 1,
+                        idempotency_key: format!("exec_{i}"),
+                        deadline_ms: u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap() + 30_000,
+                        spec_json: spec.to_string(),
+                    };
+                    let t0 = Instant::now();
+                    transport.deliver(message, &DeliveryLog::default()).await.expect("delivers");
+                    latencies.push(t0.elapsed());
+                }
+                latencies
+            })
+        })
+        .collect();
+    let mut latencies = Vec::with_capacity(n);
+    for task in tasks {
+        latencies.extend(task.await.unwrap());
+    }
+    let per_second = n as f64 / started.elapsed().as_secs_f64();
+    latencies.sort();
+    (per_second, latencies)
+}
+
+/// The same signed-looking POST through the plugin and through the native transport.
+async fn plugin_versus_native(url: &str, n: usize) -> Value {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn Store> =
+        Arc::new(taskexec::store::sqlite::SqliteStore::connect(&dir.path().join("bench.db"), 2).await.unwrap());
+    store.migrate().await.unwrap();
+    let bytes = webhook_signed_component();
+    let sha256: String = <sha2::Sha256 as sha2::Digest>::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect();
+    store
+        .plugin_insert(&PluginWrite {
+            name: "webhook".into(),
+            sha256,
+            bytes,
+            world: "transport-plugin".into(),
+            grants: json!(["http://127.0.0.1:*"]),
+            limits: serde_json::to_value(taskexec::plugin::PluginLimits::default()).unwrap(),
+        })
+        .await
+        .unwrap();
+    let runtime = PluginRuntime::new(Some(dir.path().join("cache")), 512).unwrap();
+    let plugin: Arc<dyn Transport> =
+        Arc::new(WasmTransport { host: PluginHost { runtime, store }, plugin: "webhook".into() });
+    let native: Arc<dyn Transport> = Arc::new(HttpTransport::new());
+    let body = json!({"user_id": "u_1", "amount": 12.5, "sender": "noreply@example.com"});
+    let plugin_spec = json!({"url": url, "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "body_template": body, "timeout_ms": 10000});
+    let native_spec = normalize_spec(EndpointType::Http, &json!({"url": url, "method": "POST", "body_template": body,
+        "headers": {"webhook-signature": "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=", "webhook-timestamp": "1614265330"}})).unwrap();
+    // Warm both: connection pools, the compiled component, the instance pool.
+    run_deliveries(plugin.clone(), plugin_spec.clone(), 500, 8).await;
+    run_deliveries(native.clone(), native_spec.clone(), 500, 8).await;
+
+    println!("\nthe same HTTP delivery: webhook-signed plugin versus native ({n} per scenario)");
+    println!("{:<28} {:>8} {:>12} {:>10} {:>10} {:>10}", "scenario", "n", "per second", "p50 µs", "p99 µs", "max µs");
+    let mut rows = Vec::new();
+    let mut p50 = std::collections::HashMap::new();
+    for concurrency in [1usize, 64] {
+        for (name, transport, spec) in [("native", &native, &native_spec), ("plugin", &plugin, &plugin_spec)] {
+            let (per_second, latencies) = run_deliveries(transport.clone(), spec.clone(), n, concurrency).await;
+            let label = format!("{name}, {concurrency} concurrent");
+            let row = summarize(&label, latencies.clone(), Duration::from_secs_f64(n as f64 / per_second));
+            p50.insert((name, concurrency), percentile(&latencies, 0.5).as_secs_f64() * 1e6);
+            rows.push(row);
+        }
+    }
+    for concurrency in [1usize, 64] {
+        let overhead = p50[&("plugin", concurrency)] - p50[&("native", concurrency)];
+        println!("plugin overhead at p50, {concurrency} concurrent: {overhead:.1} µs");
+    }
+    json!({ "rows": rows, "p50_overhead_us_1": (p50[&("plugin", 1)] - p50[&("native", 1)]).round(),
+            "p50_overhead_us_64": (p50[&("plugin", 64)] - p50[&("native", 64)]).round() })
 }

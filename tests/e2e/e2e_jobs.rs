@@ -17,6 +17,7 @@ both_backends!(
     cancel_and_update_follow_the_brief,
     cron_job_ticks_every_second_once_each,
     redis_stream_job_delivers,
+    delayed_job_delivers_to_redis,
 );
 
 const SECRET: &str = "sk-live-engine-7f3a";
@@ -453,4 +454,72 @@ async fn kafka_job_delivers_to_a_broker() {
     let header = message.headers().unwrap().iter().find(|h| h.key == "te-execution-id").unwrap();
     assert_eq!(header.value, Some(execution_id.as_bytes()));
     assert_eq!(execution["output"], json!({"partition": message.partition(), "offset": message.offset()}));
+}
+
+async fn delayed_job_delivers_to_redis(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let server = Server::start(&db).await;
+    let api = server.client();
+    let stream = format!("taskexec-e2e:{}", uuid::Uuid::new_v4().simple());
+    api.create(
+        "/endpoints",
+        &json!({"name": "later", "type": "REDIS_STREAM", "spec": {
+            "redis_url": "redis://127.0.0.1:6379", "stream": stream, "fields_template": {"n": "{{input.n}}"}
+        }}),
+    )
+    .await;
+    let run_at = chrono::Utc::now() + chrono::Duration::milliseconds(800);
+    let job = api.create("/jobs", &json!({"endpoint": "later", "trigger": "DELAYED", "idempotency_key": "r", "run_at": run_at, "input": {"n": 5}})).await;
+    let execution = wait_for_status(&api, job["execution"]["execution_id"].as_str().unwrap(), "SUCCESS").await;
+    let mut con =
+        redis::Client::open("redis://127.0.0.1:6379").unwrap().get_multiplexed_async_connection().await.unwrap();
+    let entries: Vec<(String, Vec<(String, String)>)> =
+        redis::cmd("XRANGE").arg(&stream).arg("-").arg("+").query_async(&mut con).await.unwrap();
+    assert_eq!(entries.len(), 1);
+    assert_eq!(execution["output"]["message_id"], entries[0].0.as_str());
+    // The stream id is the time Redis received the entry: not before run_at.
+    let received_ms: i64 = entries[0].0.split('-').next().unwrap().parse().unwrap();
+    assert!(received_ms >= run_at.timestamp_millis(), "delivered before run_at");
+    let _: () = redis::cmd("DEL").arg(&stream).query_async(&mut con).await.unwrap();
+}
+
+/// A cron job through the Kafka mock cluster: every tick is one message, keyed per tick.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cron_job_delivers_to_kafka() {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    use rdkafka::message::{Headers, Message};
+    let cluster = rdkafka::mocking::MockCluster::new(1).unwrap();
+    cluster.create_topic("ticks", 1, 1).unwrap();
+    let db = TestDb::new(Backend::Sqlite).await;
+    let server = Server::start(&db).await;
+    let api = server.client();
+    api.create("/endpoints", &json!({"name": "ticks", "type": "KAFKA", "spec": {
+        "bootstrap_servers": cluster.bootstrap_servers(), "topic": "ticks", "value_template": {"job": "{{input.name}}"}
+    }})).await;
+    let job = api.create("/jobs", &json!({"endpoint": "ticks", "trigger": "CRON", "cron": "* * * * * *", "timezone": "UTC", "input": {"name": "every-second"}})).await;
+    let job_id = job["job_id"].as_str().unwrap().to_owned();
+    let consumer: BaseConsumer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", cluster.bootstrap_servers())
+        .set("group.id", "cron-e2e")
+        .set("auto.offset.reset", "earliest")
+        .create()
+        .unwrap();
+    consumer.subscribe(&["ticks"]).unwrap();
+    let mut execution_ids = std::collections::BTreeSet::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while execution_ids.len() < 3 {
+        assert!(std::time::Instant::now() < deadline, "fewer than three ticks consumed");
+        if let Some(m) = consumer.poll(Duration::from_millis(100)) {
+            let m = m.unwrap().detach();
+            assert_eq!(serde_json::from_slice::<Value>(m.payload().unwrap()).unwrap(), json!({"job": "every-second"}));
+            let id = m.headers().unwrap().iter().find(|h| h.key == "te-execution-id").unwrap().value.unwrap().to_vec();
+            execution_ids.insert(String::from_utf8(id).unwrap());
+        }
+    }
+    api.post(&format!("/jobs/{job_id}/cancel"), &json!({})).await;
+    // Each consumed message is one of the job's executions, each tick delivered once.
+    let (executions, _) = api.list_all(&format!("/jobs/{job_id}/executions"), 200).await;
+    let known: std::collections::BTreeSet<String> =
+        executions.iter().map(|e| e["execution_id"].as_str().unwrap().to_owned()).collect();
+    assert!(execution_ids.is_subset(&known), "{execution_ids:?} not all in {known:?}");
 }

@@ -48,6 +48,13 @@ pub fn is_template(s: &str) -> bool {
     s.contains("{{") || s.contains("{%") || s.contains("{#")
 }
 
+/// Whether a string may be rendered before delivery, by the built-in renderer or by a renderer
+/// plugin (`${…}`, as plugins/dollar-renderer uses): such a string is checked after rendering,
+/// not at registration.
+pub fn may_be_template(s: &str) -> bool {
+    is_template(s) || s.contains("${")
+}
+
 /// Parse every templated string in `spec` (object values, arrays, nested), check the
 /// namespaces it uses, and gather what it refers to. `root` names the spec in error paths.
 pub fn check_spec(root: &str, spec: &Value) -> Result<TemplateRefs, TemplateError> {

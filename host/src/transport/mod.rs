@@ -234,7 +234,7 @@ pub(crate) fn check_non_empty(field: &str, value: &str) -> Result<(), SpecError>
 
 /// Literal (untemplated) values can be checked now; templated ones only after rendering.
 pub(crate) fn literal(value: &str) -> Option<&str> {
-    (!template::is_template(value)).then_some(value)
+    (!template::may_be_template(value)).then_some(value)
 }
 
 /// The longest a delivery may take. The reclaimer treats an execution RUNNING for longer than

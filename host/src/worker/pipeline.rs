@@ -281,9 +281,13 @@ impl Pipeline {
                 }
             }
         };
-        let refs = match template::check_spec("spec", &endpoint.spec) {
-            Ok(refs) => refs,
-            Err(error) => return Ok(Err(format!("`{}`: {}", error.field, error.message))),
+        // A renderer plugin's templates are in its own syntax, and it gets no secrets.
+        let refs = match &endpoint.renderer {
+            Some(_) => template::TemplateRefs::default(),
+            None => match template::check_spec("spec", &endpoint.spec) {
+                Ok(refs) => refs,
+                Err(error) => return Ok(Err(format!("`{}`: {}", error.field, error.message))),
+            },
         };
         let mut secrets = BTreeMap::new();
         for name in refs.secrets {
