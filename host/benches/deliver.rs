@@ -234,7 +234,25 @@ async fn plugin_versus_native(url: &str, n: usize) -> Value {
         })
         .await
         .unwrap();
+    let hostile = std::fs::read(
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../plugins/target/wasm32-wasip2/release/hostile.wasm"),
+    )
+    .unwrap();
+    store
+        .plugin_insert(&PluginWrite {
+            name: "noop".into(),
+            sha256: <sha2::Sha256 as sha2::Digest>::digest(&hostile).iter().map(|b| format!("{b:02x}")).collect(),
+            bytes: hostile,
+            world: "transport-plugin".into(),
+            grants: json!([]),
+            limits: serde_json::to_value(taskexec::plugin::PluginLimits::default()).unwrap(),
+        })
+        .await
+        .unwrap();
     let runtime = PluginRuntime::new(Some(dir.path().join("cache")), 512).unwrap();
+    let host_for_breakdown = PluginHost { runtime: runtime.clone(), store: store.clone() };
+    let noop: Arc<dyn Transport> = Arc::new(WasmTransport { host: host_for_breakdown.clone(), plugin: "noop".into() });
     let plugin: Arc<dyn Transport> =
         Arc::new(WasmTransport { host: PluginHost { runtime, store }, plugin: "webhook".into() });
     let native: Arc<dyn Transport> = Arc::new(HttpTransport::new());
@@ -263,6 +281,24 @@ async fn plugin_versus_native(url: &str, n: usize) -> Value {
         let overhead = p50[&("plugin", concurrency)] - p50[&("native", concurrency)];
         println!("plugin overhead at p50, {concurrency} concurrent: {overhead:.1} µs");
     }
+
+    // Where a plugin delivery's time goes, one at a time: the registry lookup, then
+    // instantiate + call of a plugin that does no I/O (hostile, mode "ok").
+    let lookups = {
+        let mut latencies = Vec::with_capacity(2000);
+        for _ in 0..2000 {
+            let t = Instant::now();
+            host_for_breakdown.latest("webhook").await.unwrap();
+            latencies.push(t.elapsed());
+        }
+        latencies.sort();
+        percentile(&latencies, 0.5).as_secs_f64() * 1e6
+    };
+    let (_, empty_calls) = run_deliveries(noop.clone(), json!({"mode": "ok"}), 5000, 1).await;
+    let empty_call = percentile(&empty_calls, 0.5).as_secs_f64() * 1e6;
+    println!(
+        "breakdown at p50: registry lookup {lookups:.1} µs; lookup + instantiate + call with no I/O {empty_call:.1} µs"
+    );
     json!({ "rows": rows, "p50_overhead_us_1": (p50[&("plugin", 1)] - p50[&("native", 1)]).round(),
             "p50_overhead_us_64": (p50[&("plugin", 64)] - p50[&("native", 64)]).round() })
 }

@@ -82,6 +82,7 @@ pub struct PluginRuntime {
     loaded: RwLock<HashMap<String, Arc<Loaded>>>,
     cache_dir: Option<PathBuf>,
     pub memory_mb_max: u32,
+    http: reqwest::Client,
 }
 
 impl PluginRuntime {
@@ -121,7 +122,14 @@ impl PluginRuntime {
             use std::os::unix::fs::PermissionsExt;
             std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
         }
-        Ok(Arc::new(Self { engine, linker, loaded: RwLock::default(), cache_dir, memory_mb_max }))
+        Ok(Arc::new(Self {
+            engine,
+            linker,
+            loaded: RwLock::default(),
+            cache_dir,
+            memory_mb_max,
+            http: super::sandbox::plugin_http_client(),
+        }))
     }
 
     fn compile(&self, bytes: &[u8]) -> Result<Component, String> {
@@ -224,7 +232,7 @@ impl PluginRuntime {
     }
 
     fn store(&self, grants: Arc<Grants>, limits: &PluginLimits, cpu: Duration) -> Store<PluginState> {
-        let mut store = Store::new(&self.engine, PluginState::new(grants, limits));
+        let mut store = Store::new(&self.engine, PluginState::new(grants, limits, self.http.clone()));
         store.limiter(|state| &mut state.limits);
         store.set_epoch_deadline((cpu.as_millis() / EPOCH_TICK.as_millis()).max(1) as u64 + 1);
         store.epoch_deadline_trap();

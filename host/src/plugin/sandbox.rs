@@ -47,10 +47,37 @@ impl CallLogs {
 /// The requests a call tried to send where its grants did not allow, for its logs.
 pub type Denials = Arc<Mutex<Vec<String>>>;
 
-/// wasi:http's policy hook: only granted destinations, checked again after DNS.
+/// wasi:http's policy hook: only granted destinations, checked again after DNS, sent through
+/// one shared client so plugin requests reuse keep-alive connections like the native HTTP
+/// transport does (wasmtime-wasi-http's default opens a new connection for every request).
 pub struct GrantHooks {
     grants: Arc<Grants>,
     denials: Denials,
+    client: reqwest::Client,
+}
+
+/// The client every plugin request goes through. Redirects are not followed: a redirect to a
+/// host outside the grants must not be reachable that way (the plugin sees the 3xx).
+pub fn plugin_http_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .pool_max_idle_per_host(256)
+        .tcp_nodelay(true)
+        .build()
+        .expect("the plugin HTTP client builds")
+}
+
+/// Largest response body a plugin is handed, so one answer cannot exhaust the host.
+const MAX_RESPONSE_BYTES: usize = 16 * 1024 * 1024;
+
+fn transport_error(error: &reqwest::Error) -> wasmtime_wasi_http::Error {
+    if error.is_timeout() {
+        wasmtime_wasi_http::Error::ConnectionReadTimeout
+    } else if error.is_connect() {
+        wasmtime_wasi_http::Error::ConnectionRefused
+    } else {
+        wasmtime_wasi_http::Error::ConnectionTerminated
+    }
 }
 
 impl WasiHttpHooks for GrantHooks {
@@ -73,6 +100,7 @@ impl WasiHttpHooks for GrantHooks {
         drop(fut);
         let grants = self.grants.clone();
         let denials = self.denials.clone();
+        let client = self.client.clone();
         Box::new(async move {
             let uri = request.uri().clone();
             let scheme = uri.scheme_str().unwrap_or("https").to_owned();
@@ -96,10 +124,33 @@ impl WasiHttpHooks for GrantHooks {
                 ));
                 return Err(wasmtime_wasi_http::Error::DestinationIpProhibited);
             }
-            let (response, io) = wasmtime_wasi_http::default_send_request(request, options).await?;
+            let (parts, body) = request.into_parts();
+            let body = body.collect().await?.to_bytes();
+            let mut outgoing = client.request(parts.method, parts.uri.to_string()).headers(parts.headers).body(body);
+            let total = options.as_ref().and_then(|o| o.first_byte_timeout.or(o.connect_timeout));
+            if let Some(timeout) = total {
+                outgoing = outgoing.timeout(timeout);
+            }
+            let mut response = outgoing.send().await.map_err(|e| transport_error(&e))?;
+            let mut answer = http::Response::builder().status(response.status());
+            for (name, value) in response.headers() {
+                answer = answer.header(name, value);
+            }
+            let mut collected = Vec::new();
+            while let Some(chunk) = response.chunk().await.map_err(|e| transport_error(&e))? {
+                if collected.len() + chunk.len() > MAX_RESPONSE_BYTES {
+                    return Err(wasmtime_wasi_http::Error::HttpResponseBodySize(Some(MAX_RESPONSE_BYTES as u64)));
+                }
+                collected.extend_from_slice(&chunk);
+            }
+            let body: WasiBody = http_body_util::Full::new(axum::body::Bytes::from(collected))
+                .map_err(|never| match never {})
+                .boxed_unsync();
+            let answer = answer.body(body).map_err(|_| wasmtime_wasi_http::Error::HttpResponseIncomplete)?;
             Ok((
-                response.map(|b| b.map_err(Into::into).boxed_unsync()),
-                Box::new(io) as Box<dyn std::future::Future<Output = Result<(), wasmtime_wasi_http::Error>> + Send>,
+                answer,
+                Box::new(async { Ok(()) })
+                    as Box<dyn std::future::Future<Output = Result<(), wasmtime_wasi_http::Error>> + Send>,
             ))
         })
     }
@@ -118,7 +169,7 @@ pub struct PluginState {
 }
 
 impl PluginState {
-    pub fn new(grants: Arc<Grants>, limits: &PluginLimits) -> Self {
+    pub fn new(grants: Arc<Grants>, limits: &PluginLimits, client: reqwest::Client) -> Self {
         let stdout = MemoryOutputPipe::new(OUTPUT_CAPTURE_BYTES);
         let stderr = MemoryOutputPipe::new(OUTPUT_CAPTURE_BYTES);
         let mut wasi = WasiCtx::builder();
@@ -135,7 +186,7 @@ impl PluginState {
             table: ResourceTable::new(),
             wasi: wasi.build(),
             http: WasiHttpCtx::new(),
-            hooks: GrantHooks { grants, denials: denials.clone() },
+            hooks: GrantHooks { grants, denials: denials.clone(), client },
             limits: StoreLimitsBuilder::new()
                 .memory_size(limits.memory_mb as usize * 1024 * 1024)
                 .instances(16)
