@@ -2,9 +2,10 @@
 //!
 //! `impl_store!(Type, Database, { backend's own methods })` expands into the backend's whole
 //! `Store` impl: its own methods plus every method below. Each backend type must have a `pool`
-//! field and an inherent `begin_write()` that opens a transaction that will write (SQLite needs
+//! field, an inherent `begin_write()` that opens a transaction that will write (SQLite needs
 //! `BEGIN IMMEDIATE` there; a deferred read-then-write transaction can fail under WAL instead of
-//! waiting for the lock).
+//! waiting for the lock), and an inherent `finish_fenced()` writing a batch of attempt outcomes
+//! to their executions under the fence.
 //!
 //! All SQL here sticks to the portable subset: `$N` placeholders (sqlx's SQLite driver reads
 //! them as positions), `ON CONFLICT … DO NOTHING`, `RETURNING`, and row-value comparison.
@@ -725,26 +726,9 @@ macro_rules! impl_store {
 
                 async fn execution_finish_many(&self, finishes: &[AttemptFinish]) -> StoreResult<Vec<bool>> {
                     let mut tx = self.begin_write().await?;
-                    let mut written = Vec::with_capacity(finishes.len());
-                    for f in finishes {
-                        // The fence: the attempt number the worker claimed must still be current.
-                        let done = sqlx::query(
-                            "UPDATE executions
-                             SET status = $3, output = $4, completed_at = $5, duration_ms = $6, worker_id = NULL,
-                                 run_at = COALESCE($7, run_at)
-                             WHERE execution_id = $1 AND status = 'RUNNING' AND attempt_count = $2",
-                        )
-                        .bind(&f.execution_id)
-                        .bind(f.attempt_number)
-                        .bind(f.execution_status)
-                        .bind(f.output.as_ref().map(Json))
-                        .bind((f.execution_status != "RETRYING").then_some(DbTime(f.completed_at)))
-                        .bind(f.duration_ms)
-                        .bind(f.retry_at.map(DbTime))
-                        .execute(&mut *tx)
-                        .await?;
-                        written.push(done.rows_affected() == 1);
-                    }
+                    // The fence, per backend: write each execution only if it is still RUNNING
+                    // under the attempt number that finished.
+                    let written = Self::finish_fenced(&mut tx, finishes).await?;
                     let winners: Vec<&AttemptFinish> = finishes.iter().zip(&written).filter(|(_, w)| **w).map(|(f, _)| f).collect();
                     if !winners.is_empty() {
                         let mut attempts = sqlx::QueryBuilder::<$db>::new(

@@ -42,6 +42,36 @@ impl SqliteStore {
     }
 }
 
+impl SqliteStore {
+    /// The fenced execution writes of a batch: one statement each, which costs little in
+    /// process (the transaction's single commit is what counts).
+    async fn finish_fenced(
+        tx: &mut Transaction<'_, Sqlite>,
+        finishes: &[super::AttemptFinish],
+    ) -> StoreResult<Vec<bool>> {
+        let mut written = Vec::with_capacity(finishes.len());
+        for f in finishes {
+            let done = sqlx::query(
+                "UPDATE executions
+                 SET status = $3, output = $4, completed_at = $5, duration_ms = $6, worker_id = NULL,
+                     run_at = COALESCE($7, run_at)
+                 WHERE execution_id = $1 AND status = 'RUNNING' AND attempt_count = $2",
+            )
+            .bind(&f.execution_id)
+            .bind(f.attempt_number)
+            .bind(f.execution_status)
+            .bind(f.output.as_ref().map(sqlx::types::Json))
+            .bind((f.execution_status != "RETRYING").then_some(super::DbTime(f.completed_at)))
+            .bind(f.duration_ms)
+            .bind(f.retry_at.map(super::DbTime))
+            .execute(&mut **tx)
+            .await?;
+            written.push(done.rows_affected() == 1);
+        }
+        Ok(written)
+    }
+}
+
 impl_store!(SqliteStore, Sqlite, {
     fn backend(&self) -> Backend {
         Backend::Sqlite
