@@ -4,8 +4,9 @@
 //! `Store` impl: its own methods plus every method below. Each backend type must have a `pool`
 //! field, an inherent `begin_write()` that opens a transaction that will write (SQLite needs
 //! `BEGIN IMMEDIATE` there; a deferred read-then-write transaction can fail under WAL instead of
-//! waiting for the lock), and an inherent `finish_fenced()` writing a batch of attempt outcomes
-//! to their executions under the fence.
+//! waiting for the lock), an inherent `finish_fenced()` writing a batch of attempt outcomes
+//! to their executions under the fence, and an inherent `advance_ticks()` recording a batch of
+//! cron ticks (compare-and-set, then the winners' executions).
 //!
 //! All SQL here sticks to the portable subset: `$N` placeholders (sqlx's SQLite driver reads
 //! them as positions), `ON CONFLICT … DO NOTHING`, `RETURNING`, and row-value comparison.
@@ -162,7 +163,7 @@ macro_rules! impl_store {
 
                 /// Insert an execution; a second one with the same (job, idempotency key) is
                 /// ignored. Whether it was inserted.
-                async fn execution_insert(tx: &mut sqlx::Transaction<'_, $db>, e: &ExecutionWrite) -> StoreResult<bool> {
+                pub(super) async fn execution_insert(tx: &mut sqlx::Transaction<'_, $db>, e: &ExecutionWrite) -> StoreResult<bool> {
                     let done = sqlx::query(
                         "INSERT INTO executions (execution_id, job_id, endpoint, endpoint_type, idempotency_key, status, input,
                              max_attempts, run_at, created_at)
@@ -641,26 +642,9 @@ macro_rules! impl_store {
 
                 async fn cron_advance_many(&self, advances: &[CronAdvance]) -> StoreResult<Vec<bool>> {
                     let mut tx = self.begin_write().await?;
-                    let mut recorded = Vec::with_capacity(advances.len());
-                    for advance in advances {
-                        // The compare-and-set: only the scheduler that still sees `tick` as next moves it.
-                        let moved = sqlx::query(
-                            "UPDATE jobs SET cron_next_run_at = $3, cron_last_tick_at = $2
-                             WHERE job_id = $1 AND cron_next_run_at = $2 AND status = 'ACTIVE'",
-                        )
-                        .bind(&advance.job_id)
-                        .bind(DbTime(advance.tick))
-                        .bind(advance.next.map(DbTime))
-                        .execute(&mut *tx)
-                        .await?;
-                        let won = moved.rows_affected() == 1;
-                        if won {
-                            if let Some(execution) = &advance.execution {
-                                Self::execution_insert(&mut tx, execution).await?;
-                            }
-                        }
-                        recorded.push(won);
-                    }
+                    // Per backend: the compare-and-set of each job's tick, and the executions of
+                    // the ticks that won it.
+                    let recorded = Self::advance_ticks(&mut tx, advances).await?;
                     tx.commit().await?;
                     Ok(recorded)
                 }

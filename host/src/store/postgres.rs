@@ -75,6 +75,62 @@ impl PgStore {
     }
 }
 
+impl PgStore {
+    /// A batch of cron ticks in two statements: every job's compare-and-set in one UPDATE, then
+    /// the executions of the ticks that won in one INSERT (both fed by UNNEST of arrays).
+    async fn advance_ticks(
+        tx: &mut Transaction<'_, Postgres>,
+        advances: &[super::CronAdvance],
+    ) -> StoreResult<Vec<bool>> {
+        let ids: Vec<&str> = advances.iter().map(|a| a.job_id.as_str()).collect();
+        let ticks: Vec<chrono::DateTime<chrono::Utc>> = advances.iter().map(|a| a.tick).collect();
+        let next: Vec<Option<chrono::DateTime<chrono::Utc>>> = advances.iter().map(|a| a.next).collect();
+        let moved: Vec<(String,)> = sqlx::query_as(
+            "UPDATE jobs AS j SET cron_next_run_at = v.next, cron_last_tick_at = v.tick
+             FROM UNNEST($1::text[], $2::timestamptz[], $3::timestamptz[]) AS v(job_id, tick, next)
+             WHERE j.job_id = v.job_id AND j.cron_next_run_at = v.tick AND j.status = 'ACTIVE'
+             RETURNING j.job_id",
+        )
+        .bind(&ids)
+        .bind(&ticks)
+        .bind(&next)
+        .fetch_all(&mut **tx)
+        .await?;
+        let won: std::collections::HashSet<&str> = moved.iter().map(|(id,)| id.as_str()).collect();
+        let executions: Vec<&super::ExecutionWrite> =
+            advances.iter().filter(|a| won.contains(a.job_id.as_str())).filter_map(|a| a.execution.as_ref()).collect();
+        if !executions.is_empty() {
+            let column = |f: fn(&super::ExecutionWrite) -> String| executions.iter().map(|e| f(e)).collect::<Vec<_>>();
+            let idempotency: Vec<Option<&str>> = executions.iter().map(|e| e.idempotency_key.as_deref()).collect();
+            let inputs: Vec<sqlx::types::Json<&serde_json::Value>> =
+                executions.iter().map(|e| sqlx::types::Json(&e.input)).collect();
+            let attempts: Vec<i32> = executions.iter().map(|e| e.max_attempts).collect();
+            let run_at: Vec<chrono::DateTime<chrono::Utc>> = executions.iter().map(|e| e.run_at).collect();
+            let created: Vec<chrono::DateTime<chrono::Utc>> = executions.iter().map(|e| e.created_at).collect();
+            sqlx::query(
+                "INSERT INTO executions (execution_id, job_id, endpoint, endpoint_type, idempotency_key, status, input,
+                     max_attempts, run_at, created_at)
+                 SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::jsonb[],
+                     $8::int4[], $9::timestamptz[], $10::timestamptz[])
+                 ON CONFLICT (job_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING",
+            )
+            .bind(column(|e| e.execution_id.clone()))
+            .bind(column(|e| e.job_id.clone()))
+            .bind(column(|e| e.endpoint.clone()))
+            .bind(column(|e| e.endpoint_type.clone()))
+            .bind(&idempotency)
+            .bind(column(|e| e.status.to_owned()))
+            .bind(&inputs)
+            .bind(&attempts)
+            .bind(&run_at)
+            .bind(&created)
+            .execute(&mut **tx)
+            .await?;
+        }
+        Ok(advances.iter().map(|a| won.contains(a.job_id.as_str())).collect())
+    }
+}
+
 impl_store!(PgStore, Postgres, {
     fn backend(&self) -> Backend {
         Backend::Postgres

@@ -72,6 +72,37 @@ impl SqliteStore {
     }
 }
 
+impl SqliteStore {
+    /// A batch of cron ticks, one compare-and-set and one insert per tick (in process, each
+    /// statement is cheap; the batch's one commit is what counts).
+    async fn advance_ticks(
+        tx: &mut Transaction<'_, Sqlite>,
+        advances: &[super::CronAdvance],
+    ) -> StoreResult<Vec<bool>> {
+        let mut recorded = Vec::with_capacity(advances.len());
+        for advance in advances {
+            // The compare-and-set: only the scheduler that still sees `tick` as next moves it.
+            let moved = sqlx::query(
+                "UPDATE jobs SET cron_next_run_at = $3, cron_last_tick_at = $2
+                 WHERE job_id = $1 AND cron_next_run_at = $2 AND status = 'ACTIVE'",
+            )
+            .bind(&advance.job_id)
+            .bind(super::DbTime(advance.tick))
+            .bind(advance.next.map(super::DbTime))
+            .execute(&mut **tx)
+            .await?;
+            let won = moved.rows_affected() == 1;
+            if won {
+                if let Some(execution) = &advance.execution {
+                    Self::execution_insert(tx, execution).await?;
+                }
+            }
+            recorded.push(won);
+        }
+        Ok(recorded)
+    }
+}
+
 impl_store!(SqliteStore, Sqlite, {
     fn backend(&self) -> Backend {
         Backend::Sqlite
