@@ -1,5 +1,9 @@
 //! Loop 1: cron ticks become executions.
 //!
+//! The loop sleeps until the earliest next tick of any active cron job (at most
+//! `TE_CRON_TICK_INTERVAL_SEC`), and is woken early when a cron job is created or updated in
+//! this process.
+//!
 //! Each due job gets its tick's execution, keyed `{job_id}_{tick epoch ms}` (so a tick is
 //! never created twice), and its next tick is computed from the tick just made, not from now:
 //! a scheduler that was down for N ticks catches up with N executions. The advance is a
@@ -24,9 +28,21 @@ pub async fn run(store: Arc<dyn Store>, config: SchedulerConfig, wakeups: Wakeup
             Ok(created) => tracing::debug!(created, "Materialized cron ticks."),
             Err(error) => tracing::warn!(%error, "Cron materialization failed; retrying next tick."),
         }
+        // Sleep until the earliest next tick (at most the tick interval), so a minute's ticks are
+        // materialized at the minute rather than up to an interval later.
+        let sleep = match store.cron_next_due().await {
+            Ok(Some(next)) => {
+                (next - now()).to_std().unwrap_or(std::time::Duration::ZERO).min(config.cron_tick_interval)
+            }
+            Ok(None) => config.cron_tick_interval,
+            Err(error) => {
+                tracing::warn!(%error, "Could not read the next cron tick.");
+                config.cron_tick_interval
+            }
+        };
         tokio::select! {
             () = shutdown.cancelled() => return,
-            () = tokio::time::sleep(config.cron_tick_interval) => {}
+            () = tokio::time::sleep(sleep) => {}
             () = wakeups.schedule_changed.notified() => {}
         }
     }

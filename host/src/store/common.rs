@@ -630,6 +630,19 @@ macro_rules! impl_store {
 
                 // ---- scheduler ----
 
+                async fn cron_next_due(&self) -> StoreResult<Option<DateTime<Utc>>> {
+                    // Served by idx_jobs_cron_due (partial on active cron jobs, ordered by next tick).
+                    let row: Option<(DateTime<Utc>,)> = sqlx::query_as(
+                        "SELECT cron_next_run_at FROM jobs
+                         WHERE trigger_type = 'CRON' AND status = 'ACTIVE' AND cron_next_run_at IS NOT NULL
+                         ORDER BY cron_next_run_at
+                         LIMIT 1",
+                    )
+                    .fetch_optional(&self.pool)
+                    .await?;
+                    Ok(row.map(|(t,)| t))
+                }
+
                 async fn cron_due(&self, now: DateTime<Utc>, limit: i64) -> StoreResult<Vec<Job>> {
                     let sql = format!(
                         "SELECT {JOB_COLUMNS} FROM jobs

@@ -259,6 +259,8 @@ pub trait Store: Send + Sync + 'static {
 
     // ---- scheduler ----
 
+    /// The earliest next tick of any active cron job: when the materializer next has work.
+    async fn cron_next_due(&self) -> StoreResult<Option<DateTime<Utc>>>;
     /// Active cron jobs whose next tick is due at `now`, earliest first.
     async fn cron_due(&self, now: DateTime<Utc>, limit: i64) -> StoreResult<Vec<Job>>;
     /// Record cron ticks in one transaction: for each, compare-and-set the job's next tick and
