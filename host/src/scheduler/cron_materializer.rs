@@ -63,8 +63,9 @@ pub async fn materialize_due(
     wakeups: &Wakeups,
 ) -> StoreResult<usize> {
     let mut created = 0;
-    // Retry policies per endpoint, read once per pass.
+    // Retry policies per endpoint and parsed schedules per (expression, zone), once per pass.
     let mut max_attempts: HashMap<String, i32> = HashMap::new();
+    let mut schedules: HashMap<(String, String), Option<CronSchedule>> = HashMap::new();
     loop {
         let due = store.cron_due(now, batch).await?;
         if due.is_empty() {
@@ -85,7 +86,18 @@ pub async fn materialize_due(
                     n
                 }
             };
-            advances.extend(plan_tick(job, attempts, now));
+            let (Some(expression), Some(zone)) = (&job.cron_expression, &job.cron_timezone) else { continue };
+            let schedule = schedules.entry((expression.clone(), zone.clone())).or_insert_with(|| match CronSchedule::parse(expression, zone) {
+                Ok(schedule) => Some(schedule),
+                Err(error) => {
+                    // Validated at creation; a change of the cron crate could still refuse it later.
+                    tracing::error!(job_id = %job.job_id, error = %error.0, "A stored cron expression no longer parses; skipping the job.");
+                    None
+                }
+            });
+            if let Some(schedule) = schedule {
+                advances.extend(plan_tick(job, schedule, attempts, now));
+            }
         }
         let recorded = store.cron_advance_many(&advances).await?;
         let made = advances.iter().zip(&recorded).filter(|(a, won)| **won && a.execution.is_some()).count();
@@ -102,16 +114,8 @@ pub async fn materialize_due(
 
 /// The advance for a job's due tick: its execution (none when the tick is past `ends_at`) and
 /// the tick after it (none when the schedule is over).
-fn plan_tick(job: &Job, max_attempts: i32, now: DateTime<Utc>) -> Option<CronAdvance> {
+fn plan_tick(job: &Job, schedule: &CronSchedule, max_attempts: i32, now: DateTime<Utc>) -> Option<CronAdvance> {
     let tick = job.cron_next_run_at?;
-    let schedule = match CronSchedule::parse(job.cron_expression.as_deref()?, job.cron_timezone.as_deref()?) {
-        Ok(schedule) => schedule,
-        Err(error) => {
-            // Validated at creation; a change of the cron crate could still refuse it later.
-            tracing::error!(job_id = %job.job_id, error = %error.0, "A stored cron expression no longer parses; skipping the job.");
-            return None;
-        }
-    };
     let before_end = |t: &DateTime<Utc>| job.cron_ends_at.is_none_or(|end| *t < end);
     let execution = before_end(&tick).then(|| ExecutionWrite {
         execution_id: new_id(EXECUTION),

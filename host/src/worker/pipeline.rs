@@ -43,6 +43,9 @@ pub struct Pipeline {
     secrets: TtlCache<String, SecretValue>,
     completer: Completer,
     plugins: Option<PluginHost>,
+    /// The secret names each endpoint version's templates read: found once per version, not
+    /// by re-parsing the spec on every attempt.
+    secret_refs: std::sync::RwLock<std::collections::HashMap<TemplateKey, Arc<Vec<String>>>>,
 }
 
 /// How long the pipeline's caches keep what they read.
@@ -103,6 +106,7 @@ impl Pipeline {
             secrets: TtlCache::new(ttls.secret),
             completer: Completer::spawn(store),
             plugins,
+            secret_refs: Default::default(),
         }
     }
 
@@ -281,16 +285,12 @@ impl Pipeline {
                 }
             }
         };
-        // A renderer plugin's templates are in its own syntax, and it gets no secrets.
-        let refs = match &endpoint.renderer {
-            Some(_) => template::TemplateRefs::default(),
-            None => match template::check_spec("spec", &endpoint.spec) {
-                Ok(refs) => refs,
-                Err(error) => return Ok(Err(format!("`{}`: {}", error.field, error.message))),
-            },
+        let names = match self.secret_names(endpoint) {
+            Ok(names) => names,
+            Err(message) => return Ok(Err(message)),
         };
         let mut secrets = BTreeMap::new();
-        for name in refs.secrets {
+        for name in names.iter().cloned() {
             let cipher = &self.cipher;
             let loaded = self
                 .secrets
@@ -311,6 +311,26 @@ impl Pipeline {
             };
         }
         Ok(Ok(RenderContext { input: execution.input.clone().unwrap_or_default(), config, secrets }))
+    }
+
+    /// The secrets an endpoint version's templates name. A renderer plugin's templates are in
+    /// its own syntax, and it gets no secrets.
+    fn secret_names(&self, endpoint: &Endpoint) -> Result<Arc<Vec<String>>, String> {
+        let key = TemplateKey { endpoint: endpoint.name.clone(), version: endpoint.version };
+        if let Some(names) = self.secret_refs.read().expect("secret refs lock").get(&key) {
+            return Ok(names.clone());
+        }
+        let names = match &endpoint.renderer {
+            Some(_) => Vec::new(),
+            None => template::check_spec("spec", &endpoint.spec)
+                .map_err(|error| format!("`{}`: {}", error.field, error.message))?
+                .secrets
+                .into_iter()
+                .collect(),
+        };
+        let names = Arc::new(names);
+        self.secret_refs.write().expect("secret refs lock").insert(key, names.clone());
+        Ok(names)
     }
 
     /// The write that ends the attempt: SUCCESS, RETRYING with the next run time, or FAILED.
