@@ -282,6 +282,12 @@ pub struct SchedulerArgs {
     #[arg(long, env = "TE_CRON_BATCH_SIZE", value_name = "TE_CRON_BATCH_SIZE", default_value_t = 100,
           value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub cron_batch_size: u32,
+    /// How far ahead of its time a cron tick is materialized, in seconds (0: at its time).
+    /// Ticks made ahead wait as PENDING executions and are released at the tick, so a busy
+    /// minute's database work is done before the minute rather than at it.
+    #[arg(long, env = "TE_CRON_LOOKAHEAD_SEC", value_name = "TE_CRON_LOOKAHEAD_SEC", default_value_t = 10,
+          value_parser = clap::value_parser!(u64).range(0..=3600))]
+    pub cron_lookahead_sec: u64,
     /// How often due delayed executions are promoted, in milliseconds.
     #[arg(long, env = "TE_PROMOTE_INTERVAL_MS", value_name = "TE_PROMOTE_INTERVAL_MS", default_value_t = 500,
           value_parser = clap::value_parser!(u64).range(1..=3_600_000))]

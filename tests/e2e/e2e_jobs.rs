@@ -16,6 +16,7 @@ both_backends!(
     input_is_validated_against_the_payload_spec,
     cancel_and_update_follow_the_brief,
     cron_job_ticks_every_second_once_each,
+    cron_tick_is_made_ahead_and_fires_at_its_time,
     redis_stream_job_delivers,
     delayed_job_delivers_to_redis,
 );
@@ -372,6 +373,59 @@ async fn cron_job_ticks_every_second_once_each(backend: Backend) {
     let status = api.get(&format!("/jobs/{job_id}/status")).await.body;
     assert_eq!(status["status"], "RETIRED");
     assert!(status["cron"]["last_tick_at"].is_string());
+}
+
+/// A cron tick is materialized ahead of its time as a PENDING execution, delivered at its tick
+/// and not before; cancelling the job cancels a tick still waiting, which is never delivered.
+async fn cron_tick_is_made_ahead_and_fires_at_its_time(backend: Backend) {
+    use chrono::{SubsecRound, Timelike, Utc};
+    let db = TestDb::new(backend).await;
+    let server = Server::start_with(&db, ServerOptions::new().env("TE_CRON_LOOKAHEAD_SEC", "30")).await;
+    let api = server.client();
+    let receiver = Receiver::start().await;
+    http_endpoint(&api, &receiver, "tick", "/ok/tick", json!(null)).await;
+    // Hourly at one minute and second, about 10 s from now: that is the next tick.
+    let tick = (Utc::now() + chrono::Duration::seconds(10)).trunc_subsecs(0);
+    let cron = format!("{} {} * * * *", tick.second(), tick.minute());
+    let job = |key: &str| json!({"endpoint": "tick", "trigger": "CRON", "cron": cron, "timezone": "UTC", "idempotency_key": key, "input": {"user_id": "u", "amount": 1}});
+    let kept = api.create("/jobs", &job("kept")).await["job_id"].as_str().unwrap().to_owned();
+    let cancelled = api.create("/jobs", &job("cancelled")).await["job_id"].as_str().unwrap().to_owned();
+
+    let waiting = |job_id: String| {
+        let api = api.clone();
+        async move {
+            let items = api.get(&format!("/jobs/{job_id}/executions")).await.body["items"].clone();
+            items.as_array().unwrap().first().cloned()
+        }
+    };
+    eventually("both ticks materialized ahead", Duration::from_secs(8), || async {
+        waiting(kept.clone()).await.is_some() && waiting(cancelled.clone()).await.is_some()
+    })
+    .await;
+    assert!(Utc::now() < tick, "the ticks were not made ahead of their time");
+    let ahead = waiting(kept.clone()).await.unwrap();
+    assert_eq!(ahead["status"], "PENDING");
+    assert_eq!(ahead["run_at"].as_str().unwrap().parse::<chrono::DateTime<Utc>>().unwrap(), tick);
+    // The job still reports the waiting tick as its next one.
+    let shown = api.get(&format!("/jobs/{kept}")).await.body;
+    assert_eq!(shown["next_run_at"].as_str().unwrap().parse::<chrono::DateTime<Utc>>().unwrap(), tick);
+    assert_eq!(shown["last_tick_at"], Value::Null);
+
+    api.post(&format!("/jobs/{cancelled}/cancel"), &json!({})).await;
+    let dropped = waiting(cancelled.clone()).await.unwrap();
+    assert_eq!(dropped["status"], "CANCELLED");
+
+    wait_for_status(&api, ahead["execution_id"].as_str().unwrap(), "SUCCESS").await;
+    let received = receiver.received();
+    assert_eq!(received.len(), 1, "only the kept job's tick is delivered");
+    assert!(received[0].at >= tick, "delivered at {}, before its tick {tick}", received[0].at);
+    let after = api.get(&format!("/jobs/{kept}")).await.body;
+    assert_eq!(after["last_tick_at"].as_str().unwrap().parse::<chrono::DateTime<Utc>>().unwrap(), tick);
+    assert_eq!(
+        after["next_run_at"].as_str().unwrap().parse::<chrono::DateTime<Utc>>().unwrap(),
+        tick + chrono::Duration::hours(1)
+    );
+    assert_eq!(api.get(&format!("/executions/{}", dropped["execution_id"].as_str().unwrap())).await.body["status"], "CANCELLED");
 }
 
 async fn redis_stream_job_delivers(backend: Backend) {

@@ -157,12 +157,26 @@ pub fn job_out(job: &Job, execution: Option<(&Execution, Option<&str>)>) -> Valu
         out["timezone"] = json!(job.cron_timezone);
         out["starts_at"] = json!(job.cron_starts_at.as_ref().map(utc));
         out["ends_at"] = json!(job.cron_ends_at.as_ref().map(utc));
-        out["next_run_at"] = json!(job.cron_next_run_at.as_ref().map(|t| local(t, tz)));
-        out["last_tick_at"] = json!(job.cron_last_tick_at.as_ref().map(|t| local(t, tz)));
+        let (next, last) = cron_ticks(job);
+        out["next_run_at"] = json!(next.as_ref().map(|t| local(t, tz)));
+        out["last_tick_at"] = json!(last.as_ref().map(|t| local(t, tz)));
         out["previous_version_id"] = json!(job.previous_version_id);
         out["replaced_by_id"] = json!(job.replaced_by_id);
     }
     out
+}
+
+/// A cron job's next and last tick as a user means them. The scheduler materializes a tick
+/// ahead of its time, so the stored last tick may still be waiting: then it is the next tick,
+/// and the one before it the last (a retired job's waiting tick was cancelled, so it is neither).
+fn cron_ticks(job: &Job) -> (Option<DateTime<Utc>>, Option<DateTime<Utc>>) {
+    match job.cron_last_tick_at {
+        Some(waiting) if waiting > now() => {
+            let next = if job.status == "ACTIVE" { Some(waiting) } else { job.cron_next_run_at };
+            (next, job.cron_prev_tick_at)
+        }
+        last => (job.cron_next_run_at, last),
+    }
 }
 
 /// Check `input` against the endpoint's payload spec; 422 listing every failing path.
@@ -361,7 +375,8 @@ async fn create(State(state): State<AppState>, ApiJson(body): ApiJson<JobIn>) ->
         Inserted::Created(job) => {
             match execution.as_ref().map(|e| e.status) {
                 Some("QUEUED") => state.wakeups.work_ready(&state.store).await,
-                _ => state.wakeups.schedule_changed.notify_one(),
+                Some(_) => state.wakeups.pending_changed.notify_one(),
+                None => state.wakeups.cron_changed.notify_one(),
             }
             // The execution just written is the job's first: no need to read it back.
             let first = execution.map(|e| Execution {
@@ -489,7 +504,7 @@ async fn update(
             format!("Job '{job_id}' was retired while this update ran."),
         )
     })?;
-    state.wakeups.schedule_changed.notify_one();
+    state.wakeups.cron_changed.notify_one();
     Ok(Json(job_out(&created, None)))
 }
 
@@ -567,11 +582,12 @@ async fn status(State(state): State<AppState>, Path(job_id): Path<String>) -> Ap
     });
     if job.trigger_type == "CRON" {
         let tz = job.cron_timezone.as_deref();
+        let (next, last) = cron_ticks(&job);
         out["cron"] = json!({
             "expression": job.cron_expression,
             "timezone": job.cron_timezone,
-            "next_run_at": job.cron_next_run_at.as_ref().map(|t| local(t, tz)),
-            "last_tick_at": job.cron_last_tick_at.as_ref().map(|t| local(t, tz)),
+            "next_run_at": next.as_ref().map(|t| local(t, tz)),
+            "last_tick_at": last.as_ref().map(|t| local(t, tz)),
         });
     }
     Ok(Json(out))

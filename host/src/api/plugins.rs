@@ -128,6 +128,7 @@ async fn install(
             limits: serde_json::to_value(limits).expect("limits serialize"),
         })
         .await?;
+    host.versions_changed().await;
     let mut out = plugin_out(&record);
     out["exports"] = json!(inspected.exports);
     out["imports"] = json!(inspected.imports);
@@ -154,7 +155,12 @@ async fn read(State(state): State<AppState>, Path(name): Path<String>) -> ApiRes
 
 async fn remove(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<StatusCode> {
     match state.store.plugin_delete(&name).await? {
-        Deleted::Deleted => Ok(StatusCode::NO_CONTENT),
+        Deleted::Deleted => {
+            if let Some(host) = &state.plugins {
+                host.versions_changed().await;
+            }
+            Ok(StatusCode::NO_CONTENT)
+        }
         Deleted::NotFound => Err(not_found(&name)),
         Deleted::InUse(endpoints) => Err(conflict_in_use(&format!("Plugin '{name}'"), "endpoints", &endpoints)),
     }

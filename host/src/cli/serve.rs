@@ -39,7 +39,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     });
     let runtime = PluginRuntime::new(Some(cache_dir), args.plugins.plugin_memory_mb_max)
         .map_err(|e| anyhow::anyhow!("the plugin runtime failed to start: {e}"))?;
-    let plugins = PluginHost { runtime, store: store.clone() };
+    let plugins = PluginHost::new(runtime, store.clone());
+    plugins.follow_changes().await;
     let transports = Transports::new(Some(plugins.clone()));
     let renderer = Arc::new(MinijinjaRenderer::new());
     let wakeups = Wakeups::default();
@@ -52,6 +53,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         let config = SchedulerConfig {
             cron_tick_interval: Duration::from_secs(s.cron_tick_interval_sec),
             cron_batch_size: i64::from(s.cron_batch_size),
+            cron_lookahead: Duration::from_secs(s.cron_lookahead_sec),
             promote_interval: Duration::from_millis(s.promote_interval_ms),
             reclaim_interval: Duration::from_secs(s.reclaim_interval_sec),
             stuck_execution_timeout: Duration::from_secs(s.stuck_execution_timeout_sec),

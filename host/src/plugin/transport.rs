@@ -1,9 +1,11 @@
 //! Plugins behind the service's own traits: a transport plugin is a [`Transport`], a renderer
-//! plugin a [`Renderer`]. Each call looks up the plugin's newest version, so installing a new
+//! plugin a [`Renderer`]. Each call runs the plugin's newest version, so installing a new
 //! version applies from the next attempt; the version that ran is logged with the attempt.
 
-use std::sync::Arc;
-use std::time::Duration;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use serde_json::{json, Value};
@@ -12,42 +14,121 @@ use super::grants::Grants;
 use super::limits::PluginLimits;
 use super::runtime::{Loaded, PluginRuntime};
 use crate::contract::{Failure, Message, Receipt, RenderError};
-use crate::store::{PluginRecord, Store};
+use crate::store::{PluginRecord, Signal, Store};
 use crate::template::{RenderContext, Renderer, TemplateError, TemplateKey, TemplateRefs};
 use crate::transport::{error_json, DeliveryLog, SpecError, Transport};
 
-/// What plugin calls need: the runtime and the store the plugins are kept in.
+/// How long a process trusts its cached newest version of a plugin without hearing of a change.
+/// Installs in this process (and, on PostgreSQL, in any process, by NOTIFY) take effect at once;
+/// this bounds the delay only where no notification can arrive (CockroachDB).
+const NEWEST_VERSION_TTL: Duration = Duration::from_secs(1);
+
+/// A plugin version ready to call, with its grants and limits parsed once.
+pub struct ReadyPlugin {
+    pub record: PluginRecord,
+    pub loaded: Arc<Loaded>,
+    pub grants: Arc<Grants>,
+    pub limits: PluginLimits,
+}
+
+/// What plugin calls need: the runtime, the store the plugins are kept in, and the newest
+/// version of each plugin this process has looked up (reading it from the database on every
+/// delivery was a fifth of a plugin delivery's time).
 #[derive(Clone)]
 pub struct PluginHost {
     pub runtime: Arc<PluginRuntime>,
     pub store: Arc<dyn Store>,
+    newest: Arc<NewestVersions>,
+}
+
+#[derive(Default)]
+struct NewestVersions {
+    /// Bumped by every change heard of; entries from an older generation are stale.
+    generation: AtomicU64,
+    entries: Mutex<HashMap<String, CachedVersion>>,
+}
+
+struct CachedVersion {
+    ready: Arc<ReadyPlugin>,
+    generation: u64,
+    fetched: Instant,
 }
 
 impl PluginHost {
+    pub fn new(runtime: Arc<PluginRuntime>, store: Arc<dyn Store>) -> Self {
+        Self { runtime, store, newest: Arc::default() }
+    }
+
+    /// Forget cached versions whenever another process installs or removes a plugin (where the
+    /// database can tell). Called once at start-up by processes that deliver.
+    pub async fn follow_changes(&self) {
+        let wake = Arc::new(tokio::sync::Notify::new());
+        match self.store.listen(Signal::PluginsChanged, wake.clone()).await {
+            Ok(true) => {
+                let newest = self.newest.clone();
+                tokio::spawn(async move {
+                    loop {
+                        wake.notified().await;
+                        newest.generation.fetch_add(1, Ordering::SeqCst);
+                    }
+                });
+            }
+            Ok(false) => {}
+            Err(error) => tracing::warn!(%error, "Could not LISTEN for plugin changes; cached versions expire instead."),
+        }
+    }
+
+    /// A version was installed or removed here: forget cached versions in this process and
+    /// tell the others.
+    pub async fn versions_changed(&self) {
+        self.newest.generation.fetch_add(1, Ordering::SeqCst);
+        if let Err(error) = self.store.signal(Signal::PluginsChanged).await {
+            tracing::warn!(%error, "Could not notify other processes of a plugin change; their caches expire within a second.");
+        }
+    }
+
     /// The newest version of `name`, ready to call.
-    pub async fn latest(&self, name: &str) -> Result<(PluginRecord, Arc<Loaded>), String> {
+    pub async fn latest(&self, name: &str) -> Result<Arc<ReadyPlugin>, String> {
+        let generation = self.newest.generation.load(Ordering::SeqCst);
+        if let Some(cached) = self.newest.entries.lock().expect("plugin versions lock").get(name) {
+            if cached.generation == generation && cached.fetched.elapsed() < NEWEST_VERSION_TTL {
+                return Ok(cached.ready.clone());
+            }
+        }
         let record = self
             .store
             .plugin_latest(name)
             .await
             .map_err(|e| format!("cannot read plugin '{name}': {e}"))?
             .ok_or_else(|| format!("plugin '{name}' is not installed"))?;
-        let bytes = match self.runtime.load(&record.sha256, || None) {
-            Ok(loaded) => return Ok((record, loaded)),
-            Err(_) => self.store.plugin_bytes(&record.name, record.version).await.map_err(|e| e.to_string())?,
+        let loaded = match self.runtime.load(&record.sha256, || None) {
+            Ok(loaded) => loaded,
+            Err(_) => {
+                let bytes =
+                    self.store.plugin_bytes(&record.name, record.version).await.map_err(|e| e.to_string())?;
+                self.runtime.load(&record.sha256, || bytes)?
+            }
         };
-        let loaded = self.runtime.load(&record.sha256, || bytes)?;
-        Ok((record, loaded))
+        let ready = Arc::new(ReadyPlugin {
+            grants: Arc::new(grants_of(&record)),
+            limits: serde_json::from_value(record.limits.clone()).unwrap_or_default(),
+            record,
+            loaded,
+        });
+        // Cached under the generation read before the lookup: a change heard of meanwhile
+        // makes this entry stale at once.
+        self.newest
+            .entries
+            .lock()
+            .expect("plugin versions lock")
+            .insert(name.to_owned(), CachedVersion { ready: ready.clone(), generation, fetched: Instant::now() });
+        Ok(ready)
     }
 }
 
 pub struct WasmTransport {
     pub host: PluginHost,
     pub plugin: String,
-}
-
-fn limits_of(record: &PluginRecord) -> PluginLimits {
-    serde_json::from_value(record.limits.clone()).unwrap_or_default()
 }
 
 /// The grants as installed (checked then, so a pattern that no longer parses grants nothing).
@@ -62,8 +143,8 @@ impl Transport for WasmTransport {
         if !spec.is_object() {
             return Err(SpecError::new("spec", "must be an object"));
         }
-        let (record, loaded) = self.host.latest(&self.plugin).await.map_err(|e| SpecError::new("plugin", e))?;
-        match self.host.runtime.validate(&loaded, &limits_of(&record), spec.to_string()).await {
+        let plugin = self.host.latest(&self.plugin).await.map_err(|e| SpecError::new("plugin", e))?;
+        match self.host.runtime.validate(&plugin.loaded, &plugin.limits, spec.to_string()).await {
             Ok(Ok(())) => Ok(spec.clone()),
             Ok(Err(message)) => {
                 Err(SpecError::new("spec", format!("plugin '{}' refused the spec: {message}", self.plugin)))
@@ -75,7 +156,8 @@ impl Transport for WasmTransport {
     }
 
     async fn deliver(&self, message: Message, log: &DeliveryLog) -> Result<Receipt, Failure> {
-        let (record, loaded) = self.host.latest(&self.plugin).await.map_err(Failure::invalid_spec)?;
+        let plugin = self.host.latest(&self.plugin).await.map_err(Failure::invalid_spec)?;
+        let record = &plugin.record;
         log.push(
             "INFO",
             format!("Plugin {} version {} (sha256 {}).", record.name, record.version, &record.sha256[..12]),
@@ -85,7 +167,7 @@ impl Transport for WasmTransport {
         let outcome = self
             .host
             .runtime
-            .deliver(&loaded, Arc::new(grants_of(&record)), &limits_of(&record), message, timeout)
+            .deliver(&plugin.loaded, plugin.grants.clone(), &plugin.limits, message, timeout)
             .await;
         for (level, line) in &outcome.logs.records {
             log.push(level, format!("[plugin {}] {line}", record.name));
@@ -123,8 +205,8 @@ pub struct WasmRenderer {
 impl Renderer for WasmRenderer {
     async fn check(&self, _root: &str, template: &Value) -> Result<TemplateRefs, TemplateError> {
         let error = |message: String| TemplateError { field: "renderer".into(), message };
-        let (record, loaded) = self.host.latest(&self.plugin).await.map_err(error)?;
-        self.host.runtime.render(&loaded, &limits_of(&record), template.to_string(), None).await.map_err(|e| {
+        let plugin = self.host.latest(&self.plugin).await.map_err(error)?;
+        self.host.runtime.render(&plugin.loaded, &plugin.limits, template.to_string(), None).await.map_err(|e| {
             TemplateError { field: "spec".into(), message: format!("renderer '{}': {}", self.plugin, e.message) }
         })?;
         Ok(TemplateRefs::default())
@@ -136,12 +218,12 @@ impl Renderer for WasmRenderer {
         template: &Value,
         context: &RenderContext,
     ) -> Result<Value, RenderError> {
-        let (record, loaded) = self.host.latest(&self.plugin).await.map_err(|e| RenderError::new(e, None))?;
+        let plugin = self.host.latest(&self.plugin).await.map_err(|e| RenderError::new(e, None))?;
         let context = json!({ "input": context.input, "config": context.config, "secret": {} });
         let rendered = self
             .host
             .runtime
-            .render(&loaded, &limits_of(&record), template.to_string(), Some(context.to_string()))
+            .render(&plugin.loaded, &plugin.limits, template.to_string(), Some(context.to_string()))
             .await?;
         serde_json::from_str(&rendered)
             .map_err(|e| RenderError::new(format!("renderer '{}' returned invalid JSON: {e}", self.plugin), None))

@@ -1,7 +1,8 @@
 //! The scheduler role: three loops, each idempotent, so any number of scheduler processes can
 //! run against one database without leader election.
 //!
-//! - [`cron_materializer`]: turns due cron ticks into executions (unique keys + compare-and-set).
+//! - [`cron_materializer`]: turns cron ticks into executions shortly before they are due
+//!   (unique keys + compare-and-set).
 //! - [`promoter`]: PENDING executions whose `run_at` has come become QUEUED.
 //! - [`reclaimer`]: RUNNING executions whose worker vanished become RETRYING or FAILED.
 
@@ -18,12 +19,14 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::store::Store;
+use crate::store::{Signal, Store};
 
 #[derive(Debug, Clone)]
 pub struct SchedulerConfig {
     pub cron_tick_interval: Duration,
     pub cron_batch_size: i64,
+    /// How far ahead of its time a cron tick is materialized (as a PENDING execution).
+    pub cron_lookahead: Duration,
     pub promote_interval: Duration,
     pub reclaim_interval: Duration,
     pub stuck_execution_timeout: Duration,
@@ -34,8 +37,12 @@ pub struct SchedulerConfig {
 pub struct Wakeups {
     /// Work became claimable: wakes this process's worker.
     pub work_ready: Arc<Notify>,
-    /// A new delayed execution or cron job may be due sooner than the scheduler planned.
-    pub schedule_changed: Arc<Notify>,
+    /// A cron job was created or updated, or a tick waiting ahead was released: wakes the
+    /// cron materializer.
+    pub cron_changed: Arc<Notify>,
+    /// A PENDING execution may be due sooner than the promoter planned: wakes the promoter.
+    /// (One `Notify` per loop: `notify_one` wakes a single waiter.)
+    pub pending_changed: Arc<Notify>,
     /// When this process last told other processes (ms since the Unix epoch).
     last_broadcast_ms: Arc<AtomicU64>,
     /// A coalesced notification is waiting to be sent.
@@ -73,7 +80,7 @@ impl Wakeups {
 }
 
 async fn broadcast(store: &dyn Store) {
-    if let Err(error) = store.work_notify().await {
+    if let Err(error) = store.signal(Signal::WorkReady).await {
         tracing::warn!(%error, "Could not notify other processes of new work; their workers will poll.");
     }
 }

@@ -1,8 +1,9 @@
 //! Loop 2: delayed executions become claimable when their time comes.
 //!
 //! Rather than waking on a fixed interval, the promoter sleeps until the earliest PENDING
-//! `run_at` (at most `promote_interval`), and is woken early when a delayed job is created in
-//! this process, so a DELAYED job fires within milliseconds of its `run_at`.
+//! `run_at` (at most `promote_interval`), and is woken early when a delayed job is created or a
+//! cron tick is materialized ahead in this process, so a DELAYED job or a cron tick fires within
+//! milliseconds of its time.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,6 +22,8 @@ pub async fn run(store: Arc<dyn Store>, config: SchedulerConfig, wakeups: Wakeup
             Ok(promoted) => {
                 tracing::debug!(promoted, "Promoted delayed executions.");
                 wakeups.work_ready(&store).await;
+                // Cron jobs whose materialized tick was just released may have their next one made.
+                wakeups.cron_changed.notify_one();
             }
             Err(error) => tracing::warn!(%error, "Promoting delayed executions failed; retrying."),
         }
@@ -35,7 +38,7 @@ pub async fn run(store: Arc<dyn Store>, config: SchedulerConfig, wakeups: Wakeup
         tokio::select! {
             () = shutdown.cancelled() => return,
             () = tokio::time::sleep(sleep) => {}
-            () = wakeups.schedule_changed.notified() => {}
+            () = wakeups.pending_changed.notified() => {}
         }
     }
 }

@@ -132,6 +132,20 @@ macro_rules! impl_store {
                         .await?)
                 }
 
+                /// A retired cron job stops firing: the tick materialized ahead of its time (still
+                /// PENDING) is cancelled. Ticks already due run to completion, as the brief says.
+                async fn cancel_ticks_ahead(tx: &mut sqlx::Transaction<'_, $db>, job_id: &str, at: DateTime<Utc>) -> StoreResult<()> {
+                    sqlx::query(
+                        "UPDATE executions SET status = 'CANCELLED', completed_at = $2
+                         WHERE job_id = $1 AND status = 'PENDING'",
+                    )
+                    .bind(job_id)
+                    .bind(DbTime(at))
+                    .execute(&mut **tx)
+                    .await?;
+                    Ok(())
+                }
+
                 async fn job_insert_row(tx: &mut sqlx::Transaction<'_, $db>, job: &JobWrite) -> StoreResult<Option<Job>> {
                     let sql = format!(
                         "INSERT INTO jobs (job_id, endpoint, endpoint_type, trigger_type, status, version, previous_version_id,
@@ -522,17 +536,22 @@ macro_rules! impl_store {
                     if retired.rows_affected() == 0 {
                         return Ok(None);
                     }
+                    Self::cancel_ticks_ahead(&mut tx, old_job_id, new.created_at).await?;
                     let created = Self::job_insert_row(&mut tx, new).await?.ok_or(StoreError::UniqueViolation)?;
                     tx.commit().await?;
                     Ok(Some(created))
                 }
 
                 async fn job_retire(&self, job_id: &str) -> StoreResult<bool> {
+                    let at = now();
+                    let mut tx = self.begin_write().await?;
                     let done = sqlx::query("UPDATE jobs SET status = 'RETIRED', retired_at = $2 WHERE job_id = $1 AND status = 'ACTIVE'")
                         .bind(job_id)
-                        .bind(DbTime(now()))
-                        .execute(&self.pool)
+                        .bind(DbTime(at))
+                        .execute(&mut *tx)
                         .await?;
+                    Self::cancel_ticks_ahead(&mut tx, job_id, at).await?;
+                    tx.commit().await?;
                     Ok(done.rows_affected() == 1)
                 }
 
@@ -630,27 +649,35 @@ macro_rules! impl_store {
 
                 // ---- scheduler ----
 
-                async fn cron_next_due(&self) -> StoreResult<Option<DateTime<Utc>>> {
+                async fn cron_next_due(&self, now: DateTime<Utc>) -> StoreResult<Option<DateTime<Utc>>> {
                     // Served by idx_jobs_cron_due (partial on active cron jobs, ordered by next tick).
                     let row: Option<(DateTime<Utc>,)> = sqlx::query_as(
                         "SELECT cron_next_run_at FROM jobs
                          WHERE trigger_type = 'CRON' AND status = 'ACTIVE' AND cron_next_run_at IS NOT NULL
+                           AND (cron_last_tick_at IS NULL OR cron_last_tick_at <= $1)
                          ORDER BY cron_next_run_at
                          LIMIT 1",
                     )
+                    .bind(DbTime(now))
                     .fetch_optional(&self.pool)
                     .await?;
                     Ok(row.map(|(t,)| t))
                 }
 
-                async fn cron_due(&self, now: DateTime<Utc>, limit: i64) -> StoreResult<Vec<Job>> {
+                async fn cron_due(&self, now: DateTime<Utc>, horizon: DateTime<Utc>, limit: i64) -> StoreResult<Vec<Job>> {
                     let sql = format!(
                         "SELECT {JOB_COLUMNS} FROM jobs
                          WHERE trigger_type = 'CRON' AND status = 'ACTIVE' AND cron_next_run_at <= $1
+                           AND (cron_last_tick_at IS NULL OR cron_last_tick_at <= $2)
                          ORDER BY cron_next_run_at
-                         LIMIT $2"
+                         LIMIT $3"
                     );
-                    Ok(sqlx::query_as::<$db, Job>(&sql).bind(DbTime(now)).bind(limit).fetch_all(&self.pool).await?)
+                    Ok(sqlx::query_as::<$db, Job>(&sql)
+                        .bind(DbTime(horizon))
+                        .bind(DbTime(now))
+                        .bind(limit)
+                        .fetch_all(&self.pool)
+                        .await?)
                 }
 
                 async fn cron_advance_many(&self, advances: &[CronAdvance]) -> StoreResult<Vec<bool>> {

@@ -6,7 +6,7 @@ use serde_json::Value;
 
 pub const JOB_COLUMNS: &str = "job_id, endpoint, endpoint_type, trigger_type, status, version, previous_version_id, \
      replaced_by_id, idempotency_key, input, run_at, cron_expression, cron_timezone, cron_starts_at, cron_ends_at, \
-     cron_next_run_at, cron_last_tick_at, created_at, retired_at";
+     cron_next_run_at, cron_last_tick_at, cron_prev_tick_at, created_at, retired_at";
 pub const EXECUTION_COLUMNS: &str = "execution_id, job_id, endpoint, endpoint_type, idempotency_key, status, input, \
      output, attempt_count, max_attempts, worker_id, run_at, started_at, completed_at, duration_ms, created_at";
 pub const ATTEMPT_COLUMNS: &str =
@@ -32,7 +32,10 @@ pub struct Job {
     pub cron_starts_at: Option<DateTime<Utc>>,
     pub cron_ends_at: Option<DateTime<Utc>>,
     pub cron_next_run_at: Option<DateTime<Utc>>,
+    /// The newest materialized tick; with lookahead it may still be ahead of now.
     pub cron_last_tick_at: Option<DateTime<Utc>>,
+    /// The tick materialized before `cron_last_tick_at`.
+    pub cron_prev_tick_at: Option<DateTime<Utc>>,
     pub created_at: DateTime<Utc>,
     pub retired_at: Option<DateTime<Utc>>,
 }

@@ -176,6 +176,25 @@ pub struct EndpointWrite {
 }
 
 /// The storage interface. Methods are named noun-then-verb.
+/// What one process tells the others through the database.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signal {
+    /// Executions became claimable: wake the workers.
+    WorkReady,
+    /// A plugin version was installed or removed: forget cached newest versions.
+    PluginsChanged,
+}
+
+impl Signal {
+    /// The PostgreSQL channel it travels on.
+    pub fn channel(self) -> &'static str {
+        match self {
+            Self::WorkReady => "taskexec_work",
+            Self::PluginsChanged => "taskexec_plugins",
+        }
+    }
+}
+
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
     fn backend(&self) -> Backend;
@@ -259,10 +278,13 @@ pub trait Store: Send + Sync + 'static {
 
     // ---- scheduler ----
 
-    /// The earliest next tick of any active cron job: when the materializer next has work.
-    async fn cron_next_due(&self) -> StoreResult<Option<DateTime<Utc>>>;
-    /// Active cron jobs whose next tick is due at `now`, earliest first.
-    async fn cron_due(&self, now: DateTime<Utc>, limit: i64) -> StoreResult<Vec<Job>>;
+    /// The earliest next tick of an active cron job that may be materialized (one with no tick
+    /// still waiting ahead of `now`): when the materializer next has work.
+    async fn cron_next_due(&self, now: DateTime<Utc>) -> StoreResult<Option<DateTime<Utc>>>;
+    /// Active cron jobs whose next tick falls at or before `horizon` and that have no tick
+    /// still waiting ahead of `now` (so a job is materialized at most one tick ahead),
+    /// earliest first.
+    async fn cron_due(&self, now: DateTime<Utc>, horizon: DateTime<Utc>, limit: i64) -> StoreResult<Vec<Job>>;
     /// Record cron ticks in one transaction: for each, compare-and-set the job's next tick and
     /// create the tick's execution (idempotent on its key). Per tick, whether it was recorded
     /// (false: another scheduler advanced that job first).
@@ -285,12 +307,12 @@ pub trait Store: Send + Sync + 'static {
     /// attempt and its logs recorded. Per finish, whether it was written (false: the fence
     /// held, because the execution was reclaimed or cancelled meanwhile).
     async fn execution_finish_many(&self, finishes: &[AttemptFinish]) -> StoreResult<Vec<bool>>;
-    /// Tell workers of other processes that work is ready (PostgreSQL NOTIFY; a no-op where
-    /// the database has no such channel).
-    async fn work_notify(&self) -> StoreResult<()>;
-    /// Wake `wake` whenever another process calls `work_notify`. False where unsupported:
-    /// workers then rely on polling.
-    async fn work_listen(&self, wake: Arc<tokio::sync::Notify>) -> StoreResult<bool>;
+    /// Tell other processes something changed (PostgreSQL NOTIFY; a no-op where the database
+    /// has no such channel).
+    async fn signal(&self, signal: Signal) -> StoreResult<()>;
+    /// Wake `wake` whenever another process sends `signal`. False where unsupported: the
+    /// process then relies on polling (work) or expiry (plugin versions).
+    async fn listen(&self, signal: Signal, wake: Arc<tokio::sync::Notify>) -> StoreResult<bool>;
 
     // ---- plugins ----
 

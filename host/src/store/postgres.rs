@@ -9,10 +9,8 @@ use sqlx::{Postgres, Transaction};
 use super::common::impl_store;
 // Inside impl_store! the shared imports (chrono, DbTime, Execution, EXECUTION_COLUMNS, …)
 // are in scope for the backend's own methods too.
-use super::{Backend, StoreResult};
+use super::{Backend, Signal, StoreResult};
 
-/// The channel workers LISTEN on and writers NOTIFY when work becomes ready.
-const WORK_CHANNEL: &str = "taskexec_work";
 
 pub struct PgStore {
     pool: PgPool,
@@ -86,7 +84,8 @@ impl PgStore {
         let ticks: Vec<chrono::DateTime<chrono::Utc>> = advances.iter().map(|a| a.tick).collect();
         let next: Vec<Option<chrono::DateTime<chrono::Utc>>> = advances.iter().map(|a| a.next).collect();
         let moved: Vec<(String,)> = sqlx::query_as(
-            "UPDATE jobs AS j SET cron_next_run_at = v.next, cron_last_tick_at = v.tick
+            "UPDATE jobs AS j SET cron_next_run_at = v.next, cron_last_tick_at = v.tick,
+                 cron_prev_tick_at = j.cron_last_tick_at
              FROM UNNEST($1::text[], $2::timestamptz[], $3::timestamptz[]) AS v(job_id, tick, next)
              WHERE j.job_id = v.job_id AND j.cron_next_run_at = v.tick AND j.status = 'ACTIVE'
              RETURNING j.job_id",
@@ -173,27 +172,27 @@ impl_store!(PgStore, Postgres, {
             .await?)
     }
 
-    async fn work_notify(&self) -> StoreResult<()> {
+    async fn signal(&self, signal: Signal) -> StoreResult<()> {
         if !self.cockroach {
-            sqlx::query("SELECT pg_notify($1, '')").bind(WORK_CHANNEL).execute(&self.pool).await?;
+            sqlx::query("SELECT pg_notify($1, '')").bind(signal.channel()).execute(&self.pool).await?;
         }
         Ok(())
     }
 
-    async fn work_listen(&self, wake: Arc<tokio::sync::Notify>) -> StoreResult<bool> {
+    async fn listen(&self, signal: Signal, wake: Arc<tokio::sync::Notify>) -> StoreResult<bool> {
         if self.cockroach {
             return Ok(false);
         }
         let mut listener = PgListener::connect_with(&self.pool).await?;
-        listener.listen(WORK_CHANNEL).await?;
+        listener.listen(signal.channel()).await?;
         tokio::spawn(async move {
             // recv() reconnects by itself after a dropped connection; while it is down the
-            // workers fall back to polling.
+            // listeners fall back to polling or expiry.
             loop {
                 match listener.recv().await {
                     Ok(_) => wake.notify_waiters(),
                     Err(error) => {
-                        tracing::warn!(%error, "Lost the LISTEN connection; retrying.");
+                        tracing::warn!(%error, ?signal, "Lost the LISTEN connection; retrying.");
                         tokio::time::sleep(Duration::from_secs(1)).await;
                     }
                 }

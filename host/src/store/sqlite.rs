@@ -11,7 +11,7 @@ use sqlx::{Sqlite, Transaction};
 use super::common::impl_store;
 // Inside impl_store! the shared imports (chrono, DbTime, Execution, EXECUTION_COLUMNS, …)
 // are in scope for the backend's own methods too.
-use super::{Backend, StoreResult};
+use super::{Backend, Signal, StoreResult};
 
 static MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/sqlite");
 
@@ -83,7 +83,7 @@ impl SqliteStore {
         for advance in advances {
             // The compare-and-set: only the scheduler that still sees `tick` as next moves it.
             let moved = sqlx::query(
-                "UPDATE jobs SET cron_next_run_at = $3, cron_last_tick_at = $2
+                "UPDATE jobs SET cron_next_run_at = $3, cron_last_tick_at = $2, cron_prev_tick_at = cron_last_tick_at
                  WHERE job_id = $1 AND cron_next_run_at = $2 AND status = 'ACTIVE'",
             )
             .bind(&advance.job_id)
@@ -136,12 +136,12 @@ impl_store!(SqliteStore, Sqlite, {
             .await?)
     }
 
-    /// Embedded mode is one process: its workers are woken in process.
-    async fn work_notify(&self) -> StoreResult<()> {
+    /// Embedded mode is one process: its workers and caches are told in process.
+    async fn signal(&self, _signal: Signal) -> StoreResult<()> {
         Ok(())
     }
 
-    async fn work_listen(&self, _wake: Arc<tokio::sync::Notify>) -> StoreResult<bool> {
+    async fn listen(&self, _signal: Signal, _wake: Arc<tokio::sync::Notify>) -> StoreResult<bool> {
         Ok(false)
     }
 });

@@ -18,7 +18,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::scheduler::Wakeups;
-use crate::store::{now, Store};
+use crate::store::{now, Signal, Store};
 
 pub use pipeline::{CacheTtls, Pipeline};
 
@@ -40,7 +40,7 @@ pub async fn run(
     wakeups: Wakeups,
     shutdown: CancellationToken,
 ) {
-    match store.work_listen(wakeups.work_ready.clone()).await {
+    match store.listen(Signal::WorkReady, wakeups.work_ready.clone()).await {
         Ok(true) => tracing::info!("Worker listens for new work (LISTEN/NOTIFY)."),
         Ok(false) => tracing::info!(
             poll_ms = config.poll_interval.as_millis() as u64,
