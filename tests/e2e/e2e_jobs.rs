@@ -15,6 +15,7 @@ both_backends!(
     unresolvable_template_fails_at_once_without_retry,
     input_is_validated_against_the_payload_spec,
     cancel_and_update_follow_the_brief,
+    endpoint_update_applies_to_future_jobs_only,
     cron_job_ticks_every_second_once_each,
     cron_tick_is_made_ahead_and_fires_at_its_time,
     redis_stream_job_delivers,
@@ -347,6 +348,52 @@ async fn cancel_and_update_follow_the_brief(backend: Backend) {
     api.get("/jobs?status=SLEEPING").await.error(400, "INVALID_REQUEST");
 }
 
+/// `PUT /endpoints/{name}` applies to future jobs only: jobs created before it, one-shot or
+/// cron, keep delivering with the endpoint version they were created against.
+async fn endpoint_update_applies_to_future_jobs_only(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let server = Server::start(&db).await;
+    let api = server.client();
+    let receiver = Receiver::start().await;
+    http_endpoint(&api, &receiver, "notify", "/ok/before", json!(null)).await;
+    let run_at = chrono::Utc::now() + chrono::Duration::milliseconds(1500);
+    let delayed = api
+        .create("/jobs", &json!({"endpoint": "notify", "trigger": "DELAYED", "idempotency_key": "old-delayed", "run_at": run_at, "input": {"user_id": "d", "amount": 1}}))
+        .await;
+    let cron = api
+        .create("/jobs", &json!({"endpoint": "notify", "trigger": "CRON", "cron": "* * * * * *", "timezone": "UTC", "input": {"user_id": "c", "amount": 1}}))
+        .await;
+    assert_eq!(delayed["endpoint_version"], 1);
+
+    let mut changed = api.get("/endpoints/notify").await.body;
+    for field in ["version", "created_at", "updated_at"] {
+        changed.as_object_mut().unwrap().remove(field);
+    }
+    changed["spec"]["url"] = json!("{{config.base_url}}/ok/after");
+    let updated = api.put("/endpoints/notify", &changed).await;
+    assert_eq!(updated.status, 200, "{}", updated.text);
+    assert_eq!(updated.body["version"], 2);
+
+    let fresh = api.create("/jobs", &immediate("notify", "new-immediate", json!({"user_id": "n", "amount": 1}))).await;
+    assert_eq!(fresh["endpoint_version"], 2);
+    let fresh_execution = wait_for_status(&api, fresh["execution"]["execution_id"].as_str().unwrap(), "SUCCESS").await;
+    assert_eq!(fresh_execution["endpoint_version"], 2);
+    let old_execution = wait_for_status(&api, delayed["execution"]["execution_id"].as_str().unwrap(), "SUCCESS").await;
+    assert_eq!(old_execution["endpoint_version"], 1);
+    let cron_id = cron["job_id"].as_str().unwrap();
+    eventually("a tick of the older cron job", Duration::from_secs(30), || async {
+        receiver.received().iter().any(|r| r.json()["user_id"] == "c")
+    })
+    .await;
+    api.post(&format!("/jobs/{cron_id}/cancel"), &json!({})).await;
+
+    for request in receiver.received() {
+        let expected = if request.json()["user_id"] == "n" { "/ok/after" } else { "/ok/before" };
+        assert_eq!(request.path, expected, "{} went to the wrong version", request.json()["user_id"]);
+    }
+    assert_eq!(api.get(&format!("/jobs/{cron_id}")).await.body["endpoint_version"], 1);
+}
+
 async fn cron_job_ticks_every_second_once_each(backend: Backend) {
     let db = TestDb::new(backend).await;
     let server = Server::start(&db).await;
@@ -425,7 +472,10 @@ async fn cron_tick_is_made_ahead_and_fires_at_its_time(backend: Backend) {
         after["next_run_at"].as_str().unwrap().parse::<chrono::DateTime<Utc>>().unwrap(),
         tick + chrono::Duration::hours(1)
     );
-    assert_eq!(api.get(&format!("/executions/{}", dropped["execution_id"].as_str().unwrap())).await.body["status"], "CANCELLED");
+    assert_eq!(
+        api.get(&format!("/executions/{}", dropped["execution_id"].as_str().unwrap())).await.body["status"],
+        "CANCELLED"
+    );
 }
 
 async fn redis_stream_job_delivers(backend: Backend) {

@@ -287,11 +287,25 @@ async fn hostile_plugins_fail_their_attempts_and_the_worker_carries_on() {
 async fn a_new_plugin_version_applies_from_the_next_attempt() {
     let db = TestDb::new(Backend::Sqlite).await;
     let server = Server::start(&db).await;
+    upgrade_applies_from_the_next_attempt(&db, &server).await;
+}
+
+/// The API that installs and the worker that delivers in separate processes (PostgreSQL): the
+/// worker's cached newest version is replaced when the install's NOTIFY arrives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_plugin_version_reaches_a_worker_in_another_process() {
+    let db = TestDb::new(Backend::Postgres).await;
+    let server = Server::start_with(&db, ServerOptions::new().env("TE_ROLES", "api")).await;
+    let _worker = Server::start_with(&db, ServerOptions::new().roles("worker", "Worker running.")).await;
+    upgrade_applies_from_the_next_attempt(&db, &server).await;
+}
+
+async fn upgrade_applies_from_the_next_attempt(db: &TestDb, server: &Server) {
     let api = server.client();
     let receiver = Receiver::start().await;
     let (ok, out) = cli(
-        &server,
-        &db,
+        server,
+        db,
         &["install", component("hostile").to_str().unwrap(), "--name", "switch", "--allow-host", "http://127.0.0.1:*"],
     );
     assert!(ok, "{out}");
@@ -304,8 +318,8 @@ async fn a_new_plugin_version_applies_from_the_next_attempt() {
     assert_eq!(done["output"], json!({"ok": first_id}));
 
     let (ok, out) = cli(
-        &server,
-        &db,
+        server,
+        db,
         &[
             "install",
             component("webhook-signed").to_str().unwrap(),

@@ -35,6 +35,8 @@ pub struct ExecutionOut {
     pub execution_id: String,
     pub job_id: String,
     pub endpoint: String,
+    /// The endpoint version it is delivered with (its job's).
+    pub endpoint_version: Option<i32>,
     pub endpoint_type: String,
     pub status: String,
     pub idempotency_key: Option<String>,
@@ -60,6 +62,7 @@ impl From<Execution> for ExecutionOut {
             execution_id: e.execution_id,
             job_id: e.job_id,
             endpoint: e.endpoint,
+            endpoint_version: e.endpoint_version,
             endpoint_type: e.endpoint_type,
             status: e.status,
             idempotency_key: e.idempotency_key,

@@ -130,6 +130,7 @@ pub fn job_out(job: &Job, execution: Option<(&Execution, Option<&str>)>) -> Valu
     let mut out = json!({
         "job_id": job.job_id,
         "endpoint": job.endpoint,
+        "endpoint_version": job.endpoint_version,
         "endpoint_type": job.endpoint_type,
         "trigger": job.trigger_type,
         "status": job.status,
@@ -310,6 +311,7 @@ async fn create(State(state): State<AppState>, ApiJson(body): ApiJson<JobIn>) ->
     let mut job = JobWrite {
         job_id: job_id.clone(),
         endpoint: endpoint.name.clone(),
+        endpoint_version: endpoint.version,
         endpoint_type: endpoint.endpoint_type.clone(),
         trigger_type: trigger.as_str().to_owned(),
         version: 1,
@@ -358,6 +360,7 @@ async fn create(State(state): State<AppState>, ApiJson(body): ApiJson<JobIn>) ->
                 execution_id: new_id(EXECUTION),
                 job_id: job_id.clone(),
                 endpoint: endpoint.name.clone(),
+                endpoint_version: Some(endpoint.version),
                 endpoint_type: endpoint.endpoint_type.clone(),
                 idempotency_key: body.idempotency_key.clone(),
                 // A run_at in the past fires at once.
@@ -383,6 +386,7 @@ async fn create(State(state): State<AppState>, ApiJson(body): ApiJson<JobIn>) ->
                 execution_id: e.execution_id,
                 job_id: e.job_id,
                 endpoint: e.endpoint,
+                endpoint_version: e.endpoint_version,
                 endpoint_type: e.endpoint_type,
                 idempotency_key: e.idempotency_key,
                 status: e.status.to_owned(),
@@ -482,6 +486,8 @@ async fn update(
     let new = JobWrite {
         job_id: new_id(JOB),
         endpoint: old.endpoint.clone(),
+        // A new version is a new job: it is delivered with the endpoint as it is now.
+        endpoint_version: endpoint.as_ref().map(|e| e.version).or(old.endpoint_version).unwrap_or(1),
         endpoint_type: old.endpoint_type.clone(),
         trigger_type: "CRON".into(),
         version: old.version + 1,

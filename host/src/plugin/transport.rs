@@ -74,7 +74,9 @@ impl PluginHost {
                 });
             }
             Ok(false) => {}
-            Err(error) => tracing::warn!(%error, "Could not LISTEN for plugin changes; cached versions expire instead."),
+            Err(error) => {
+                tracing::warn!(%error, "Could not LISTEN for plugin changes; cached versions expire instead.")
+            }
         }
     }
 
@@ -104,8 +106,7 @@ impl PluginHost {
         let loaded = match self.runtime.load(&record.sha256, || None) {
             Ok(loaded) => loaded,
             Err(_) => {
-                let bytes =
-                    self.store.plugin_bytes(&record.name, record.version).await.map_err(|e| e.to_string())?;
+                let bytes = self.store.plugin_bytes(&record.name, record.version).await.map_err(|e| e.to_string())?;
                 self.runtime.load(&record.sha256, || bytes)?
             }
         };
@@ -164,11 +165,8 @@ impl Transport for WasmTransport {
         );
         let now_ms = u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or(0);
         let timeout = Duration::from_millis(message.deadline_ms.saturating_sub(now_ms).max(1));
-        let outcome = self
-            .host
-            .runtime
-            .deliver(&plugin.loaded, plugin.grants.clone(), &plugin.limits, message, timeout)
-            .await;
+        let outcome =
+            self.host.runtime.deliver(&plugin.loaded, plugin.grants.clone(), &plugin.limits, message, timeout).await;
         for (level, line) in &outcome.logs.records {
             log.push(level, format!("[plugin {}] {line}", record.name));
         }

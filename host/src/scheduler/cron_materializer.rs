@@ -37,7 +37,9 @@ pub async fn run(store: Arc<dyn Store>, config: SchedulerConfig, wakeups: Wakeup
             Err(error) => tracing::warn!(%error, "Cron materialization failed; retrying next tick."),
         }
         let sleep = match store.cron_next_due(now()).await {
-            Ok(Some(next)) => (next - lookahead - now()).to_std().unwrap_or(Duration::ZERO).min(config.cron_tick_interval),
+            Ok(Some(next)) => {
+                (next - lookahead - now()).to_std().unwrap_or(Duration::ZERO).min(config.cron_tick_interval)
+            }
             Ok(None) => config.cron_tick_interval,
             Err(error) => {
                 tracing::warn!(%error, "Could not read the next cron tick.");
@@ -69,8 +71,9 @@ pub async fn materialize_due(
     wakeups: &Wakeups,
 ) -> StoreResult<usize> {
     let mut created = 0;
-    // Retry policies per endpoint and parsed schedules per (expression, zone), once per pass.
-    let mut max_attempts: HashMap<String, i32> = HashMap::new();
+    // Retry policies per endpoint version and parsed schedules per (expression, zone), once
+    // per pass.
+    let mut max_attempts: HashMap<(String, Option<i32>), i32> = HashMap::new();
     let mut schedules: HashMap<(String, String), Option<CronSchedule>> = HashMap::new();
     loop {
         let due = store.cron_due(now, now + lookahead, batch).await?;
@@ -79,16 +82,21 @@ pub async fn materialize_due(
         }
         let mut advances = Vec::with_capacity(due.len());
         for job in &due {
-            let attempts = match max_attempts.get(&job.endpoint) {
+            let version_key = (job.endpoint.clone(), job.endpoint_version);
+            let attempts = match max_attempts.get(&version_key) {
                 Some(n) => *n,
                 None => {
-                    let n = match store.endpoint_get(&job.endpoint).await? {
+                    let endpoint = match job.endpoint_version {
+                        Some(version) => store.endpoint_version_get(&job.endpoint, version).await?,
+                        None => store.endpoint_get(&job.endpoint).await?,
+                    };
+                    let n = match endpoint {
                         Some(e) => {
                             RetryPolicy::parse(Some(&e.retry_policy)).map(|p| p.max_attempts as i32).unwrap_or(1)
                         }
                         None => 1,
                     };
-                    max_attempts.insert(job.endpoint.clone(), n);
+                    max_attempts.insert(version_key, n);
                     n
                 }
             };
@@ -131,6 +139,7 @@ fn plan_tick(job: &Job, schedule: &CronSchedule, max_attempts: i32, now: DateTim
         execution_id: new_id(EXECUTION),
         job_id: job.job_id.clone(),
         endpoint: job.endpoint.clone(),
+        endpoint_version: job.endpoint_version,
         endpoint_type: job.endpoint_type.clone(),
         idempotency_key: Some(tick_key(&job.job_id, tick)),
         // A tick still ahead waits for the promoter; a due (or missed) one is claimable now.

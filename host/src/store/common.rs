@@ -150,8 +150,8 @@ macro_rules! impl_store {
                     let sql = format!(
                         "INSERT INTO jobs (job_id, endpoint, endpoint_type, trigger_type, status, version, previous_version_id,
                              idempotency_key, input, run_at, cron_expression, cron_timezone, cron_starts_at, cron_ends_at,
-                             cron_next_run_at, created_at)
-                         VALUES ($1, $2, $3, $4, 'ACTIVE', $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+                             cron_next_run_at, created_at, endpoint_version)
+                         VALUES ($1, $2, $3, $4, 'ACTIVE', $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
                          ON CONFLICT (endpoint, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
                          RETURNING {JOB_COLUMNS}"
                     );
@@ -171,6 +171,7 @@ macro_rules! impl_store {
                         .bind(job.cron_ends_at.map(DbTime))
                         .bind(job.cron_next_run_at.map(DbTime))
                         .bind(DbTime(job.created_at))
+                        .bind(job.endpoint_version)
                         .fetch_optional(&mut **tx)
                         .await?)
                 }
@@ -180,8 +181,8 @@ macro_rules! impl_store {
                 pub(super) async fn execution_insert(tx: &mut sqlx::Transaction<'_, $db>, e: &ExecutionWrite) -> StoreResult<bool> {
                     let done = sqlx::query(
                         "INSERT INTO executions (execution_id, job_id, endpoint, endpoint_type, idempotency_key, status, input,
-                             max_attempts, run_at, created_at)
-                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+                             max_attempts, run_at, created_at, endpoint_version)
+                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
                          ON CONFLICT (job_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING",
                     )
                     .bind(&e.execution_id)
@@ -194,6 +195,7 @@ macro_rules! impl_store {
                     .bind(e.max_attempts)
                     .bind(DbTime(e.run_at))
                     .bind(DbTime(e.created_at))
+                    .bind(e.endpoint_version)
                     .execute(&mut **tx)
                     .await?;
                     Ok(done.rows_affected() == 1)
@@ -205,6 +207,22 @@ macro_rules! impl_store {
                         "SELECT {EXECUTION_COLUMNS} FROM executions WHERE job_id = $1 ORDER BY created_at {order}, execution_id {order} LIMIT 1"
                     );
                     Ok(sqlx::query_as::<$db, Execution>(&sql).bind(job_id).fetch_optional(&self.pool).await?)
+                }
+
+                /// Keep the endpoint's version as just written: jobs created against it are
+                /// delivered with it after later updates.
+                async fn endpoint_version_snapshot(tx: &mut sqlx::Transaction<'_, $db>, name: &str) -> StoreResult<()> {
+                    sqlx::query(
+                        "INSERT INTO endpoint_versions (name, version, endpoint_type, payload_spec_ref, config_ref, spec,
+                             retry_policy, plugin, renderer, created_at)
+                         SELECT name, version, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, plugin,
+                             renderer, updated_at
+                         FROM endpoints WHERE name = $1",
+                    )
+                    .bind(name)
+                    .execute(&mut **tx)
+                    .await?;
+                    Ok(())
                 }
 
                 async fn endpoint_secret_refs_write(
@@ -409,6 +427,7 @@ macro_rules! impl_store {
                         drop(tx);
                         return existing(self.endpoint_get(&endpoint.name).await?);
                     };
+                    Self::endpoint_version_snapshot(&mut tx, &endpoint.name).await?;
                     Self::endpoint_secret_refs_write(&mut tx, &endpoint.name, &endpoint.secret_refs).await?;
                     tx.commit().await?;
                     Ok(Inserted::Created(created))
@@ -417,6 +436,19 @@ macro_rules! impl_store {
                 async fn endpoint_get(&self, name: &str) -> StoreResult<Option<Endpoint>> {
                     let sql = format!("SELECT {ENDPOINT_COLUMNS} FROM endpoints WHERE name = $1");
                     Ok(sqlx::query_as::<$db, Endpoint>(&sql).bind(name).fetch_optional(&self.pool).await?)
+                }
+
+                async fn endpoint_version_get(&self, name: &str, version: i32) -> StoreResult<Option<Endpoint>> {
+                    // Shaped as an endpoint row: a version's updated_at is when it was written.
+                    Ok(sqlx::query_as::<$db, Endpoint>(
+                        "SELECT name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, version,
+                             created_at, created_at AS updated_at, plugin, renderer
+                         FROM endpoint_versions WHERE name = $1 AND version = $2",
+                    )
+                    .bind(name)
+                    .bind(version)
+                    .fetch_optional(&self.pool)
+                    .await?)
                 }
 
                 async fn endpoint_list(&self, page: &PageRequest) -> StoreResult<Vec<Endpoint>> {
@@ -445,6 +477,7 @@ macro_rules! impl_store {
                         .fetch_optional(&mut *tx)
                         .await?;
                     let Some(updated) = updated else { return Ok(None) };
+                    Self::endpoint_version_snapshot(&mut tx, &endpoint.name).await?;
                     Self::endpoint_secret_refs_write(&mut tx, &endpoint.name, &endpoint.secret_refs).await?;
                     tx.commit().await?;
                     Ok(Some(updated))

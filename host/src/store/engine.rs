@@ -4,10 +4,12 @@
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-pub const JOB_COLUMNS: &str = "job_id, endpoint, endpoint_type, trigger_type, status, version, previous_version_id, \
+pub const JOB_COLUMNS: &str =
+    "job_id, endpoint, endpoint_version, endpoint_type, trigger_type, status, version, previous_version_id, \
      replaced_by_id, idempotency_key, input, run_at, cron_expression, cron_timezone, cron_starts_at, cron_ends_at, \
      cron_next_run_at, cron_last_tick_at, cron_prev_tick_at, created_at, retired_at";
-pub const EXECUTION_COLUMNS: &str = "execution_id, job_id, endpoint, endpoint_type, idempotency_key, status, input, \
+pub const EXECUTION_COLUMNS: &str =
+    "execution_id, job_id, endpoint, endpoint_version, endpoint_type, idempotency_key, status, input, \
      output, attempt_count, max_attempts, worker_id, run_at, started_at, completed_at, duration_ms, created_at";
 pub const ATTEMPT_COLUMNS: &str =
     "attempt_id, execution_id, attempt_number, status, started_at, completed_at, duration_ms, output, error, created_at";
@@ -17,6 +19,9 @@ pub const LOG_COLUMNS: &str = "log_id, execution_id, attempt_number, level, mess
 pub struct Job {
     pub job_id: String,
     pub endpoint: String,
+    /// The endpoint version the job was created against: its executions are delivered with
+    /// it, whatever later updates change (None only for rows older than versioning).
+    pub endpoint_version: Option<i32>,
     pub endpoint_type: String,
     pub trigger_type: String,
     pub status: String,
@@ -45,6 +50,8 @@ pub struct Execution {
     pub execution_id: String,
     pub job_id: String,
     pub endpoint: String,
+    /// Its job's endpoint version (None: the endpoint's newest, for rows older than versioning).
+    pub endpoint_version: Option<i32>,
     pub endpoint_type: String,
     pub idempotency_key: Option<String>,
     pub status: String,
@@ -93,6 +100,7 @@ pub struct ExecutionLog {
 pub struct JobWrite {
     pub job_id: String,
     pub endpoint: String,
+    pub endpoint_version: i32,
     pub endpoint_type: String,
     pub trigger_type: String,
     pub version: i32,
@@ -114,6 +122,7 @@ pub struct ExecutionWrite {
     pub execution_id: String,
     pub job_id: String,
     pub endpoint: String,
+    pub endpoint_version: Option<i32>,
     pub endpoint_type: String,
     pub idempotency_key: Option<String>,
     /// PENDING (waits for `run_at`) or QUEUED (claimable now).

@@ -231,6 +231,8 @@ pub trait Store: Send + Sync + 'static {
 
     async fn endpoint_insert(&self, endpoint: &EndpointWrite) -> StoreResult<Inserted<Endpoint>>;
     async fn endpoint_get(&self, name: &str) -> StoreResult<Option<Endpoint>>;
+    /// One version of an endpoint as it was written (kept while the endpoint exists).
+    async fn endpoint_version_get(&self, name: &str, version: i32) -> StoreResult<Option<Endpoint>>;
     async fn endpoint_list(&self, page: &PageRequest) -> StoreResult<Vec<Endpoint>>;
     /// Replaces the endpoint and bumps its version; None if it does not exist.
     async fn endpoint_update(&self, endpoint: &EndpointWrite) -> StoreResult<Option<Endpoint>>;

@@ -11,7 +11,6 @@ use super::common::impl_store;
 // are in scope for the backend's own methods too.
 use super::{Backend, Signal, StoreResult};
 
-
 pub struct PgStore {
     pool: PgPool,
     /// CockroachDB has neither advisory locks nor LISTEN/NOTIFY; learned once at connect.
@@ -108,9 +107,9 @@ impl PgStore {
             let created: Vec<chrono::DateTime<chrono::Utc>> = executions.iter().map(|e| e.created_at).collect();
             sqlx::query(
                 "INSERT INTO executions (execution_id, job_id, endpoint, endpoint_type, idempotency_key, status, input,
-                     max_attempts, run_at, created_at)
+                     max_attempts, run_at, created_at, endpoint_version)
                  SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::jsonb[],
-                     $8::int4[], $9::timestamptz[], $10::timestamptz[])
+                     $8::int4[], $9::timestamptz[], $10::timestamptz[], $11::int4[])
                  ON CONFLICT (job_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING",
             )
             .bind(column(|e| e.execution_id.clone()))
@@ -123,6 +122,7 @@ impl PgStore {
             .bind(&attempts)
             .bind(&run_at)
             .bind(&created)
+            .bind(executions.iter().map(|e| e.endpoint_version).collect::<Vec<_>>())
             .execute(&mut **tx)
             .await?;
         }

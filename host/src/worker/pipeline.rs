@@ -38,7 +38,9 @@ pub struct Pipeline {
     transports: Transports,
     renderer: Arc<MinijinjaRenderer>,
     worker_id: String,
-    endpoints: TtlCache<String, Endpoint>,
+    /// By (name, version): a version never changes, so only executions older than endpoint
+    /// versioning (no version: the newest) see an update when the entry expires.
+    endpoints: TtlCache<(String, Option<i32>), Endpoint>,
     configs: TtlCache<String, Value>,
     secrets: TtlCache<String, SecretValue>,
     completer: Completer,
@@ -156,8 +158,16 @@ impl Pipeline {
         logs: &mut Logs,
     ) -> Result<(Outcome, RetryPolicy, Vec<SecretValue>), StoreError> {
         let store = &self.store;
-        let endpoint =
-            self.endpoints.get_or_load(&execution.endpoint, || store.endpoint_get(&execution.endpoint)).await?;
+        let (name, version) = (&execution.endpoint, execution.endpoint_version);
+        let endpoint = self
+            .endpoints
+            .get_or_load(&(name.clone(), version), || async move {
+                match version {
+                    Some(version) => store.endpoint_version_get(name, version).await,
+                    None => store.endpoint_get(name).await,
+                }
+            })
+            .await?;
         let Some(endpoint) = endpoint else {
             let message = format!("Endpoint '{}' no longer exists.", execution.endpoint);
             logs.push("ERROR", message.clone());
