@@ -80,10 +80,23 @@ async fn main() {
     let n: usize = std::env::var("BENCH_N").ok().and_then(|v| v.parse().ok()).unwrap_or(20_000);
     let out_path = std::env::var("BENCH_JSON").unwrap_or_else(|_| "bench-results/deliver.json".into());
 
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    // The receiver is a server of its own, as a real receiver is: its own thread and runtime,
+    // so the deliveries measured pay the hand-off to another thread that a remote receiver's
+    // answer costs, rather than running on the same runtime threads as the receiver.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
-    let app = Router::new().route("/hook/{user}", post(|| async { "OK" }));
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    std::thread::Builder::new()
+        .name("receiver".into())
+        .spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            runtime.block_on(async move {
+                listener.set_nonblocking(true).unwrap();
+                let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+                let app = Router::new().route("/hook/{user}", post(|| async { "OK" }));
+                axum::serve(listener, app).await.unwrap()
+            })
+        })
+        .unwrap();
 
     let spec = normalize_spec(
         EndpointType::Http,
@@ -251,10 +264,10 @@ async fn plugin_versus_native(url: &str, n: usize) -> Value {
         .await
         .unwrap();
     let runtime = PluginRuntime::new(Some(dir.path().join("cache")), 512).unwrap();
-    let host_for_breakdown = PluginHost { runtime: runtime.clone(), store: store.clone() };
+    let host_for_breakdown = PluginHost::new(runtime.clone(), store.clone());
     let noop: Arc<dyn Transport> = Arc::new(WasmTransport { host: host_for_breakdown.clone(), plugin: "noop".into() });
     let plugin: Arc<dyn Transport> =
-        Arc::new(WasmTransport { host: PluginHost { runtime, store }, plugin: "webhook".into() });
+        Arc::new(WasmTransport { host: PluginHost::new(runtime, store), plugin: "webhook".into() });
     let native: Arc<dyn Transport> = Arc::new(HttpTransport::new());
     let body = json!({"user_id": "u_1", "amount": 12.5, "sender": "noreply@example.com"});
     let plugin_spec = json!({"url": url, "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "body_template": body, "timeout_ms": 10000});

@@ -11,7 +11,9 @@
 //! - cron load: BENCH_CRON (10,000) per-minute cron jobs: after each minute boundary, how long
 //!   until the last tick is delivered (two minutes observed).
 //!
-//! BENCH_BACKENDS (postgres,sqlite), BENCH_SCENARIOS (drain,create,latency,cron),
+//! BENCH_BACKENDS (postgres,sqlite), BENCH_SCENARIOS (drain,create,latency,cron), BENCH_WORKER_SLOTS
+//! (the worker's TE_WORKER_MAX_CONCURRENT in drain and cron load, 400), BENCH_TE_LOG and
+//! BENCH_SERVER_LOG (the server's log level, and a file to keep its log in),
 //! TE_TEST_POSTGRES_URL (postgres://postgres@127.0.0.1:5432/postgres), and BENCH_JSON
 //! (bench-results/engine.json) adjust a run. Figures go to docs/benchmarks.md by hand.
 
@@ -81,6 +83,16 @@ async fn fresh_db(backend: Backend) -> Db {
                 .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
             let name = format!("te_bench_{}", uuid::Uuid::new_v4().simple());
             let mut conn = sqlx::PgConnection::connect(&admin).await.expect("PostgreSQL is reachable");
+            // Databases of earlier scenarios and runs (their servers are gone by now): left in
+            // place, autovacuum works through them in the background of the next measurement.
+            let leftovers: Vec<String> =
+                sqlx::query_scalar("SELECT datname FROM pg_database WHERE datname LIKE 'te\\_bench\\_%'")
+                    .fetch_all(&mut conn)
+                    .await
+                    .unwrap();
+            for old in leftovers {
+                sqlx::query(&format!("DROP DATABASE IF EXISTS {old} WITH (FORCE)")).execute(&mut conn).await.unwrap();
+            }
             sqlx::query(&format!("CREATE DATABASE {name}")).execute(&mut conn).await.unwrap();
             let base = admin.rsplit_once('/').unwrap().0;
             Db { backend, url: format!("{base}/{name}"), _dir: dir }
@@ -147,7 +159,8 @@ fn start_server(db: &Db, roles: &str, extra: &[(&str, &str)]) -> Server {
         .env("TE_API_KEYS", API_KEY)
         .env("TE_SECRET_ENCRYPTION_KEY", SECRET_KEY)
         .env("TE_ROLES", roles)
-        .env("TE_LOG", "warn,taskexec::cli=info")
+        // BENCH_TE_LOG raises the server's log level; BENCH_SERVER_LOG keeps its log in a file.
+        .env("TE_LOG", std::env::var("BENCH_TE_LOG").unwrap_or_else(|_| "warn,taskexec::cli=info".into()))
         .env("TE_LOG_FORMAT", "json")
         .envs(extra.iter().copied())
         .stdout(Stdio::null())
@@ -155,8 +168,13 @@ fn start_server(db: &Db, roles: &str, extra: &[(&str, &str)]) -> Server {
     let mut child = command.spawn().expect("taskexec starts");
     let stderr = child.stderr.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
+    let mut keep = std::env::var("BENCH_SERVER_LOG").ok().map(|path| std::fs::File::create(path).unwrap());
     std::thread::spawn(move || {
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Some(file) = keep.as_mut() {
+                use std::io::Write;
+                let _ = writeln!(file, "{line}");
+            }
             if let Ok(v) = serde_json::from_str::<Value>(&line) {
                 let message = v["message"].as_str().unwrap_or_default();
                 if message == ready {
@@ -234,7 +252,7 @@ async fn drain(backend: Backend, n: usize) -> Value {
     ))
     .await;
     let started = Instant::now();
-    let _worker = start_server(&db, "worker", &[("TE_WORKER_MAX_CONCURRENT", "100")]);
+    let _worker = start_server(&db, "worker", &[("TE_WORKER_MAX_CONCURRENT", &worker_slots())]);
     wait_until("the drain", Duration::from_secs(900), || async { seen.requests.lock().unwrap().len() >= n }).await;
     wait_until("every execution recorded", Duration::from_secs(300), || async {
         db.scalar("SELECT COUNT(*) FROM executions WHERE status = 'SUCCESS'").await == n as i64
@@ -317,7 +335,7 @@ async fn fire_latency(backend: Backend, n: usize) -> Value {
 async fn cron_load(backend: Backend, n: usize) -> Value {
     let db = fresh_db(backend).await;
     let (receiver_url, seen) = start_receiver().await;
-    let server = start_server(&db, "api,scheduler,worker", &[]);
+    let server = start_server(&db, "api,scheduler,worker", &[("TE_WORKER_MAX_CONCURRENT", &worker_slots())]);
     let api = Arc::new(Api { http: reqwest::Client::new(), base: server.base_url.clone() });
     register(&api, &receiver_url).await;
     let tasks: Vec<_> = (0..16)
@@ -358,10 +376,28 @@ async fn cron_load(backend: Backend, n: usize) -> Value {
             .filter(|(at, _)| *at >= boundary && *at < until)
             .map(|(at, _)| *at)
             .collect();
-        let last = arrivals.iter().max().map(|t| (*t - boundary).num_milliseconds() as f64 / 1000.0);
-        results.push(json!({"minute": boundary.to_rfc3339(), "delivered": arrivals.len(), "last_tick_after_s": last}));
+        let mut after: Vec<f64> = arrivals.iter().map(|t| (*t - boundary).num_milliseconds() as f64 / 1000.0).collect();
+        after.sort_by(f64::total_cmp);
+        let last = after.last().copied();
+        let first = after.first().copied();
+        let median = after.get(after.len() / 2).copied();
+        // Ticks are made ahead of their minute: none may reach the receiver before it.
+        let early = seen
+            .requests
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(at, _)| *at < boundary && *at >= boundary - chrono::Duration::seconds(5))
+            .count();
+        results.push(json!({"minute": boundary.to_rfc3339(), "delivered": arrivals.len(), "last_tick_after_s": last,
+            "first_tick_after_s": first, "median_tick_after_s": median, "delivered_early": early}));
     }
     json!({"cron_jobs": n, "minutes": results})
+}
+
+/// The worker's TE_WORKER_MAX_CONCURRENT in the throughput scenarios (drain, cron load).
+fn worker_slots() -> String {
+    std::env::var("BENCH_WORKER_SLOTS").unwrap_or_else(|_| "400".into())
 }
 
 fn round2(x: f64) -> f64 {
