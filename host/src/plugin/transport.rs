@@ -60,7 +60,7 @@ impl PluginHost {
     }
 
     /// Forget cached versions whenever another process installs or removes a plugin (where the
-    /// database can tell). Called once at start-up by processes that deliver.
+    /// database can tell). Called once at start-up.
     pub async fn follow_changes(&self) {
         let wake = Arc::new(tokio::sync::Notify::new());
         match self.store.listen(Signal::PluginsChanged, wake.clone()).await {
