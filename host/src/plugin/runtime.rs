@@ -5,8 +5,11 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, RwLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, UpdateDeadline};
@@ -14,7 +17,7 @@ use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAlloc
 use super::grants::Grants;
 use super::limits::PluginLimits;
 use super::sandbox::{CallLogs, PluginState};
-use crate::contract::{host_imports, Failure, Message, Receipt, RenderError, RendererPlugin};
+use crate::contract::{host_imports, Failure, Message, Receipt, RenderError, RendererPlugin, TransportPlugin};
 
 /// How often the engine's epoch advances; a call's CPU deadline is counted in these ticks.
 const EPOCH_TICK: Duration = Duration::from_millis(10);
@@ -85,6 +88,10 @@ pub struct PluginRuntime {
     cache_dir: Option<PathBuf>,
     pub memory_mb_max: u32,
     http: reqwest::Client,
+    /// One permit per instance slot of the pooling allocator, held for as long as a store
+    /// lives: calls beyond the pool wait for a slot instead of failing, and spares are made
+    /// only from slots nobody waits for.
+    instances: Arc<Semaphore>,
 }
 
 impl PluginRuntime {
@@ -138,6 +145,7 @@ impl PluginRuntime {
             cache_dir,
             memory_mb_max,
             http: super::sandbox::plugin_http_client(),
+            instances: Arc::new(Semaphore::new(MAX_CONCURRENT_INSTANCES as usize)),
         }))
     }
 
@@ -246,15 +254,19 @@ impl PluginRuntime {
 
     /// Run `transport.deliver` in a fresh instance: the CPU deadline is `timeout` (epoch
     /// interruption), and the host stops waiting at `timeout` plus a second (wall clock).
+    ///
+    /// The instance is `spare`'s when one is ready, and the next spare is made while this call
+    /// runs (mostly while it waits on the network), so a call rarely pays for instantiation.
     pub async fn deliver(
         &self,
-        loaded: &Loaded,
+        loaded: &Arc<Loaded>,
+        spare: &Arc<SpareInstance>,
         grants: Arc<Grants>,
         limits: &PluginLimits,
         message: Message,
         timeout: Duration,
     ) -> CallOutcome<Result<Receipt, Failure>> {
-        let Loaded::Transport(pre) = loaded else {
+        let Loaded::Transport(pre) = &**loaded else {
             return outcome_without_call(Err(Failure::invalid_spec("this plugin is a renderer, not a transport")));
         };
         if message.spec_json.len() > limits.max_io_bytes as usize {
@@ -263,11 +275,20 @@ impl PluginRuntime {
                 limits.max_io_bytes
             ))));
         }
-        let mut store = self.store(grants, limits, timeout);
-        let call = async {
-            let plugin = pre.instantiate_async(&mut store).await?;
-            plugin.taskexec_plugin_transport().call_deliver(&mut store, &message).await
+        let taken = spare.ready.lock().expect("spare instance lock").take();
+        let (mut store, plugin, slot) = match taken {
+            Some(instance) => instance,
+            None => {
+                let slot = self.instance_slot().await;
+                match instantiate_transport(&self.engine, self.http.clone(), pre, grants.clone(), limits).await {
+                    (store, Ok(plugin)) => (store, plugin, slot),
+                    (mut store, Err(failure)) => return finish_call(&mut store, Err(failure)),
+                }
+            }
         };
+        self.refill(loaded, spare, &grants, limits);
+        arm_cpu_deadline(&mut store, timeout);
+        let call = plugin.taskexec_plugin_transport().call_deliver(&mut store, &message);
         let result = match tokio::time::timeout(timeout + Duration::from_secs(1), call).await {
             Err(_) => Err(Failure::timeout(format!(
                 "the plugin did not return within {} ms (wall clock)",
@@ -283,7 +304,41 @@ impl PluginRuntime {
                 f
             }),
         };
-        finish_call(store, result)
+        let outcome = finish_call(&mut store, result);
+        // Returning the slot to the pool resets its memory: done off the call's time, and only
+        // then is its permit released.
+        tokio::spawn(async move {
+            drop(store);
+            drop(slot);
+        });
+        outcome
+    }
+
+    /// A permit for one instance slot, waiting for one to be free.
+    async fn instance_slot(&self) -> OwnedSemaphorePermit {
+        self.instances.clone().acquire_owned().await.expect("the instance semaphore is never closed")
+    }
+
+    /// Make `spare`'s next instance in the background, unless that is under way already.
+    fn refill(&self, loaded: &Arc<Loaded>, spare: &Arc<SpareInstance>, grants: &Arc<Grants>, limits: &PluginLimits) {
+        if spare.refilling.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        // Only a slot free right now: a spare never makes a call wait.
+        let Ok(slot) = self.instances.clone().try_acquire_owned() else {
+            spare.refilling.store(false, Ordering::Release);
+            return;
+        };
+        let (engine, http, loaded, spare, grants, limits) =
+            (self.engine.clone(), self.http.clone(), loaded.clone(), spare.clone(), grants.clone(), *limits);
+        tokio::spawn(async move {
+            if let Loaded::Transport(pre) = &*loaded {
+                if let (store, Ok(plugin)) = instantiate_transport(&engine, http, pre, grants, &limits).await {
+                    *spare.ready.lock().expect("spare instance lock") = Some((store, plugin, slot));
+                }
+            }
+            spare.refilling.store(false, Ordering::Release);
+        });
     }
 
     /// Run `transport.validate` for an endpoint spec at registration.
@@ -294,6 +349,7 @@ impl PluginRuntime {
         spec_json: String,
     ) -> Result<Result<(), String>, String> {
         let Loaded::Transport(pre) = loaded else { return Err("this plugin is a renderer, not a transport".into()) };
+        let _slot = self.instance_slot().await;
         let mut store = self.store(Arc::new(Grants::default()), limits, VALIDATE_TIMEOUT);
         let call = async {
             let plugin = pre.instantiate_async(&mut store).await?;
@@ -317,6 +373,7 @@ impl PluginRuntime {
         let Loaded::Renderer(pre) = loaded else {
             return Err(RenderError::new("this plugin is a transport, not a renderer", None));
         };
+        let _slot = self.instance_slot().await;
         let mut store = self.store(Arc::new(Grants::default()), limits, VALIDATE_TIMEOUT);
         let call = async {
             let plugin: RendererPlugin = pre.instantiate_async(&mut store).await?;
@@ -346,6 +403,12 @@ fn new_store(
 ) -> Store<PluginState> {
     let mut store = Store::new(engine, PluginState::new(grants, limits, http));
     store.limiter(|state| &mut state.limits);
+    arm_cpu_deadline(&mut store, cpu);
+    store
+}
+
+/// Give the store's guest `cpu` worth of epoch ticks from now, yielding at each.
+fn arm_cpu_deadline(store: &mut Store<PluginState>, cpu: Duration) {
     let budget = (cpu.as_millis() / EPOCH_TICK.as_millis()).max(1) as u64 + 1;
     let mut ticks = 0;
     store.set_epoch_deadline(1);
@@ -353,14 +416,41 @@ fn new_store(
         ticks += 1;
         Ok(if ticks >= budget { UpdateDeadline::Interrupt } else { UpdateDeadline::Yield(1) })
     });
-    store
+}
+
+/// A fresh store and instance of a transport plugin. Instantiation runs no guest code but a
+/// start function, which gets the validation budget of CPU and wall-clock time.
+async fn instantiate_transport(
+    engine: &Engine,
+    http: reqwest::Client,
+    pre: &crate::contract::TransportPluginPre<PluginState>,
+    grants: Arc<Grants>,
+    limits: &PluginLimits,
+) -> (Store<PluginState>, Result<TransportPlugin, Failure>) {
+    let mut store = new_store(engine, http, grants, limits, VALIDATE_TIMEOUT);
+    let made = match tokio::time::timeout(VALIDATE_TIMEOUT + Duration::from_secs(1), pre.instantiate_async(&mut store))
+        .await
+    {
+        Err(_) => Err(Failure::timeout("the plugin did not finish instantiating in time")),
+        Ok(Err(trap)) => Err(trap_failure(&trap, VALIDATE_TIMEOUT)),
+        Ok(Ok(plugin)) => Ok(plugin),
+    };
+    (store, made)
+}
+
+/// A fresh instance of one transport plugin version, made before a call needs it. It is never
+/// called before it is handed out, so each call still runs in a store and instance of its own.
+#[derive(Default)]
+pub struct SpareInstance {
+    ready: Mutex<Option<(Store<PluginState>, TransportPlugin, OwnedSemaphorePermit)>>,
+    refilling: AtomicBool,
 }
 
 fn outcome_without_call<T>(result: T) -> CallOutcome<T> {
     CallOutcome { result, logs: CallLogs::default(), denials: Vec::new() }
 }
 
-fn finish_call<T>(mut store: Store<PluginState>, result: T) -> CallOutcome<T> {
+fn finish_call<T>(store: &mut Store<PluginState>, result: T) -> CallOutcome<T> {
     let state = store.data_mut();
     state.collect_output();
     let denials = state.denials.lock().expect("denials lock").clone();

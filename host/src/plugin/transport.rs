@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 
 use super::grants::Grants;
 use super::limits::PluginLimits;
-use super::runtime::{Loaded, PluginRuntime};
+use super::runtime::{Loaded, PluginRuntime, SpareInstance};
 use crate::contract::{Failure, Message, Receipt, RenderError};
 use crate::store::{PluginRecord, Signal, Store};
 use crate::template::{RenderContext, Renderer, TemplateError, TemplateKey, TemplateRefs};
@@ -29,6 +29,8 @@ pub struct ReadyPlugin {
     pub loaded: Arc<Loaded>,
     pub grants: Arc<Grants>,
     pub limits: PluginLimits,
+    /// The next call's instance, made ahead (transport plugins).
+    pub spare: Arc<SpareInstance>,
 }
 
 /// What plugin calls need: the runtime, the store the plugins are kept in, and the newest
@@ -115,6 +117,7 @@ impl PluginHost {
             limits: serde_json::from_value(record.limits.clone()).unwrap_or_default(),
             record,
             loaded,
+            spare: Arc::default(),
         });
         // Cached under the generation read before the lookup: a change heard of meanwhile
         // makes this entry stale at once.
@@ -165,8 +168,11 @@ impl Transport for WasmTransport {
         );
         let now_ms = u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or(0);
         let timeout = Duration::from_millis(message.deadline_ms.saturating_sub(now_ms).max(1));
-        let outcome =
-            self.host.runtime.deliver(&plugin.loaded, plugin.grants.clone(), &plugin.limits, message, timeout).await;
+        let outcome = self
+            .host
+            .runtime
+            .deliver(&plugin.loaded, &plugin.spare, plugin.grants.clone(), &plugin.limits, message, timeout)
+            .await;
         for (level, line) in &outcome.logs.records {
             log.push(level, format!("[plugin {}] {line}", record.name));
         }
