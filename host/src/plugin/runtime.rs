@@ -324,8 +324,10 @@ impl PluginRuntime {
         if spare.refilling.swap(true, Ordering::AcqRel) {
             return;
         }
-        // Only a slot free right now: a spare never makes a call wait.
-        let Ok(slot) = self.instances.clone().try_acquire_owned() else {
+        // Only a slot free right now, and only while half the pool is free: an idle spare keeps
+        // its slot, so spares of many plugins must never crowd out the calls themselves.
+        let plenty = self.instances.available_permits() > MAX_CONCURRENT_INSTANCES as usize / 2;
+        let Some(slot) = plenty.then(|| self.instances.clone().try_acquire_owned().ok()).flatten() else {
             spare.refilling.store(false, Ordering::Release);
             return;
         };
