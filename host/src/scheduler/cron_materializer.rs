@@ -86,11 +86,7 @@ pub async fn materialize_due(
             let attempts = match max_attempts.get(&version_key) {
                 Some(n) => *n,
                 None => {
-                    let endpoint = match job.endpoint_version {
-                        Some(version) => store.endpoint_version_get(&job.endpoint, version).await?,
-                        None => store.endpoint_get(&job.endpoint).await?,
-                    };
-                    let n = match endpoint {
+                    let n = match store.endpoint_for_job(&job.endpoint, job.endpoint_version).await? {
                         Some(e) => {
                             RetryPolicy::parse(Some(&e.retry_policy)).map(|p| p.max_attempts as i32).unwrap_or(1)
                         }

@@ -233,6 +233,14 @@ pub trait Store: Send + Sync + 'static {
     async fn endpoint_get(&self, name: &str) -> StoreResult<Option<Endpoint>>;
     /// One version of an endpoint as it was written (kept while the endpoint exists).
     async fn endpoint_version_get(&self, name: &str, version: i32) -> StoreResult<Option<Endpoint>>;
+    /// The endpoint a job's executions are delivered with: the version the job was created
+    /// against, or the newest for rows older than endpoint versioning (no version recorded).
+    async fn endpoint_for_job(&self, name: &str, version: Option<i32>) -> StoreResult<Option<Endpoint>> {
+        match version {
+            Some(version) => self.endpoint_version_get(name, version).await,
+            None => self.endpoint_get(name).await,
+        }
+    }
     async fn endpoint_list(&self, page: &PageRequest) -> StoreResult<Vec<Endpoint>>;
     /// Replaces the endpoint and bumps its version; None if it does not exist.
     async fn endpoint_update(&self, endpoint: &EndpointWrite) -> StoreResult<Option<Endpoint>>;

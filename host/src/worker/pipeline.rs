@@ -159,15 +159,8 @@ impl Pipeline {
     ) -> Result<(Outcome, RetryPolicy, Vec<SecretValue>), StoreError> {
         let store = &self.store;
         let (name, version) = (&execution.endpoint, execution.endpoint_version);
-        let endpoint = self
-            .endpoints
-            .get_or_load(&(name.clone(), version), || async move {
-                match version {
-                    Some(version) => store.endpoint_version_get(name, version).await,
-                    None => store.endpoint_get(name).await,
-                }
-            })
-            .await?;
+        let endpoint =
+            self.endpoints.get_or_load(&(name.clone(), version), || store.endpoint_for_job(name, version)).await?;
         let Some(endpoint) = endpoint else {
             let message = format!("Endpoint '{}' no longer exists.", execution.endpoint);
             logs.push("ERROR", message.clone());
