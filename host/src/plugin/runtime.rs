@@ -14,8 +14,8 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, UpdateDeadline};
 
-use super::grants::Grants;
 use super::limits::PluginLimits;
+use super::outbound::Egress;
 use super::sandbox::{CallLogs, PluginState};
 use crate::contract::{host_imports, Failure, Message, Receipt, RenderError, RendererPlugin, TransportPlugin};
 
@@ -87,7 +87,8 @@ pub struct PluginRuntime {
     loaded: RwLock<HashMap<String, Arc<Loaded>>>,
     cache_dir: Option<PathBuf>,
     pub memory_mb_max: u32,
-    http: reqwest::Client,
+    /// For calls that may send nothing (validate, render).
+    no_egress: Arc<Egress>,
     /// One permit per instance slot of the pooling allocator, held for as long as a store
     /// lives: calls beyond the pool wait for a slot instead of failing, and spares are made
     /// only from slots nobody waits for.
@@ -130,7 +131,14 @@ impl PluginRuntime {
         })?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
-        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
+        // wasi:http's types are wasmtime-wasi-http's; its outgoing handler is ours (see outbound).
+        let http_options = wasmtime_wasi_http::p2::bindings::LinkOptions::default();
+        wasmtime_wasi_http::p2::bindings::http::types::add_to_linker::<_, wasmtime_wasi_http::WasiHttp>(
+            &mut linker,
+            &(&http_options).into(),
+            <PluginState as wasmtime_wasi_http::WasiHttpView>::http,
+        )?;
+        super::outbound::add_to_linker(&mut linker)?;
         host_imports::add_to_linker::<PluginState, HasSelf<PluginState>>(&mut linker, |state| state)?;
         if let Some(dir) = &cache_dir {
             std::fs::create_dir_all(dir)?;
@@ -144,7 +152,7 @@ impl PluginRuntime {
             loaded: RwLock::default(),
             cache_dir,
             memory_mb_max,
-            http: super::sandbox::plugin_http_client(),
+            no_egress: Arc::new(Egress::none()),
             instances: Arc::new(Semaphore::new(MAX_CONCURRENT_INSTANCES as usize)),
         }))
     }
@@ -248,8 +256,8 @@ impl PluginRuntime {
         Ok(loaded)
     }
 
-    fn store(&self, grants: Arc<Grants>, limits: &PluginLimits, cpu: Duration) -> Store<PluginState> {
-        new_store(&self.engine, self.http.clone(), grants, limits, cpu)
+    fn store(&self, limits: &PluginLimits, cpu: Duration) -> Store<PluginState> {
+        new_store(&self.engine, self.no_egress.clone(), limits, cpu)
     }
 
     /// Run `transport.deliver` in a fresh instance: the CPU deadline is `timeout` (epoch
@@ -261,7 +269,7 @@ impl PluginRuntime {
         &self,
         loaded: &Arc<Loaded>,
         spare: &Arc<SpareInstance>,
-        grants: Arc<Grants>,
+        egress: &Arc<Egress>,
         limits: &PluginLimits,
         message: Message,
         timeout: Duration,
@@ -280,14 +288,15 @@ impl PluginRuntime {
             Some(instance) => instance,
             None => {
                 let slot = self.instance_slot().await;
-                match instantiate_transport(&self.engine, self.http.clone(), pre, grants.clone(), limits).await {
+                match instantiate_transport(&self.engine, pre, egress.clone(), limits).await {
                     (store, Ok(plugin)) => (store, plugin, slot),
                     (mut store, Err(failure)) => return finish_call(&mut store, Err(failure)),
                 }
             }
         };
-        self.refill(loaded, spare, &grants, limits);
+        self.refill(loaded, spare, egress, limits);
         arm_cpu_deadline(&mut store, timeout);
+        store.data_mut().outbound.set_deadline(std::time::Instant::now() + timeout);
         let call = plugin.taskexec_plugin_transport().call_deliver(&mut store, &message);
         let result = match tokio::time::timeout(timeout + Duration::from_secs(1), call).await {
             Err(_) => Err(Failure::timeout(format!(
@@ -320,7 +329,7 @@ impl PluginRuntime {
     }
 
     /// Make `spare`'s next instance in the background, unless that is under way already.
-    fn refill(&self, loaded: &Arc<Loaded>, spare: &Arc<SpareInstance>, grants: &Arc<Grants>, limits: &PluginLimits) {
+    fn refill(&self, loaded: &Arc<Loaded>, spare: &Arc<SpareInstance>, egress: &Arc<Egress>, limits: &PluginLimits) {
         if spare.refilling.swap(true, Ordering::AcqRel) {
             return;
         }
@@ -331,11 +340,11 @@ impl PluginRuntime {
             spare.refilling.store(false, Ordering::Release);
             return;
         };
-        let (engine, http, loaded, spare, grants, limits) =
-            (self.engine.clone(), self.http.clone(), loaded.clone(), spare.clone(), grants.clone(), *limits);
+        let (engine, loaded, spare, egress, limits) =
+            (self.engine.clone(), loaded.clone(), spare.clone(), egress.clone(), *limits);
         tokio::spawn(async move {
             if let Loaded::Transport(pre) = &*loaded {
-                if let (store, Ok(plugin)) = instantiate_transport(&engine, http, pre, grants, &limits).await {
+                if let (store, Ok(plugin)) = instantiate_transport(&engine, pre, egress, &limits).await {
                     *spare.ready.lock().expect("spare instance lock") = Some((store, plugin, slot));
                 }
             }
@@ -352,7 +361,7 @@ impl PluginRuntime {
     ) -> Result<Result<(), String>, String> {
         let Loaded::Transport(pre) = loaded else { return Err("this plugin is a renderer, not a transport".into()) };
         let _slot = self.instance_slot().await;
-        let mut store = self.store(Arc::new(Grants::default()), limits, VALIDATE_TIMEOUT);
+        let mut store = self.store(limits, VALIDATE_TIMEOUT);
         let call = async {
             let plugin = pre.instantiate_async(&mut store).await?;
             plugin.taskexec_plugin_transport().call_validate(&mut store, &spec_json).await
@@ -376,7 +385,7 @@ impl PluginRuntime {
             return Err(RenderError::new("this plugin is a transport, not a renderer", None));
         };
         let _slot = self.instance_slot().await;
-        let mut store = self.store(Arc::new(Grants::default()), limits, VALIDATE_TIMEOUT);
+        let mut store = self.store(limits, VALIDATE_TIMEOUT);
         let call = async {
             let plugin: RendererPlugin = pre.instantiate_async(&mut store).await?;
             let renderer = plugin.taskexec_plugin_renderer();
@@ -396,14 +405,8 @@ impl PluginRuntime {
 /// A fresh store for one call. The CPU deadline is counted in epoch ticks the guest runs
 /// through: at each tick the call yields to other calls on its thread, and once `cpu` worth of
 /// ticks have passed it is interrupted (a trap).
-fn new_store(
-    engine: &Engine,
-    http: reqwest::Client,
-    grants: Arc<Grants>,
-    limits: &PluginLimits,
-    cpu: Duration,
-) -> Store<PluginState> {
-    let mut store = Store::new(engine, PluginState::new(grants, limits, http));
+fn new_store(engine: &Engine, egress: Arc<Egress>, limits: &PluginLimits, cpu: Duration) -> Store<PluginState> {
+    let mut store = Store::new(engine, PluginState::new(egress, limits));
     store.limiter(|state| &mut state.limits);
     arm_cpu_deadline(&mut store, cpu);
     store
@@ -424,12 +427,11 @@ fn arm_cpu_deadline(store: &mut Store<PluginState>, cpu: Duration) {
 /// start function, which gets the validation budget of CPU and wall-clock time.
 async fn instantiate_transport(
     engine: &Engine,
-    http: reqwest::Client,
     pre: &crate::contract::TransportPluginPre<PluginState>,
-    grants: Arc<Grants>,
+    egress: Arc<Egress>,
     limits: &PluginLimits,
 ) -> (Store<PluginState>, Result<TransportPlugin, Failure>) {
-    let mut store = new_store(engine, http, grants, limits, VALIDATE_TIMEOUT);
+    let mut store = new_store(engine, egress, limits, VALIDATE_TIMEOUT);
     let made = match tokio::time::timeout(VALIDATE_TIMEOUT + Duration::from_secs(1), pre.instantiate_async(&mut store))
         .await
     {
@@ -455,7 +457,7 @@ fn outcome_without_call<T>(result: T) -> CallOutcome<T> {
 fn finish_call<T>(store: &mut Store<PluginState>, result: T) -> CallOutcome<T> {
     let state = store.data_mut();
     state.collect_output();
-    let denials = state.denials.lock().expect("denials lock").clone();
+    let denials = state.outbound.denials();
     let logs = std::mem::take(&mut state.logs);
     CallOutcome { result, logs, denials }
 }

@@ -12,6 +12,7 @@ use serde_json::{json, Value};
 
 use super::grants::Grants;
 use super::limits::PluginLimits;
+use super::outbound::Egress;
 use super::runtime::{Loaded, PluginRuntime, SpareInstance};
 use crate::contract::{Failure, Message, Receipt, RenderError};
 use crate::store::{PluginRecord, Signal, Store};
@@ -27,7 +28,8 @@ const NEWEST_VERSION_TTL: Duration = Duration::from_secs(1);
 pub struct ReadyPlugin {
     pub record: PluginRecord,
     pub loaded: Arc<Loaded>,
-    pub grants: Arc<Grants>,
+    /// Its grants and its own HTTP client (keep-alive connections live as long as the version).
+    pub egress: Arc<Egress>,
     pub limits: PluginLimits,
     /// The next call's instance, made ahead (transport plugins).
     pub spare: Arc<SpareInstance>,
@@ -94,10 +96,12 @@ impl PluginHost {
     /// The newest version of `name`, ready to call.
     pub async fn latest(&self, name: &str) -> Result<Arc<ReadyPlugin>, String> {
         let generation = self.newest.generation.load(Ordering::SeqCst);
-        if let Some(cached) = self.newest.entries.lock().expect("plugin versions lock").get(name) {
-            if cached.generation == generation && cached.fetched.elapsed() < NEWEST_VERSION_TTL {
-                return Ok(cached.ready.clone());
-            }
+        let cached = self.newest.entries.lock().expect("plugin versions lock").get(name).map(|c| {
+            let fresh = c.generation == generation && c.fetched.elapsed() < NEWEST_VERSION_TTL;
+            (fresh, c.ready.clone())
+        });
+        if let Some((true, ready)) = cached {
+            return Ok(ready);
         }
         let record = self
             .store
@@ -105,6 +109,11 @@ impl PluginHost {
             .await
             .map_err(|e| format!("cannot read plugin '{name}': {e}"))?
             .ok_or_else(|| format!("plugin '{name}' is not installed"))?;
+        // The same version as before: keep it, with its spare instance and its connections.
+        if let Some((_, ready)) = cached.filter(|(_, ready)| same_version(&ready.record, &record)) {
+            self.remember(name, &ready, generation);
+            return Ok(ready);
+        }
         let loaded = match self.runtime.load(&record.sha256, || None) {
             Ok(loaded) => loaded,
             Err(_) => {
@@ -113,26 +122,35 @@ impl PluginHost {
             }
         };
         let ready = Arc::new(ReadyPlugin {
-            grants: Arc::new(grants_of(&record)),
+            egress: Arc::new(Egress::new(Arc::new(grants_of(&record)))),
             limits: serde_json::from_value(record.limits.clone()).unwrap_or_default(),
             record,
             loaded,
             spare: Arc::default(),
         });
-        // Cached under the generation read before the lookup: a change heard of meanwhile
-        // makes this entry stale at once.
+        self.remember(name, &ready, generation);
+        Ok(ready)
+    }
+
+    /// Cache `ready` under the generation read before it was looked up: a change heard of
+    /// meanwhile makes the entry stale at once.
+    fn remember(&self, name: &str, ready: &Arc<ReadyPlugin>, generation: u64) {
         self.newest
             .entries
             .lock()
             .expect("plugin versions lock")
             .insert(name.to_owned(), CachedVersion { ready: ready.clone(), generation, fetched: Instant::now() });
-        Ok(ready)
     }
 }
 
 pub struct WasmTransport {
     pub host: PluginHost,
     pub plugin: String,
+}
+
+/// Whether two records are one installed version (a reinstall after removal may reuse the number).
+fn same_version(a: &PluginRecord, b: &PluginRecord) -> bool {
+    a.version == b.version && a.sha256 == b.sha256 && a.grants == b.grants && a.limits == b.limits
 }
 
 /// The grants as installed (checked then, so a pattern that no longer parses grants nothing).
@@ -171,7 +189,7 @@ impl Transport for WasmTransport {
         let outcome = self
             .host
             .runtime
-            .deliver(&plugin.loaded, &plugin.spare, plugin.grants.clone(), &plugin.limits, message, timeout)
+            .deliver(&plugin.loaded, &plugin.spare, &plugin.egress, &plugin.limits, message, timeout)
             .await;
         for (level, line) in &outcome.logs.records {
             log.push(level, format!("[plugin {}] {line}", record.name));
