@@ -283,6 +283,43 @@ async fn hostile_plugins_fail_their_attempts_and_the_worker_carries_on() {
     assert!(receiver.received().iter().all(|r| r.path != "/ok/forbidden"), "a denied host was contacted");
 }
 
+/// A plugin that writes its request body after `handle` (more writes than the host buffers
+/// before sending) still delivers it whole: the request is sent while the body is written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_written_after_handle_is_streamed_whole() {
+    let db = TestDb::new(Backend::Sqlite).await;
+    let server = Server::start(&db).await;
+    let api = server.client();
+    let receiver = Receiver::start().await;
+    let (ok, out) = cli(
+        &server,
+        &db,
+        &[
+            "install",
+            component("hostile").to_str().unwrap(),
+            "--name",
+            "streamer",
+            "--allow-host",
+            "http://127.0.0.1:*",
+        ],
+    );
+    assert!(ok, "{out}");
+    api.create(
+        "/endpoints",
+        &json!({"name": "streamer", "type": "PLUGIN", "plugin": "streamer",
+        "spec": {"mode": "stream-body", "size": 100_000, "timeout_ms": 5000, "url": format!("{}/ok/streamed", receiver.base_url)}}),
+    )
+    .await;
+    let job = api.create("/jobs", &immediate("streamer", "s1", json!({}))).await;
+    let execution_id = job["execution"]["execution_id"].as_str().unwrap();
+    let execution = wait_for_status(&api, execution_id, "SUCCESS").await;
+    assert_eq!(execution["output"]["status_code"], 200, "{execution}");
+    let received = receiver.received();
+    let streamed = received.iter().find(|r| r.path == "/ok/streamed").expect("the receiver got the request");
+    let expected: Vec<u8> = (0..100_000).map(|i| (i % 251) as u8).collect();
+    assert!(streamed.body[..] == expected[..], "the body arrived changed ({} bytes)", streamed.body.len());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_plugin_version_applies_from_the_next_attempt() {
     let db = TestDb::new(Backend::Sqlite).await;

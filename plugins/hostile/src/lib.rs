@@ -6,6 +6,8 @@
 //! - `panic`: panics (a trap, not a crash of the host);
 //! - `forbidden-host`: calls `spec.url` over wasi:http, a host it was not granted;
 //! - `log-flood`: writes 100,000 log records and 1,000 stderr lines (the host must cap them);
+//! - `stream-body`: POSTs `spec.size` bytes to `spec.url`, written in 4 KiB pieces *after*
+//!   calling `handle`, more than the host buffers before sending (the streamed-body path);
 //! - `ok`: delivers nothing and succeeds (a control).
 
 wit_bindgen::generate!({
@@ -18,7 +20,7 @@ use exports::taskexec::plugin::transport::Guest;
 use serde_json::Value;
 use taskexec::plugin::host::log;
 use taskexec::plugin::types::{Failure, FailureKind, LogLevel, Message, Receipt};
-use wasi::http::types::{Fields, Method, OutgoingRequest, Scheme};
+use wasi::http::types::{Fields, Method, OutgoingBody, OutgoingRequest, Scheme};
 
 struct Hostile;
 
@@ -26,8 +28,8 @@ impl Guest for Hostile {
     fn validate(spec_json: String) -> Result<(), String> {
         let spec: Value = serde_json::from_str(&spec_json).map_err(|e| e.to_string())?;
         match spec.get("mode").and_then(Value::as_str) {
-            Some("loop" | "alloc" | "panic" | "forbidden-host" | "log-flood" | "ok") => Ok(()),
-            _ => Err("`mode` must be loop, alloc, panic, forbidden-host, log-flood or ok".into()),
+            Some("loop" | "alloc" | "panic" | "forbidden-host" | "log-flood" | "stream-body" | "ok") => Ok(()),
+            _ => Err("`mode` must be loop, alloc, panic, forbidden-host, log-flood, stream-body or ok".into()),
         }
     }
 
@@ -49,14 +51,11 @@ impl Guest for Hostile {
             }
             "panic" => panic!("hostile plugin panicked on purpose"),
             "forbidden-host" => {
-                let url = spec.get("url").and_then(Value::as_str).unwrap_or("http://127.0.0.1:9/");
-                let rest = url.split_once("://").map(|(_, r)| r).unwrap_or(url);
-                let (authority, path) =
-                    rest.split_once('/').map(|(a, p)| (a, format!("/{p}"))).unwrap_or((rest, "/".into()));
+                let (scheme, authority, path) = target(&spec);
                 let request = OutgoingRequest::new(Fields::new());
                 let _ = request.set_method(&Method::Get);
-                let _ = request.set_scheme(Some(&Scheme::Http));
-                let _ = request.set_authority(Some(authority));
+                let _ = request.set_scheme(Some(&scheme));
+                let _ = request.set_authority(Some(&authority));
                 let _ = request.set_path_with_query(Some(&path));
                 match wasi::http::outgoing_handler::handle(request, None) {
                     Err(code) => Err(Failure {
@@ -81,6 +80,7 @@ impl Guest for Hostile {
                     }
                 }
             }
+            "stream-body" => stream_body(&spec),
             "log-flood" => {
                 for i in 0..100_000 {
                     log(LogLevel::Info, &format!("flood {i}"));
@@ -92,6 +92,44 @@ impl Guest for Hostile {
             }
             _ => Ok(Receipt { output_json: format!(r#"{{"ok":"{}"}}"#, message.execution_id) }),
         }
+    }
+}
+
+/// `scheme://authority/path` of `spec.url`, split for wasi:http.
+fn target(spec: &Value) -> (Scheme, String, String) {
+    let url = spec.get("url").and_then(Value::as_str).unwrap_or("http://127.0.0.1:9/");
+    let (scheme, rest) = url.split_once("://").unwrap_or(("http", url));
+    let (authority, path) = rest.split_once('/').map(|(a, p)| (a, format!("/{p}"))).unwrap_or((rest, "/".into()));
+    (if scheme == "https" { Scheme::Https } else { Scheme::Http }, authority.to_owned(), path)
+}
+
+fn failed(message: String) -> Failure {
+    Failure { kind: FailureKind::Connection, retryable: false, message, retry_after_ms: None }
+}
+
+/// Send a body that is written only after `handle`: byte `i` of it is `i % 251`.
+fn stream_body(spec: &Value) -> Result<Receipt, Failure> {
+    let size = spec.get("size").and_then(Value::as_u64).unwrap_or(100_000) as usize;
+    let (scheme, authority, path) = target(spec);
+    let request = OutgoingRequest::new(Fields::new());
+    let _ = request.set_method(&Method::Post);
+    let _ = request.set_scheme(Some(&scheme));
+    let _ = request.set_authority(Some(&authority));
+    let _ = request.set_path_with_query(Some(&path));
+    let outgoing = request.body().map_err(|_| failed("no body".into()))?;
+    let pending = wasi::http::outgoing_handler::handle(request, None).map_err(|e| failed(format!("{e:?}")))?;
+    {
+        let stream = outgoing.write().map_err(|_| failed("no body stream".into()))?;
+        let body: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
+        for chunk in body.chunks(4096) {
+            stream.blocking_write_and_flush(chunk).map_err(|e| failed(format!("write: {e:?}")))?;
+        }
+    }
+    OutgoingBody::finish(outgoing, None).map_err(|e| failed(format!("finish: {e:?}")))?;
+    pending.subscribe().block();
+    match pending.get() {
+        Some(Ok(Ok(response))) => Ok(Receipt { output_json: format!(r#"{{"status_code":{}}}"#, response.status()) }),
+        other => Err(failed(format!("no response: {other:?}"))),
     }
 }
 

@@ -125,18 +125,30 @@ impl Guest for WebhookSigned {
         let _ = options.set_first_byte_timeout(Some(timeout_ns));
         let _ = options.set_between_bytes_timeout(Some(timeout_ns));
 
+        // The whole body is written and finished before `handle`: the host then sends the
+        // request at once on this call's own task (a body still being written after `handle`
+        // is sent from a task of its own, one hand-off more each way).
         let outgoing = request.body().map_err(|_| failure(FailureKind::Internal, false, "no request body"))?;
-        let pending = wasi::http::outgoing_handler::handle(request, Some(options))
-            .map_err(|e| failure(FailureKind::Connection, true, format!("the request was refused: {e:?}")))?;
         {
             let stream = outgoing.write().map_err(|_| failure(FailureKind::Internal, true, "no body stream"))?;
-            for chunk in body.chunks(4096) {
-                stream
-                    .blocking_write_and_flush(chunk)
+            let mut rest = &body[..];
+            while !rest.is_empty() {
+                let permitted = stream
+                    .check_write()
                     .map_err(|e| failure(FailureKind::Connection, true, format!("writing the body failed: {e:?}")))?;
+                if permitted == 0 {
+                    return Err(failure(FailureKind::InvalidSpec, false, "the body is too large to send"));
+                }
+                let (chunk, remaining) = rest.split_at(rest.len().min(permitted as usize));
+                stream
+                    .write(chunk)
+                    .map_err(|e| failure(FailureKind::Connection, true, format!("writing the body failed: {e:?}")))?;
+                rest = remaining;
             }
         }
         OutgoingBody::finish(outgoing, None).map_err(|e| failure(FailureKind::Connection, true, format!("{e:?}")))?;
+        let pending = wasi::http::outgoing_handler::handle(request, Some(options))
+            .map_err(|e| failure(FailureKind::Connection, true, format!("the request was refused: {e:?}")))?;
         pending.subscribe().block();
         let response = match pending.get() {
             Some(Ok(Ok(response))) => response,
