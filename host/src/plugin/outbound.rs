@@ -8,8 +8,9 @@
 //! writing before it calls `handle` (every request without a body, and every plugin that writes
 //! its body first, as `transports-wit/README.md` advises) is sent on the plugin call's own task,
 //! and `handle` returns with the response already there — the same path the native HTTP
-//! transport takes. A request whose body is still being written is sent from a spawned task, as
-//! wasmtime-wasi-http does, so a plugin may still stream its body after `handle`.
+//! transport takes; `future-incoming-response.get` is ours too, to hand that response over
+//! without a task beside it. A request whose body is still being written is sent from a spawned
+//! task, as wasmtime-wasi-http does, so a plugin may still stream its body after `handle`.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
@@ -21,16 +22,20 @@ use axum::http;
 use http_body_util::BodyExt;
 use wasmtime::component::{Linker, Resource};
 use wasmtime::StoreContextMut;
-use wasmtime_wasi::runtime::AbortOnDropJoinHandle;
-use wasmtime_wasi_http::p2::bindings::http::types::{ErrorCode, Scheme};
-use wasmtime_wasi_http::p2::types::{HostFutureIncomingResponse, HostOutgoingRequest};
-use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
+use wasmtime_wasi_http::p2::bindings::http::types::{
+    ErrorCode, HostFutureIncomingResponse as HostFutureIncomingResponseMethods, Scheme,
+};
+use wasmtime_wasi_http::p2::body::HostIncomingBody;
+use wasmtime_wasi_http::p2::types::{HostFutureIncomingResponse, HostIncomingResponse, HostOutgoingRequest};
+use wasmtime_wasi_http::{Error, FieldMap, RequestOptions, WasiBody, WasiHttpHooks, WasiHttpView};
 
 use super::grants::{is_internal, Grants};
 use super::sandbox::PluginState;
 
 /// The interface `handle` is defined in. Guests importing any 0.2.x version link to it.
 const OUTGOING_HANDLER: &str = "wasi:http/outgoing-handler@0.2.12";
+/// The interface of wasi:http's resources, wasmtime-wasi-http's but for one function.
+const HTTP_TYPES: &str = "wasi:http/types@0.2.12";
 /// Largest response body a plugin is handed, so one answer cannot exhaust the host.
 const MAX_RESPONSE_BYTES: usize = 16 * 1024 * 1024;
 /// Writes to a request body that may wait before `handle` is called (wasmtime-wasi-http's
@@ -276,7 +281,39 @@ pub fn add_to_linker(linker: &mut Linker<PluginState>) -> wasmtime::Result<()> {
          (request, options): (Resource<HostOutgoingRequest>, Option<Resource<RequestOptions>>)| {
             Box::new(async move { Ok((handle(store, request, options).await?,)) })
         },
-    )
+    )?;
+    // In place of wasmtime-wasi-http's `get`, which wants a task to keep alive beside each
+    // response: the requests sent here have none, and spawning one for each wakes another
+    // worker thread per delivery.
+    linker.allow_shadowing(true);
+    let defined = linker.instance(HTTP_TYPES)?.func_wrap(
+        "[method]future-incoming-response.get",
+        |mut store: StoreContextMut<'_, PluginState>, (future,): (Resource<HostFutureIncomingResponse>,)| {
+            Ok((future_response_get(store.data_mut(), future)?,))
+        },
+    );
+    linker.allow_shadowing(false);
+    defined
+}
+
+/// What `get` gives a plugin once its request is done: `Err(())` if the response was taken
+/// already, else the response or why there is none.
+type Answer = Result<Result<Resource<HostIncomingResponse>, ErrorCode>, ()>;
+
+/// `future-incoming-response.get`: the response `handle` already has, else whatever
+/// wasmtime-wasi-http's `get` answers (a request still under way, an error, a second `get`).
+fn future_response_get(
+    state: &mut PluginState,
+    future: Resource<HostFutureIncomingResponse>,
+) -> wasmtime::Result<Option<Answer>> {
+    if let Some(response) = state.answered.remove(&future.rep()) {
+        let (parts, body) = response.into_parts();
+        let headers = FieldMap::new_immutable(&mut state.outbound, parts.headers);
+        let body = Some(HostIncomingBody::new(body));
+        let response = state.table.push(HostIncomingResponse { status: parts.status.as_u16(), headers, body })?;
+        return Ok(Some(Ok(Ok(response))));
+    }
+    HostFutureIncomingResponseMethods::get(&mut state.http(), future)
 }
 
 async fn handle(
@@ -293,22 +330,34 @@ async fn handle(
         Err(code) => return Ok(Err(code)),
     };
     let mut written = Vec::new();
-    let response = match body.as_mut().map(|b| take_written(b, &mut written)).unwrap_or(Ok(true)) {
-        Err(error) => HostFutureIncomingResponse::Ready(Err(error)),
-        Ok(true) => {
-            let response = outbound.send(head.map(|()| Bytes::from(written)), options).await;
-            HostFutureIncomingResponse::Ready(response.map(|r| (r, finished_task())))
-        }
+    let (future, answered) = match body.as_mut().map(|b| take_written(b, &mut written)).unwrap_or(Ok(true)) {
+        Err(error) => (HostFutureIncomingResponse::Ready(Err(error)), None),
+        Ok(true) => match outbound.send(head.map(|()| Bytes::from(written)), options).await {
+            Ok(response) => (HostFutureIncomingResponse::Consumed, Some(response)),
+            Err(error) => (HostFutureIncomingResponse::Ready(Err(error)), None),
+        },
         Ok(false) => {
             let body = body.expect("an unfinished body exists");
-            HostFutureIncomingResponse::Pending(wasmtime_wasi::runtime::spawn(async move {
+            let sending = wasmtime_wasi::runtime::spawn(async move {
                 written.extend_from_slice(&body.collect().await?.to_bytes());
                 let response = outbound.send(head.map(|()| Bytes::from(written)), options).await?;
-                Ok((response, finished_task()))
-            }))
+                // The task kept beside the response is this one, finished by then.
+                Ok((response, wasmtime_wasi::runtime::spawn(async {})))
+            });
+            (HostFutureIncomingResponse::Pending(sending), None)
         }
     };
-    Ok(Ok(store.data_mut().table.push(response)?))
+    let state = store.data_mut();
+    let future = state.table.push(future)?;
+    // Every future-incoming-response is made here, so a number reused after a drop never
+    // finds an earlier request's answer; answers the plugin dropped untaken are let go.
+    let table = &state.table;
+    state.answered.retain(|rep, _| table.get(&Resource::<HostFutureIncomingResponse>::new_borrow(*rep)).is_ok());
+    match answered {
+        Some(response) => state.answered.insert(future.rep(), response),
+        None => state.answered.remove(&future.rep()),
+    };
+    Ok(Ok(future))
 }
 
 /// The request line and headers the plugin built, checked as wasmtime-wasi-http checks them,
@@ -360,12 +409,6 @@ fn take_written(body: &mut WasiBody, into: &mut Vec<u8>) -> Result<bool, Error> 
             Poll::Pending => return Ok(false),
         }
     }
-}
-
-/// wasi:http keeps a response's connection task alive beside its body; the client here keeps
-/// its own connections, so the task it is given has already finished.
-fn finished_task() -> AbortOnDropJoinHandle<()> {
-    tokio::spawn(std::future::ready(())).into()
 }
 
 #[cfg(test)]

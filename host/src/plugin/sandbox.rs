@@ -2,13 +2,16 @@
 //! arguments or sockets; stdout and stderr captured), wasi:http limited by the plugin's grants,
 //! the memory cap, and the `host` interface the WIT contract offers.
 
+use std::collections::HashMap;
 use std::sync::Arc;
+
+use axum::http;
 
 use wasmtime::component::ResourceTable;
 use wasmtime::{StoreLimits, StoreLimitsBuilder};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
-use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
+use wasmtime_wasi_http::{WasiBody, WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::limits::PluginLimits;
 use super::outbound::{Egress, Outbound};
@@ -48,6 +51,9 @@ pub struct PluginState {
     http: WasiHttpCtx,
     /// wasi:http's hooks, and what `outgoing-handler.handle` sends through.
     pub(super) outbound: Outbound,
+    /// Responses `handle` received before returning, by their future's resource number, until
+    /// the plugin takes them with `get` (see `outbound::future_response_get`).
+    pub(super) answered: HashMap<u32, http::Response<WasiBody>>,
     pub limits: StoreLimits,
     pub logs: CallLogs,
     stdout: MemoryOutputPipe,
@@ -72,6 +78,7 @@ impl PluginState {
             wasi: wasi.build(),
             http: WasiHttpCtx::new(),
             outbound: Outbound::new(egress),
+            answered: HashMap::new(),
             limits: StoreLimitsBuilder::new()
                 .memory_size(limits.memory_mb as usize * 1024 * 1024)
                 .instances(16)

@@ -8,6 +8,9 @@
 //! - `log-flood`: writes 100,000 log records and 1,000 stderr lines (the host must cap them);
 //! - `stream-body`: POSTs `spec.size` bytes to `spec.url`, written in 4 KiB pieces *after*
 //!   calling `handle`, more than the host buffers before sending (the streamed-body path);
+//! - `answer-twice`: POSTs twice to `spec.url` (bodies finished before `handle`), leaves the
+//!   first answer untaken and asks for the second twice; succeeds only if the second `get`
+//!   finds it taken, as wasi:http says;
 //! - `ok`: delivers nothing and succeeds (a control).
 
 wit_bindgen::generate!({
@@ -20,7 +23,7 @@ use exports::taskexec::plugin::transport::Guest;
 use serde_json::Value;
 use taskexec::plugin::host::log;
 use taskexec::plugin::types::{Failure, FailureKind, LogLevel, Message, Receipt};
-use wasi::http::types::{Fields, Method, OutgoingBody, OutgoingRequest, Scheme};
+use wasi::http::types::{Fields, FutureIncomingResponse, Method, OutgoingBody, OutgoingRequest, Scheme};
 
 struct Hostile;
 
@@ -28,8 +31,13 @@ impl Guest for Hostile {
     fn validate(spec_json: String) -> Result<(), String> {
         let spec: Value = serde_json::from_str(&spec_json).map_err(|e| e.to_string())?;
         match spec.get("mode").and_then(Value::as_str) {
-            Some("loop" | "alloc" | "panic" | "forbidden-host" | "log-flood" | "stream-body" | "ok") => Ok(()),
-            _ => Err("`mode` must be loop, alloc, panic, forbidden-host, log-flood, stream-body or ok".into()),
+            Some(
+                "loop" | "alloc" | "panic" | "forbidden-host" | "log-flood" | "stream-body" | "answer-twice" | "ok",
+            ) => Ok(()),
+            _ => {
+                Err("`mode` must be loop, alloc, panic, forbidden-host, log-flood, stream-body, answer-twice or ok"
+                    .into())
+            }
         }
     }
 
@@ -81,6 +89,7 @@ impl Guest for Hostile {
                 }
             }
             "stream-body" => stream_body(&spec),
+            "answer-twice" => answer_twice(&spec),
             "log-flood" => {
                 for i in 0..100_000 {
                     log(LogLevel::Info, &format!("flood {i}"));
@@ -130,6 +139,43 @@ fn stream_body(spec: &Value) -> Result<Receipt, Failure> {
     match pending.get() {
         Some(Ok(Ok(response))) => Ok(Receipt { output_json: format!(r#"{{"status_code":{}}}"#, response.status()) }),
         other => Err(failed(format!("no response: {other:?}"))),
+    }
+}
+
+/// POST a small body, written and finished before `handle`, to `spec.url` + `suffix`.
+fn send_finished(spec: &Value, suffix: &str) -> Result<FutureIncomingResponse, Failure> {
+    let (scheme, authority, path) = target(spec);
+    let request = OutgoingRequest::new(Fields::new());
+    let _ = request.set_method(&Method::Post);
+    let _ = request.set_scheme(Some(&scheme));
+    let _ = request.set_authority(Some(&authority));
+    let _ = request.set_path_with_query(Some(&format!("{path}{suffix}")));
+    let outgoing = request.body().map_err(|_| failed("no body".into()))?;
+    {
+        let stream = outgoing.write().map_err(|_| failed("no body stream".into()))?;
+        stream.blocking_write_and_flush(b"{}").map_err(|e| failed(format!("write: {e:?}")))?;
+    }
+    OutgoingBody::finish(outgoing, None).map_err(|e| failed(format!("finish: {e:?}")))?;
+    wasi::http::outgoing_handler::handle(request, None).map_err(|e| failed(format!("{e:?}")))
+}
+
+/// Leave one answer untaken (its future dropped) and ask for another twice: the second `get`
+/// must find it taken, as wasi:http says.
+fn answer_twice(spec: &Value) -> Result<Receipt, Failure> {
+    drop(send_finished(spec, "/untaken")?);
+    let pending = send_finished(spec, "")?;
+    let first = match pending.get() {
+        Some(answer) => Some(answer),
+        None => {
+            pending.subscribe().block();
+            pending.get()
+        }
+    };
+    match (first, pending.get()) {
+        (Some(Ok(Ok(response))), Some(Err(()))) => {
+            Ok(Receipt { output_json: format!(r#"{{"status_code":{}}}"#, response.status()) })
+        }
+        (first, second) => Err(failed(format!("first get: {first:?}; second get: {second:?}"))),
     }
 }
 
