@@ -462,3 +462,97 @@ async fn a_granted_name_cannot_reach_a_loopback_address() {
         .count();
     assert_eq!(cached, 1);
 }
+
+/// The plugin runtime as the worker uses it, without a server: `webhook-signed` installed as
+/// `signed` and `hostile` as `quiet`, both allowed to reach 127.0.0.1.
+async fn plugin_host() -> (tempfile::TempDir, taskexec::plugin::PluginHost) {
+    use taskexec::plugin::{PluginHost, PluginLimits, PluginRuntime};
+    use taskexec::store::{PluginWrite, Store};
+
+    let dir = tempfile::tempdir().unwrap();
+    let store: std::sync::Arc<dyn Store> =
+        std::sync::Arc::new(taskexec::store::sqlite::SqliteStore::connect(&dir.path().join("t.db"), 2).await.unwrap());
+    store.migrate().await.unwrap();
+    for (name, file) in [("signed", "webhook-signed"), ("quiet", "hostile")] {
+        let bytes = std::fs::read(component(file)).unwrap();
+        store
+            .plugin_insert(&PluginWrite {
+                name: name.into(),
+                sha256: Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect(),
+                bytes,
+                world: "transport-plugin".into(),
+                grants: json!(["http://127.0.0.1:*"]),
+                limits: serde_json::to_value(PluginLimits::default()).unwrap(),
+            })
+            .await
+            .unwrap();
+    }
+    let host = PluginHost::new(PluginRuntime::new(Some(dir.path().join("cache")), 64).unwrap(), store);
+    (dir, host)
+}
+
+/// One delivery through plugin `name` with `spec`, as the worker makes it.
+async fn deliver_through(
+    host: &taskexec::plugin::PluginHost,
+    name: &str,
+    spec: &Value,
+    id: &str,
+) -> Result<taskexec::contract::Receipt, taskexec::contract::Failure> {
+    use taskexec::transport::{DeliveryLog, Transport};
+    let transport = taskexec::plugin::WasmTransport { host: host.clone(), plugin: name.into() };
+    let message = taskexec::contract::Message {
+        execution_id: id.into(),
+        attempt: 1,
+        idempotency_key: id.into(),
+        deadline_ms: u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap() + 10_000,
+        spec_json: spec.to_string(),
+    };
+    transport.deliver(message, &DeliveryLog::default()).await
+}
+
+/// More calls one after another than the runtime has instance slots, through the plugin
+/// transport as the worker calls it: each call's store goes back to the pool (by a later call's
+/// upkeep), so none waits for a slot a finished call still holds. Both kinds of call: one that
+/// waits on the network (its upkeep runs during the wait) and one that never does (after it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_beyond_the_instance_pool_each_get_a_slot() {
+    let (_dir, host) = plugin_host().await;
+    let receiver = Receiver::start().await;
+    let calls = 300; // the pool has 128 slots
+    for (name, spec) in [
+        (
+            "signed",
+            json!({"url": format!("{}/ok/pooled", receiver.base_url), "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}),
+        ),
+        ("quiet", json!({"mode": "ok"})),
+    ] {
+        let all = async {
+            for i in 0..calls {
+                if let Err(failure) = deliver_through(&host, name, &spec, &format!("exec_{name}_{i}")).await {
+                    panic!("call {i} of {name} failed: {failure:?}");
+                }
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(120), all)
+            .await
+            .unwrap_or_else(|_| panic!("{name}: {calls} calls in a row did not finish: a call waited for a slot"));
+    }
+    assert_eq!(receiver.received().iter().filter(|r| r.path == "/ok/pooled").count(), calls);
+    // Held now: each plugin's spare, and at most the last call's store, retired.
+    let free = host.runtime.free_slots();
+    assert!(free >= 128 - 3, "{} slots are still held after the calls", 128 - free);
+}
+
+/// The host hands a plugin the response its `handle` already has; asked for it a second time it
+/// answers that it was taken (wasi:http's rule), and an answer never asked for is let go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_response_is_taken_once() {
+    let (_dir, host) = plugin_host().await;
+    let receiver = Receiver::start().await;
+    let spec = json!({"mode": "answer-twice", "url": format!("{}/ok/twice", receiver.base_url)});
+    let receipt =
+        deliver_through(&host, "quiet", &spec, "exec_twice").await.expect("the second get finds the answer taken");
+    assert_eq!(serde_json::from_str::<Value>(&receipt.output_json).unwrap()["status_code"], 200);
+    let paths: Vec<String> = receiver.received().into_iter().map(|r| r.path).collect();
+    assert!(paths.contains(&"/ok/twice/untaken".to_owned()) && paths.contains(&"/ok/twice".to_owned()), "{paths:?}");
+}

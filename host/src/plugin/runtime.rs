@@ -4,9 +4,11 @@
 //! plugin keeps no state between calls and a new version applies to the next call.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
+use std::task::Poll;
 use std::time::Duration;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -27,6 +29,8 @@ pub const VALIDATE_TIMEOUT: Duration = Duration::from_secs(5);
 const KEEP_RESIDENT_BYTES: usize = 4 * 1024 * 1024;
 /// Plugin calls that may run at once in one process (the pooling allocator's slots).
 const MAX_CONCURRENT_INSTANCES: u32 = 128;
+/// Finished calls' stores kept for later calls to return to the pool.
+const MAX_RETIRED: usize = 8;
 
 pub const TRANSPORT_EXPORT: &str = "taskexec:plugin/transport@0.1.0";
 pub const RENDERER_EXPORT: &str = "taskexec:plugin/renderer@0.1.0";
@@ -93,6 +97,8 @@ pub struct PluginRuntime {
     /// lives: calls beyond the pool wait for a slot instead of failing, and spares are made
     /// only from slots nobody waits for.
     instances: Arc<Semaphore>,
+    /// Finished calls' stores, for the next call's upkeep to return to the pool.
+    retired: Arc<Mutex<Vec<RetiredStore>>>,
 }
 
 impl PluginRuntime {
@@ -154,6 +160,7 @@ impl PluginRuntime {
             memory_mb_max,
             no_egress: Arc::new(Egress::none()),
             instances: Arc::new(Semaphore::new(MAX_CONCURRENT_INSTANCES as usize)),
+            retired: Arc::default(),
         }))
     }
 
@@ -264,7 +271,7 @@ impl PluginRuntime {
     /// interruption), and the host stops waiting at `timeout` plus a second (wall clock).
     ///
     /// The instance is `spare`'s when one is ready, and the next spare is made while this call
-    /// runs (mostly while it waits on the network), so a call rarely pays for instantiation.
+    /// waits on the network (see `upkeep`), so a call rarely pays for instantiation.
     pub async fn deliver(
         &self,
         loaded: &Arc<Loaded>,
@@ -294,11 +301,12 @@ impl PluginRuntime {
                 }
             }
         };
-        self.refill(loaded, spare, egress, limits);
+        let upkeep = self.upkeep(loaded, spare, egress, limits);
         arm_cpu_deadline(&mut store, timeout);
         store.data_mut().outbound.set_deadline(std::time::Instant::now() + timeout);
         let call = plugin.taskexec_plugin_transport().call_deliver(&mut store, &message);
-        let result = match tokio::time::timeout(timeout + Duration::from_secs(1), call).await {
+        let call = tokio::time::timeout(timeout + Duration::from_secs(1), call);
+        let result = match while_waiting(call, upkeep).await {
             Err(_) => Err(Failure::timeout(format!(
                 "the plugin did not return within {} ms (wall clock)",
                 timeout.as_millis()
@@ -314,42 +322,84 @@ impl PluginRuntime {
             }),
         };
         let outcome = finish_call(&mut store, result);
-        // Returning the slot to the pool resets its memory: done off the call's time, and only
-        // then is its permit released.
-        tokio::spawn(async move {
-            drop(store);
-            drop(slot);
-        });
+        self.retire(store, slot);
         outcome
+    }
+
+    /// The upkeep a call does while it waits on the network: return the slots of finished
+    /// calls to the pool (which resets their memory) and make the next spare instance.
+    ///
+    /// Done on the call's own task rather than a spawned one: on an idle runtime a spawned
+    /// task wakes another worker thread, and with it another core, for every delivery.
+    fn upkeep(
+        &self,
+        loaded: &Arc<Loaded>,
+        spare: &Arc<SpareInstance>,
+        egress: &Arc<Egress>,
+        limits: &PluginLimits,
+    ) -> impl Future<Output = ()> + Send + 'static {
+        let retired = self.retired.clone();
+        let refill = self.claim_refill(spare).map(|mut claim| {
+            let (engine, loaded, egress, limits) = (self.engine.clone(), loaded.clone(), egress.clone(), *limits);
+            async move {
+                if let Loaded::Transport(pre) = &*loaded {
+                    if let (store, Ok(plugin)) = instantiate_transport(&engine, pre, egress, &limits).await {
+                        let slot = claim.slot.take().expect("a claim has its slot until used");
+                        *claim.spare.ready.lock().expect("spare instance lock") = Some((store, plugin, slot));
+                    }
+                }
+            }
+        });
+        async move {
+            // First let the request the call has just handed to its connection go out.
+            tokio::task::yield_now().await;
+            let finished = std::mem::take(&mut *retired.lock().expect("retired stores lock"));
+            drop(finished);
+            if let Some(refill) = refill {
+                refill.await;
+            }
+        }
+    }
+
+    /// A finished call's store: kept for the next call's upkeep to drop, or dropped in the
+    /// background when slots are short (a retired store holds its slot until then). It is never
+    /// run again; an idle runtime keeps the last one until its next call.
+    fn retire(&self, store: Store<PluginState>, slot: OwnedSemaphorePermit) {
+        let plenty = self.instances.available_permits() > MAX_CONCURRENT_INSTANCES as usize / 2;
+        let mut retired = self.retired.lock().expect("retired stores lock");
+        if plenty && retired.len() < MAX_RETIRED {
+            retired.push((store, slot));
+        } else {
+            drop(retired);
+            tokio::spawn(async move {
+                drop(store);
+                drop(slot);
+            });
+        }
+    }
+
+    /// Claim the making of `spare`'s next instance and a slot for it, unless a refill is under
+    /// way or slots are short.
+    fn claim_refill(&self, spare: &Arc<SpareInstance>) -> Option<RefillClaim> {
+        if spare.refilling.swap(true, Ordering::AcqRel) {
+            return None;
+        }
+        let mut claim = RefillClaim { spare: spare.clone(), slot: None };
+        // Only a slot free right now, and only while half the pool is free: an idle spare keeps
+        // its slot, so spares of many plugins must never crowd out the calls themselves.
+        let plenty = self.instances.available_permits() > MAX_CONCURRENT_INSTANCES as usize / 2;
+        claim.slot = Some(plenty.then(|| self.instances.clone().try_acquire_owned().ok()).flatten()?);
+        Some(claim)
+    }
+
+    /// Instance slots neither a call, a spare nor a retired store holds.
+    pub fn free_slots(&self) -> usize {
+        self.instances.available_permits()
     }
 
     /// A permit for one instance slot, waiting for one to be free.
     async fn instance_slot(&self) -> OwnedSemaphorePermit {
         self.instances.clone().acquire_owned().await.expect("the instance semaphore is never closed")
-    }
-
-    /// Make `spare`'s next instance in the background, unless that is under way already.
-    fn refill(&self, loaded: &Arc<Loaded>, spare: &Arc<SpareInstance>, egress: &Arc<Egress>, limits: &PluginLimits) {
-        if spare.refilling.swap(true, Ordering::AcqRel) {
-            return;
-        }
-        // Only a slot free right now, and only while half the pool is free: an idle spare keeps
-        // its slot, so spares of many plugins must never crowd out the calls themselves.
-        let plenty = self.instances.available_permits() > MAX_CONCURRENT_INSTANCES as usize / 2;
-        let Some(slot) = plenty.then(|| self.instances.clone().try_acquire_owned().ok()).flatten() else {
-            spare.refilling.store(false, Ordering::Release);
-            return;
-        };
-        let (engine, loaded, spare, egress, limits) =
-            (self.engine.clone(), loaded.clone(), spare.clone(), egress.clone(), *limits);
-        tokio::spawn(async move {
-            if let Loaded::Transport(pre) = &*loaded {
-                if let (store, Ok(plugin)) = instantiate_transport(&engine, pre, egress, &limits).await {
-                    *spare.ready.lock().expect("spare instance lock") = Some((store, plugin, slot));
-                }
-            }
-            spare.refilling.store(false, Ordering::Release);
-        });
     }
 
     /// Run `transport.validate` for an endpoint spec at registration.
@@ -440,6 +490,44 @@ async fn instantiate_transport(
         Ok(Ok(plugin)) => Ok(plugin),
     };
     (store, made)
+}
+
+/// A finished call's store and the slot it holds until dropped.
+type RetiredStore = (Store<PluginState>, OwnedSemaphorePermit);
+
+/// The sole right to make a spare's next instance, and the slot it goes in. Dropped — the
+/// instance made or not, even when the call making it is cancelled — it lets the next call try.
+struct RefillClaim {
+    spare: Arc<SpareInstance>,
+    slot: Option<OwnedSemaphorePermit>,
+}
+
+impl Drop for RefillClaim {
+    fn drop(&mut self) {
+        self.spare.refilling.store(false, Ordering::Release);
+    }
+}
+
+/// Poll `call`, and while it waits, `upkeep`; a call that finishes first (one that never waited
+/// long) then finishes the upkeep, so the next call still finds a spare.
+async fn while_waiting<T>(call: impl Future<Output = T>, upkeep: impl Future<Output = ()>) -> T {
+    let mut call = std::pin::pin!(call);
+    let mut upkeep = std::pin::pin!(upkeep);
+    let mut upkept = false;
+    let result = std::future::poll_fn(|cx| {
+        if let Poll::Ready(result) = call.as_mut().poll(cx) {
+            return Poll::Ready(result);
+        }
+        if !upkept {
+            upkept = upkeep.as_mut().poll(cx).is_ready();
+        }
+        Poll::Pending
+    })
+    .await;
+    if !upkept {
+        upkeep.await;
+    }
+    result
 }
 
 /// A fresh instance of one transport plugin version, made before a call needs it. It is never
