@@ -26,7 +26,7 @@ use serde_json::{json, Value};
 use sha2::Sha256;
 use taskexec::plugin::host::log;
 use taskexec::plugin::types::{Failure, FailureKind, LogLevel, Message, Receipt};
-use wasi::http::types::{Fields, Method, OutgoingBody, OutgoingRequest, RequestOptions, Scheme};
+use wasi::http::types::{Fields, Method, OutgoingBody, OutgoingRequest, Scheme};
 
 struct WebhookSigned;
 
@@ -119,11 +119,6 @@ impl Guest for WebhookSigned {
         request.set_scheme(Some(&scheme)).map_err(|_| invalid("scheme".into()))?;
         request.set_authority(Some(&authority)).map_err(|_| invalid("authority".into()))?;
         request.set_path_with_query(Some(&path)).map_err(|_| invalid("path".into()))?;
-        let timeout_ns = spec.get("timeout_ms").and_then(Value::as_u64).unwrap_or(10_000) * 1_000_000;
-        let options = RequestOptions::new();
-        let _ = options.set_connect_timeout(Some(timeout_ns));
-        let _ = options.set_first_byte_timeout(Some(timeout_ns));
-        let _ = options.set_between_bytes_timeout(Some(timeout_ns));
 
         // The whole body is written and finished before `handle`: the host then sends the
         // request at once on this call's own task (a body still being written after `handle`
@@ -147,10 +142,20 @@ impl Guest for WebhookSigned {
             }
         }
         OutgoingBody::finish(outgoing, None).map_err(|e| failure(FailureKind::Connection, true, format!("{e:?}")))?;
-        let pending = wasi::http::outgoing_handler::handle(request, Some(options))
+        // No request options: the host bounds every request by the call's deadline, which is
+        // the endpoint's `timeout_ms`.
+        let pending = wasi::http::outgoing_handler::handle(request, None)
             .map_err(|e| failure(FailureKind::Connection, true, format!("the request was refused: {e:?}")))?;
-        pending.subscribe().block();
-        let response = match pending.get() {
+        // The host answers a request with a finished body before `handle` returns, so the
+        // response is usually there already: wait only when it is not.
+        let answer = match pending.get() {
+            Some(answer) => Some(answer),
+            None => {
+                pending.subscribe().block();
+                pending.get()
+            }
+        };
+        let response = match answer {
             Some(Ok(Ok(response))) => response,
             Some(Ok(Err(code))) => {
                 let text = format!("{code:?}");
