@@ -9,6 +9,12 @@
 //! Environment: BENCH_N (deliveries per scenario, default 20000), BENCH_PLUGIN_N (per plugin
 //! comparison scenario, default 10000), BENCH_JSON (output path, default
 //! bench-results/deliver.json).
+//!
+//! To compare two builds on a noisy machine, where one process's figures differ from the next
+//! by more than most changes: `BENCH_INTERLEAVED=ROUNDS` runs only the plugin comparison, one
+//! at a time, in ROUNDS rounds of 250 deliveries each through native, the plugin, and — when
+//! `BENCH_OTHER_WASM=PATH` names another build of webhook-signed — that build, all in one
+//! process, and prints each one's p50.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -77,12 +83,18 @@ fn summarize(name: &str, mut latencies: Vec<Duration>, wall: Duration) -> Value 
 
 #[tokio::main]
 async fn main() {
-    let n: usize = std::env::var("BENCH_N").ok().and_then(|v| v.parse().ok()).unwrap_or(20_000);
-    let out_path = std::env::var("BENCH_JSON").unwrap_or_else(|_| "bench-results/deliver.json".into());
+    if interleaved_rounds().is_none() {
+        whole_run().await;
+    } else {
+        plugin_versus_native(&format!("{}/hook/u", receiver()), 0).await;
+    }
+}
 
-    // The receiver is a server of its own, as a real receiver is: its own thread and runtime,
-    // so the deliveries measured pay the hand-off to another thread that a remote receiver's
-    // answer costs, rather than running on the same runtime threads as the receiver.
+/// The receiver: a server of its own, as a real receiver is — its own thread and runtime, so
+/// the deliveries measured pay the hand-off to another thread that a remote receiver's answer
+/// costs, rather than running on the same runtime threads as the receiver. Its base URL; it
+/// answers POST /hook/{user}.
+fn receiver() -> String {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     std::thread::Builder::new()
@@ -97,6 +109,14 @@ async fn main() {
             })
         })
         .unwrap();
+    format!("http://{addr}")
+}
+
+async fn whole_run() {
+    let n: usize = std::env::var("BENCH_N").ok().and_then(|v| v.parse().ok()).unwrap_or(20_000);
+    let out_path = std::env::var("BENCH_JSON").unwrap_or_else(|_| "bench-results/deliver.json".into());
+
+    let base_url = receiver();
 
     let spec = normalize_spec(
         EndpointType::Http,
@@ -115,7 +135,7 @@ async fn main() {
         spec,
         context: RenderContext {
             input: json!({"user_id": "u_0", "amount": 12.5}),
-            config: json!({"base_url": format!("http://{addr}"), "sender": "noreply@example.com"}),
+            config: json!({"base_url": base_url, "sender": "noreply@example.com"}),
             secrets: BTreeMap::from([("token".to_owned(), SecretValue::new("sk-bench-token".into()))]),
         },
     });
@@ -165,7 +185,7 @@ async fn main() {
     };
 
     let plugin_n: usize = std::env::var("BENCH_PLUGIN_N").ok().and_then(|v| v.parse().ok()).unwrap_or(10_000);
-    let comparison = plugin_versus_native(&format!("http://{addr}/hook/u"), plugin_n).await;
+    let comparison = plugin_versus_native(&format!("{base_url}/hook/u"), plugin_n).await;
 
     let report = json!({ "benchmark": "deliver", "results": [sequential, concurrent, render_only], "plugin_versus_native": comparison });
     if let Some(dir) = std::path::Path::new(&out_path).parent() {
@@ -188,6 +208,65 @@ fn webhook_signed_component() -> Vec<u8> {
         .expect("cargo runs");
     assert!(status.success(), "building the plugins failed");
     std::fs::read(target.join("wasm32-wasip2/release/webhook_signed.wasm")).unwrap()
+}
+
+fn interleaved_rounds() -> Option<usize> {
+    std::env::var("BENCH_INTERLEAVED").ok().map(|v| v.parse().expect("BENCH_INTERLEAVED is a number of rounds"))
+}
+
+/// Native, the plugin and (with BENCH_OTHER_WASM) another build of it, one at a time, in
+/// alternating rounds within this one process; each one's p50, p90 and mean.
+async fn interleaved(
+    store: &Arc<dyn Store>,
+    runtime: &Arc<PluginRuntime>,
+    plugin: &Arc<dyn Transport>,
+    plugin_spec: &Value,
+    native: &Arc<dyn Transport>,
+    native_spec: &Value,
+    rounds: usize,
+) -> Value {
+    let mut contenders =
+        vec![("native", native.clone(), native_spec.clone()), ("plugin", plugin.clone(), plugin_spec.clone())];
+    if let Ok(path) = std::env::var("BENCH_OTHER_WASM") {
+        let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("BENCH_OTHER_WASM {path}: {e}"));
+        store
+            .plugin_insert(&PluginWrite {
+                name: "other".into(),
+                sha256: <sha2::Sha256 as sha2::Digest>::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect(),
+                bytes,
+                world: "transport-plugin".into(),
+                grants: json!(["http://127.0.0.1:*"]),
+                limits: serde_json::to_value(taskexec::plugin::PluginLimits::default()).unwrap(),
+            })
+            .await
+            .unwrap();
+        let other: Arc<dyn Transport> =
+            Arc::new(WasmTransport { host: PluginHost::new(runtime.clone(), store.clone()), plugin: "other".into() });
+        contenders.push(("other", other, plugin_spec.clone()));
+    }
+    let mut latencies: Vec<Vec<Duration>> = vec![Vec::new(); contenders.len()];
+    for (_, transport, spec) in &contenders {
+        run_deliveries(transport.clone(), spec.clone(), 300, 1).await;
+    }
+    for _ in 0..rounds {
+        for (i, (_, transport, spec)) in contenders.iter().enumerate() {
+            latencies[i].extend(run_deliveries(transport.clone(), spec.clone(), 250, 1).await.1);
+        }
+    }
+    println!("interleaved, one at a time: {rounds} rounds of 250 each");
+    let mut p50s = serde_json::Map::new();
+    for ((name, _, _), mut l) in contenders.iter().zip(latencies) {
+        l.sort();
+        let us = |d: Duration| d.as_secs_f64() * 1e6;
+        let mean = l.iter().map(|d| us(*d)).sum::<f64>() / l.len() as f64;
+        println!(
+            "{name:<8} p50 {:>7.1} µs  p90 {:>7.1} µs  mean {mean:>7.1} µs",
+            us(percentile(&l, 0.5)),
+            us(percentile(&l, 0.9))
+        );
+        p50s.insert(name.to_string(), json!(us(percentile(&l, 0.5)).round()));
+    }
+    Value::Object(p50s)
 }
 
 /// Run `n` deliveries, `concurrency` at a time, through `transport`; (per second, sorted latencies).
@@ -267,12 +346,15 @@ async fn plugin_versus_native(url: &str, n: usize) -> Value {
     let host_for_breakdown = PluginHost::new(runtime.clone(), store.clone());
     let noop: Arc<dyn Transport> = Arc::new(WasmTransport { host: host_for_breakdown.clone(), plugin: "noop".into() });
     let plugin: Arc<dyn Transport> =
-        Arc::new(WasmTransport { host: PluginHost::new(runtime, store), plugin: "webhook".into() });
+        Arc::new(WasmTransport { host: PluginHost::new(runtime.clone(), store.clone()), plugin: "webhook".into() });
     let native: Arc<dyn Transport> = Arc::new(HttpTransport::new());
     let body = json!({"user_id": "u_1", "amount": 12.5, "sender": "noreply@example.com"});
     let plugin_spec = json!({"url": url, "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "body_template": body, "timeout_ms": 10000});
     let native_spec = normalize_spec(EndpointType::Http, &json!({"url": url, "method": "POST", "body_template": body,
         "headers": {"webhook-signature": "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=", "webhook-timestamp": "1614265330"}})).unwrap();
+    if let Some(rounds) = interleaved_rounds() {
+        return interleaved(&store, &runtime, &plugin, &plugin_spec, &native, &native_spec, rounds).await;
+    }
     // Warm both: connection pools, the compiled component, the instance pool.
     run_deliveries(plugin.clone(), plugin_spec.clone(), 500, 8).await;
     run_deliveries(native.clone(), native_spec.clone(), 500, 8).await;
