@@ -210,6 +210,14 @@ fn webhook_signed_component() -> Vec<u8> {
     std::fs::read(target.join("wasm32-wasip2/release/webhook_signed.wasm")).unwrap()
 }
 
+/// Install transport component `bytes` as plugin `name` with `grants` and default limits.
+async fn install(store: &Arc<dyn Store>, name: &str, bytes: Vec<u8>, grants: Value) {
+    let sha256 = <sha2::Sha256 as sha2::Digest>::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect();
+    let limits = serde_json::to_value(taskexec::plugin::PluginLimits::default()).unwrap();
+    let plugin = PluginWrite { name: name.into(), sha256, bytes, world: "transport-plugin".into(), grants, limits };
+    store.plugin_insert(&plugin).await.unwrap();
+}
+
 fn interleaved_rounds() -> Option<usize> {
     std::env::var("BENCH_INTERLEAVED").ok().map(|v| v.parse().expect("BENCH_INTERLEAVED is a number of rounds"))
 }
@@ -229,17 +237,7 @@ async fn interleaved(
         vec![("native", native.clone(), native_spec.clone()), ("plugin", plugin.clone(), plugin_spec.clone())];
     if let Ok(path) = std::env::var("BENCH_OTHER_WASM") {
         let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("BENCH_OTHER_WASM {path}: {e}"));
-        store
-            .plugin_insert(&PluginWrite {
-                name: "other".into(),
-                sha256: <sha2::Sha256 as sha2::Digest>::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect(),
-                bytes,
-                world: "transport-plugin".into(),
-                grants: json!(["http://127.0.0.1:*"]),
-                limits: serde_json::to_value(taskexec::plugin::PluginLimits::default()).unwrap(),
-            })
-            .await
-            .unwrap();
+        install(store, "other", bytes, json!(["http://127.0.0.1:*"])).await;
         let other: Arc<dyn Transport> =
             Arc::new(WasmTransport { host: PluginHost::new(runtime.clone(), store.clone()), plugin: "other".into() });
         contenders.push(("other", other, plugin_spec.clone()));
@@ -313,35 +311,13 @@ async fn plugin_versus_native(url: &str, n: usize) -> Value {
     let store: Arc<dyn Store> =
         Arc::new(taskexec::store::sqlite::SqliteStore::connect(&dir.path().join("bench.db"), 2).await.unwrap());
     store.migrate().await.unwrap();
-    let bytes = webhook_signed_component();
-    let sha256: String = <sha2::Sha256 as sha2::Digest>::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect();
-    store
-        .plugin_insert(&PluginWrite {
-            name: "webhook".into(),
-            sha256,
-            bytes,
-            world: "transport-plugin".into(),
-            grants: json!(["http://127.0.0.1:*"]),
-            limits: serde_json::to_value(taskexec::plugin::PluginLimits::default()).unwrap(),
-        })
-        .await
-        .unwrap();
+    install(&store, "webhook", webhook_signed_component(), json!(["http://127.0.0.1:*"])).await;
     let hostile = std::fs::read(
         std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
             .join("../plugins/target/wasm32-wasip2/release/hostile.wasm"),
     )
     .unwrap();
-    store
-        .plugin_insert(&PluginWrite {
-            name: "noop".into(),
-            sha256: <sha2::Sha256 as sha2::Digest>::digest(&hostile).iter().map(|b| format!("{b:02x}")).collect(),
-            bytes: hostile,
-            world: "transport-plugin".into(),
-            grants: json!([]),
-            limits: serde_json::to_value(taskexec::plugin::PluginLimits::default()).unwrap(),
-        })
-        .await
-        .unwrap();
+    install(&store, "noop", hostile, json!([])).await;
     let runtime = PluginRuntime::new(Some(dir.path().join("cache")), 512).unwrap();
     let host_for_breakdown = PluginHost::new(runtime.clone(), store.clone());
     let noop: Arc<dyn Transport> = Arc::new(WasmTransport { host: host_for_breakdown.clone(), plugin: "noop".into() });
