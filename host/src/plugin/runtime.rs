@@ -98,7 +98,7 @@ pub struct PluginRuntime {
     /// only from slots nobody waits for.
     instances: Arc<Semaphore>,
     /// Finished calls' stores, for the next call's upkeep to return to the pool.
-    retired: Arc<Mutex<Vec<RetiredStore>>>,
+    retired: Mutex<Vec<RetiredStore>>,
 }
 
 impl PluginRuntime {
@@ -160,7 +160,7 @@ impl PluginRuntime {
             memory_mb_max,
             no_egress: Arc::new(Egress::none()),
             instances: Arc::new(Semaphore::new(MAX_CONCURRENT_INSTANCES as usize)),
-            retired: Arc::default(),
+            retired: Mutex::default(),
         }))
     }
 
@@ -301,12 +301,12 @@ impl PluginRuntime {
                 }
             }
         };
-        let upkeep = self.upkeep(loaded, spare, egress, limits);
+        let refill = self.claim_refill(spare);
         arm_cpu_deadline(&mut store, timeout);
         store.data_mut().outbound.set_deadline(std::time::Instant::now() + timeout);
         let call = plugin.taskexec_plugin_transport().call_deliver(&mut store, &message);
         let call = tokio::time::timeout(timeout + Duration::from_secs(1), call);
-        let result = match while_waiting(call, upkeep).await {
+        let result = match while_waiting(call, self.upkeep(refill, pre, egress, limits)).await {
             Err(_) => Err(Failure::timeout(format!(
                 "the plugin did not return within {} ms (wall clock)",
                 timeout.as_millis()
@@ -331,32 +331,21 @@ impl PluginRuntime {
     ///
     /// Done on the call's own task rather than a spawned one: on an idle runtime a spawned
     /// task wakes another worker thread, and with it another core, for every delivery.
-    fn upkeep(
+    async fn upkeep(
         &self,
-        loaded: &Arc<Loaded>,
-        spare: &Arc<SpareInstance>,
+        refill: Option<RefillClaim>,
+        pre: &wasmtime_ready::TransportPre,
         egress: &Arc<Egress>,
         limits: &PluginLimits,
-    ) -> impl Future<Output = ()> + Send + 'static {
-        let retired = self.retired.clone();
-        let refill = self.claim_refill(spare).map(|mut claim| {
-            let (engine, loaded, egress, limits) = (self.engine.clone(), loaded.clone(), egress.clone(), *limits);
-            async move {
-                if let Loaded::Transport(pre) = &*loaded {
-                    if let (store, Ok(plugin)) = instantiate_transport(&engine, pre, egress, &limits).await {
-                        let slot = claim.slot.take().expect("a claim has its slot until used");
-                        *claim.spare.ready.lock().expect("spare instance lock") = Some((store, plugin, slot));
-                    }
-                }
-            }
-        });
-        async move {
-            // First let the request the call has just handed to its connection go out.
-            tokio::task::yield_now().await;
-            let finished = std::mem::take(&mut *retired.lock().expect("retired stores lock"));
-            drop(finished);
-            if let Some(refill) = refill {
-                refill.await;
+    ) {
+        // First let the request the call has just handed to its connection go out.
+        tokio::task::yield_now().await;
+        let finished = std::mem::take(&mut *self.retired.lock().expect("retired stores lock"));
+        drop(finished);
+        if let Some(mut claim) = refill {
+            if let (store, Ok(plugin)) = instantiate_transport(&self.engine, pre, egress.clone(), limits).await {
+                let slot = claim.slot.take().expect("a claim has its slot until used");
+                *claim.spare.ready.lock().expect("spare instance lock") = Some((store, plugin, slot));
             }
         }
     }
@@ -379,7 +368,7 @@ impl PluginRuntime {
     }
 
     /// Claim the making of `spare`'s next instance and a slot for it, unless a refill is under
-    /// way or slots are short.
+    /// way or slots are short. Claimed as the call starts, made by its `upkeep`.
     fn claim_refill(&self, spare: &Arc<SpareInstance>) -> Option<RefillClaim> {
         if spare.refilling.swap(true, Ordering::AcqRel) {
             return None;
