@@ -48,6 +48,15 @@ fn cli(server: &Server, db: &TestDb, args: &[&str]) -> (bool, String) {
     (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
 }
 
+/// Install `file`'s component from plugins/ as `name` with the real CLI, allowed to reach
+/// `allow_host`; the CLI's output.
+fn install_allowing(server: &Server, db: &TestDb, file: &str, name: &str, allow_host: &str) -> String {
+    let (ok, out) =
+        cli(server, db, &["install", component(file).to_str().unwrap(), "--name", name, "--allow-host", allow_host]);
+    assert!(ok, "{out}");
+    out
+}
+
 async fn upload(api: &Client, query: &str, bytes: Vec<u8>) -> crate::support::server::Response {
     api.send_raw(reqwest::Method::POST, &format!("/plugins?{query}"), Some("application/wasm"), bytes).await
 }
@@ -152,19 +161,7 @@ async fn signed_webhook_reaches_the_receiver_and_verifies() {
     let server = Server::start(&db).await;
     let api = server.client();
     let receiver = Receiver::start().await;
-    let (ok, out) = cli(
-        &server,
-        &db,
-        &[
-            "install",
-            component("webhook-signed").to_str().unwrap(),
-            "--name",
-            "webhook",
-            "--allow-host",
-            "http://127.0.0.1:*",
-        ],
-    );
-    assert!(ok, "{out}");
+    install_allowing(&server, &db, "webhook-signed", "webhook", "http://127.0.0.1:*");
     let secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
     api.create("/secrets", &json!({"name": "hook_secret", "value": secret})).await;
     api.create(
@@ -291,19 +288,7 @@ async fn a_body_written_after_handle_is_streamed_whole() {
     let server = Server::start(&db).await;
     let api = server.client();
     let receiver = Receiver::start().await;
-    let (ok, out) = cli(
-        &server,
-        &db,
-        &[
-            "install",
-            component("hostile").to_str().unwrap(),
-            "--name",
-            "streamer",
-            "--allow-host",
-            "http://127.0.0.1:*",
-        ],
-    );
-    assert!(ok, "{out}");
+    install_allowing(&server, &db, "hostile", "streamer", "http://127.0.0.1:*");
     api.create(
         "/endpoints",
         &json!({"name": "streamer", "type": "PLUGIN", "plugin": "streamer",
@@ -340,12 +325,7 @@ async fn a_new_plugin_version_reaches_a_worker_in_another_process() {
 async fn upgrade_applies_from_the_next_attempt(db: &TestDb, server: &Server) {
     let api = server.client();
     let receiver = Receiver::start().await;
-    let (ok, out) = cli(
-        server,
-        db,
-        &["install", component("hostile").to_str().unwrap(), "--name", "switch", "--allow-host", "http://127.0.0.1:*"],
-    );
-    assert!(ok, "{out}");
+    install_allowing(server, db, "hostile", "switch", "http://127.0.0.1:*");
     // A spec both versions accept: the hostile plugin reads `mode`, the signer `url` and `secret`.
     api.create("/endpoints", &json!({"name": "switch", "type": "PLUGIN", "plugin": "switch", "spec": {
         "mode": "ok", "url": format!("{}/ok/switch", receiver.base_url), "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}})).await;
@@ -354,19 +334,8 @@ async fn upgrade_applies_from_the_next_attempt(db: &TestDb, server: &Server) {
     let done = wait_for_status(&api, &first_id, "SUCCESS").await;
     assert_eq!(done["output"], json!({"ok": first_id}));
 
-    let (ok, out) = cli(
-        server,
-        db,
-        &[
-            "install",
-            component("webhook-signed").to_str().unwrap(),
-            "--name",
-            "switch",
-            "--allow-host",
-            "http://127.0.0.1:*",
-        ],
-    );
-    assert!(ok && out.contains("version 2"), "{out}");
+    let out = install_allowing(server, db, "webhook-signed", "switch", "http://127.0.0.1:*");
+    assert!(out.contains("version 2"), "{out}");
     let second = api.create("/jobs", &immediate("switch", "v2", json!({}))).await;
     let second_id = second["execution"]["execution_id"].as_str().unwrap().to_owned();
     let done = wait_for_status(&api, &second_id, "SUCCESS").await;
@@ -436,12 +405,7 @@ async fn a_granted_name_cannot_reach_a_loopback_address() {
     let receiver = Receiver::start().await;
     let port = receiver.base_url.rsplit(':').next().unwrap().to_owned();
     // Granted by name; the name resolves to 127.0.0.1, which is not granted by address.
-    let (ok, out) = cli(
-        &server,
-        &db,
-        &["install", component("hostile").to_str().unwrap(), "--name", "sneaky", "--allow-host", "http://localhost:*"],
-    );
-    assert!(ok, "{out}");
+    install_allowing(&server, &db, "hostile", "sneaky", "http://localhost:*");
     api.create(
         "/endpoints",
         &json!({"name": "sneaky", "type": "PLUGIN", "plugin": "sneaky",
