@@ -6,6 +6,7 @@
 //! as associated data, so an envelope copied onto another secret's row does not open.
 
 mod key;
+pub mod redact;
 
 use aes_gcm::aead::{Aead, KeyInit, Payload};
 use aes_gcm::{Aes256Gcm, Nonce};

@@ -55,12 +55,10 @@ impl RenderContext {
     }
 }
 
-/// Replace each non-empty value in `secrets` found in `text` with `[redacted]`, longest first
-/// so that a secret containing another is hidden whole.
+/// Replace every form of every value in `secrets` found in `text` with `[redacted]` (see
+/// [`Redactor`](crate::secret::redact::Redactor)).
 pub fn redact<'a>(text: &str, secrets: impl IntoIterator<Item = &'a SecretValue>) -> String {
-    let mut values: Vec<&str> = secrets.into_iter().map(SecretValue::expose).filter(|v| !v.is_empty()).collect();
-    values.sort_by_key(|v| std::cmp::Reverse(v.len()));
-    values.into_iter().fold(text.to_owned(), |acc, v| acc.replace(v, "[redacted]"))
+    crate::secret::redact::Redactor::new(secrets).redact(text)
 }
 
 /// Which compiled template a render uses: one per endpoint version.
