@@ -50,9 +50,74 @@ impl<S: Send + Sync> FromRequest<S> for ApiBytes {
     }
 }
 
+/// Refuse a request whose path or query string carries a NUL character (`%00`): no name or id
+/// holds one, and PostgreSQL cannot even compare text with one (it would answer an error, not
+/// "not found"). A raw NUL cannot reach here: the HTTP parser refuses it in a URI.
+pub async fn reject_nul(request: Request, next: axum::middleware::Next) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let uri = request.uri();
+    let nul = |s: &str| s.as_bytes().windows(3).any(|w| w[0] == b'%' && w[1] == b'0' && w[2] == b'0');
+    if nul(uri.path()) {
+        return ApiError::invalid_request("The request path holds a NUL character (%00); no name or id does.")
+            .into_response();
+    }
+    if uri.query().is_some_and(nul) {
+        return ApiError::invalid_request("The query string holds a NUL character (%00); no parameter takes one.")
+            .into_response();
+    }
+    next.run(request).await
+}
+
+/// The JSON path of the first string (or object key) in `value` holding a NUL character.
+fn nul_field(value: &serde_json::Value, path: &mut Vec<String>) -> bool {
+    match value {
+        serde_json::Value::String(s) => s.contains('\0'),
+        serde_json::Value::Array(items) => items.iter().enumerate().any(|(i, item)| {
+            path.push(format!("[{i}]"));
+            let found = nul_field(item, path);
+            if !found {
+                path.pop();
+            }
+            found
+        }),
+        serde_json::Value::Object(map) => map.iter().any(|(key, item)| {
+            path.push(key.clone());
+            let found = key.contains('\0') || nul_field(item, path);
+            if !found {
+                path.pop();
+            }
+            found
+        }),
+        _ => false,
+    }
+}
+
 /// Parse JSON, naming the field that failed. Messages quote field names and serde's
 /// description of what was expected; a body is never echoed back whole.
+///
+/// Every string the API accepts is checked here for a NUL character (`\u0000`), which no
+/// field may hold: PostgreSQL cannot store one, and a value accepted by one backend and
+/// refused by the other would make them behave differently.
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    // JSON can only carry NUL as the escape `\u0000`; the slower check runs only then.
+    if bytes.windows(6).any(|w| w == b"\\u0000") {
+        if let Ok(value) = serde_json::from_slice::<serde_json::Value>(bytes) {
+            let mut path = Vec::new();
+            if nul_field(&value, &mut path) {
+                let field = path.iter().fold(String::new(), |mut acc, part| {
+                    if !acc.is_empty() && !part.starts_with('[') {
+                        acc.push('.');
+                    }
+                    acc.push_str(part);
+                    acc
+                });
+                return Err(ApiError::invalid_field(
+                    if field.is_empty() { "body" } else { &field },
+                    "holds a NUL character (\\u0000), which no field accepts",
+                ));
+            }
+        }
+    }
     let mut deserializer = serde_json::Deserializer::from_slice(bytes);
     let value = serde_path_to_error::deserialize(&mut deserializer).map_err(|e| {
         let path = e.path().to_string();

@@ -47,6 +47,7 @@ pub fn router(state: AppState, api_keys: Arc<ApiKeys>, max_body_bytes: usize, ma
         .method_not_allowed_fallback(|| async {
             ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "METHOD_NOT_ALLOWED", "This route does not take that method.")
         })
+        .layer(middleware::from_fn(extract::reject_nul))
         .layer(DefaultBodyLimit::max(max_body_bytes))
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(|_| {
             ApiError::internal(&std::io::Error::other("handler panicked")).into_response()

@@ -55,6 +55,10 @@ fn decode_cursor(cursor: &str) -> Result<PageKey, ApiError> {
     let invalid = || ApiError::invalid_field("cursor", "is not a cursor returned by this API");
     let bytes = URL_SAFE_NO_PAD.decode(cursor).map_err(|_| invalid())?;
     let body: CursorBody = serde_json::from_slice(&bytes).map_err(|_| invalid())?;
+    // A forged cursor must not carry what no key holds (PostgreSQL refuses NUL in text).
+    if body.k.contains('\0') || body.k.len() > 1024 {
+        return Err(invalid());
+    }
     Ok(PageKey { created_at: body.t, key: body.k })
 }
 
