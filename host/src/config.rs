@@ -268,7 +268,17 @@ pub struct WorkerArgs {
         default_value_t = 30
     )]
     pub worker_shutdown_timeout_sec: u64,
+    /// How long a claimed execution stays leased to its worker without renewal, in seconds.
+    /// The worker renews its leases every third of this while it lives (and extends one for an
+    /// attempt whose timeout reaches further); when a worker dies, its executions are retried
+    /// once their leases run out. Default 30.
+    #[arg(long, env = "TE_WORKER_LEASE_SEC", value_name = "TE_WORKER_LEASE_SEC",
+          value_parser = clap::value_parser!(u64).range(3..=3600))]
+    pub worker_lease_sec: Option<u64>,
 }
+
+/// The lease when neither `TE_WORKER_LEASE_SEC` nor its old name is set.
+pub const DEFAULT_LEASE_SEC: u64 = 30;
 
 /// The scheduler role's settings (used by the scheduler; validated and listed here already).
 #[derive(Debug, Args)]
@@ -296,10 +306,33 @@ pub struct SchedulerArgs {
     #[arg(long, env = "TE_RECLAIM_INTERVAL_SEC", value_name = "TE_RECLAIM_INTERVAL_SEC", default_value_t = 30,
           value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub reclaim_interval_sec: u64,
-    /// How long an execution may stay RUNNING before it is presumed abandoned, in seconds.
-    #[arg(long, env = "TE_STUCK_EXECUTION_TIMEOUT_SEC", value_name = "TE_STUCK_EXECUTION_TIMEOUT_SEC", default_value_t = 300,
-          value_parser = clap::value_parser!(u64).range(1..=86_400))]
-    pub stuck_execution_timeout_sec: u64,
+    /// Deprecated: the old name of TE_WORKER_LEASE_SEC. Executions are no longer reclaimed
+    /// after a fixed time RUNNING, only when their worker stops renewing their lease.
+    #[arg(long, env = "TE_STUCK_EXECUTION_TIMEOUT_SEC", value_name = "TE_STUCK_EXECUTION_TIMEOUT_SEC",
+          value_parser = clap::value_parser!(u64).range(3..=3600), hide = true)]
+    pub stuck_execution_timeout_sec: Option<u64>,
+}
+
+impl ServeArgs {
+    /// Rules across settings, checked once at start-up; an error names every variable involved.
+    pub fn check(&self) -> Result<(), String> {
+        if let (Some(lease), Some(old)) = (self.worker.worker_lease_sec, self.scheduler.stuck_execution_timeout_sec) {
+            if lease != old {
+                return Err(format!(
+                    "TE_WORKER_LEASE_SEC={lease} and TE_STUCK_EXECUTION_TIMEOUT_SEC={old} disagree; \
+                     TE_STUCK_EXECUTION_TIMEOUT_SEC is the old name of TE_WORKER_LEASE_SEC: unset it"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The lease a claim takes: `TE_WORKER_LEASE_SEC`, or its old name, or the default.
+    pub fn lease(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(
+            self.worker.worker_lease_sec.or(self.scheduler.stuck_execution_timeout_sec).unwrap_or(DEFAULT_LEASE_SEC),
+        )
+    }
 }
 
 /// Minimum length of an operator-chosen API key: shorter keys are guessable.

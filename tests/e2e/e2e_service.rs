@@ -108,13 +108,23 @@ async fn help_describes_the_configuration() {
         "TE_CRON_BATCH_SIZE",
         "TE_PROMOTE_INTERVAL_MS",
         "TE_RECLAIM_INTERVAL_SEC",
-        "TE_STUCK_EXECUTION_TIMEOUT_SEC",
+        "TE_WORKER_LEASE_SEC",
     ] {
         assert!(serve.contains(variable), "serve --help lacks {variable}");
     }
     // Values of secret variables are never shown, even when set.
     let (_, serve) = run(&db, &["serve", "--help"], ServerOptions::new().env("TE_API_KEYS", "visible-key-0123456789"));
     assert!(!serve.contains("visible-key-0123456789"));
+}
+
+/// Settings that contradict each other stop start-up, naming both variables.
+#[tokio::test]
+async fn contradictory_settings_are_refused_naming_both_variables() {
+    let db = TestDb::new(Backend::Sqlite).await;
+    let options = ServerOptions::new().env("TE_WORKER_LEASE_SEC", "10").env("TE_STUCK_EXECUTION_TIMEOUT_SEC", "3");
+    let (ok, out) = run(&db, &["serve"], options);
+    assert!(!ok, "{out}");
+    assert!(out.contains("TE_WORKER_LEASE_SEC=10") && out.contains("TE_STUCK_EXECUTION_TIMEOUT_SEC=3"), "{out}");
 }
 
 #[tokio::test]

@@ -5,6 +5,7 @@
 mod support;
 
 mod e2e_endpoints;
+mod e2e_faults;
 mod e2e_jobs;
 mod e2e_plugins;
 mod e2e_processes;

@@ -45,6 +45,8 @@ pub struct EndpointIn {
     pub plugin: Option<String>,
     /// A renderer plugin to use in place of the built-in renderer.
     pub renderer: Option<String>,
+    /// The most deliveries of this endpoint one worker runs at once.
+    pub max_concurrency: Option<u32>,
 }
 
 #[derive(Serialize)]
@@ -62,6 +64,8 @@ pub struct EndpointOut {
     pub plugin: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub renderer: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_concurrency: Option<i32>,
     #[serde(serialize_with = "super::timestamp")]
     pub created_at: DateTime<Utc>,
     #[serde(serialize_with = "super::timestamp")]
@@ -80,11 +84,15 @@ impl From<Endpoint> for EndpointOut {
             version: e.version,
             plugin: e.plugin,
             renderer: e.renderer,
+            max_concurrency: e.max_concurrency,
             created_at: e.created_at,
             updated_at: e.updated_at,
         }
     }
 }
+
+/// The largest `max_concurrency`: the most slots a worker can have (`TE_WORKER_MAX_CONCURRENT`).
+const MAX_CONCURRENCY_LIMIT: u32 = 10_000;
 
 fn not_found(name: &str) -> ApiError {
     ApiError::not_found("ENDPOINT_NOT_FOUND", format!("Endpoint '{name}' does not exist."))
@@ -112,6 +120,16 @@ async fn require_plugin(state: &AppState, field: &str, name: &str, world: World)
 
 /// Every check of registration; on success, what the store should write.
 async fn prepare(state: &AppState, name: String, body: EndpointIn) -> ApiResult<EndpointWrite> {
+    let max_concurrency = match body.max_concurrency {
+        None => None,
+        Some(n @ 1..=MAX_CONCURRENCY_LIMIT) => Some(i32::try_from(n).expect("at most 10,000")),
+        Some(n) => {
+            return Err(ApiError::invalid_field(
+                "max_concurrency",
+                format!("must be between 1 and {MAX_CONCURRENCY_LIMIT}, got {n}"),
+            ))
+        }
+    };
     if body.endpoint_type != EndpointType::Plugin && body.plugin.is_some() {
         return Err(ApiError::invalid_field("plugin", "applies only to endpoints of type PLUGIN"));
     }
@@ -201,6 +219,7 @@ async fn prepare(state: &AppState, name: String, body: EndpointIn) -> ApiResult<
         secret_refs: wanted,
         plugin: body.plugin,
         renderer: body.renderer,
+        max_concurrency,
     })
 }
 
@@ -222,6 +241,7 @@ async fn create(State(state): State<AppState>, ApiJson(body): ApiJson<EndpointIn
                 && e.retry_policy == write.retry_policy
                 && e.plugin == write.plugin
                 && e.renderer == write.renderer
+                && e.max_concurrency == write.max_concurrency
         },
         || {
             format!(

@@ -398,6 +398,7 @@ async fn create(State(state): State<AppState>, ApiJson(body): ApiJson<JobIn>) ->
                 run_at: e.run_at,
                 started_at: None,
                 completed_at: None,
+                lease_expires_at: None,
                 duration_ms: None,
                 created_at: e.created_at,
             });

@@ -20,6 +20,12 @@ use crate::worker::{self, CacheTtls, Pipeline, WorkerConfig};
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     init_logging(&args.log)?;
+    args.check().map_err(anyhow::Error::msg)?;
+    if args.scheduler.stuck_execution_timeout_sec.is_some() {
+        tracing::warn!(
+            "TE_STUCK_EXECUTION_TIMEOUT_SEC is deprecated: it sets the lease (TE_WORKER_LEASE_SEC); rename it."
+        );
+    }
     let location = database_location(&args.database)?;
     let explicit_keys = args.api_keys.as_deref().map(parse_api_keys).transpose().map_err(anyhow::Error::msg)?;
     let cipher = load_cipher(&location, &args.keys)?;
@@ -56,7 +62,6 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             cron_lookahead: Duration::from_secs(s.cron_lookahead_sec),
             promote_interval: Duration::from_millis(s.promote_interval_ms),
             reclaim_interval: Duration::from_secs(s.reclaim_interval_sec),
-            stuck_execution_timeout: Duration::from_secs(s.stuck_execution_timeout_sec),
         };
         background.extend(scheduler::spawn(store.clone(), config, wakeups.clone(), shutdown.clone()));
         background.push(tokio::spawn(heartbeat::run(store.clone(), format!("scheduler:{instance}"), shutdown.clone())));
@@ -82,10 +87,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             max_concurrent: w.worker_max_concurrent as usize,
             poll_interval: Duration::from_millis(w.worker_poll_interval_ms),
             shutdown_timeout: Duration::from_secs(w.worker_shutdown_timeout_sec),
+            lease: args.lease(),
         };
         background.push(tokio::spawn(worker::run(store.clone(), pipeline, config, wakeups.clone(), shutdown.clone())));
         background.push(tokio::spawn(heartbeat::run(store.clone(), worker_id, shutdown.clone())));
-        tracing::info!(max_concurrent = w.worker_max_concurrent, "Worker running.");
+        tracing::info!(max_concurrent = w.worker_max_concurrent, lease_s = args.lease().as_secs(), "Worker running.");
     }
     if args.roles.contains(&Role::Scheduler) || args.roles.contains(&Role::Worker) {
         background.push(tokio::spawn(RegionFilter::default().refresh_loop(store.clone(), shutdown.clone())));

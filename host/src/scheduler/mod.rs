@@ -4,7 +4,7 @@
 //! - [`cron_materializer`]: turns cron ticks into executions shortly before they are due
 //!   (unique keys + compare-and-set).
 //! - [`promoter`]: PENDING executions whose `run_at` has come become QUEUED.
-//! - [`reclaimer`]: RUNNING executions whose worker vanished become RETRYING or FAILED.
+//! - [`reclaimer`]: RUNNING executions whose worker's lease expired become RETRYING or FAILED.
 
 pub mod cron_materializer;
 pub mod promoter;
@@ -29,7 +29,6 @@ pub struct SchedulerConfig {
     pub cron_lookahead: Duration,
     pub promote_interval: Duration,
     pub reclaim_interval: Duration,
-    pub stuck_execution_timeout: Duration,
 }
 
 /// Signals between the roles of one process.

@@ -1,10 +1,11 @@
 //! Loop 3: executions whose worker vanished mid-attempt (killed, partitioned) are retried.
 //!
-//! An execution RUNNING for longer than `TE_STUCK_EXECUTION_TIMEOUT_SEC` is presumed
-//! abandoned: it gets a failed `WORKER_LOST` attempt and becomes RETRYING (or FAILED when it
-//! has used its attempts). Delivery timeouts are capped below that timeout, so a live worker's
-//! attempt is never reclaimed; should one still finish late, its write is fenced out by the
-//! attempt number.
+//! A worker holds each execution it claimed under a lease, renewed while it lives (see
+//! `worker::lease`). An execution still RUNNING after its lease expired — by the database's
+//! clock, the one every process shares — has lost its worker: it gets a failed `WORKER_LOST`
+//! attempt and becomes RETRYING (or FAILED when it has used its attempts). A live attempt is
+//! never reclaimed, however long its timeout; should a worker that was merely cut off from
+//! the database finish late, its write is fenced out by the attempt number.
 
 use std::sync::Arc;
 
@@ -19,16 +20,13 @@ pub async fn run(store: Arc<dyn Store>, config: SchedulerConfig, wakeups: Wakeup
             () = shutdown.cancelled() => return,
             () = tokio::time::sleep(config.reclaim_interval) => {}
         }
-        let at = now();
-        let stuck_before =
-            at - chrono::Duration::from_std(config.stuck_execution_timeout).unwrap_or(chrono::Duration::MAX);
-        match store.execution_reclaim_stuck(at, stuck_before).await {
+        match store.execution_reclaim_expired(now()).await {
             Ok(0) => {}
             Ok(reclaimed) => {
-                tracing::warn!(reclaimed, "Reclaimed executions abandoned by their workers.");
+                tracing::warn!(reclaimed, "Reclaimed executions whose worker's lease expired.");
                 wakeups.work_ready(&store).await;
             }
-            Err(error) => tracing::warn!(%error, "Reclaiming stuck executions failed; retrying."),
+            Err(error) => tracing::warn!(%error, "Reclaiming executions with expired leases failed; retrying."),
         }
     }
 }

@@ -31,7 +31,8 @@ macro_rules! impl_store {
             const CONFIG_COLUMNS: &str = "name, values_json, created_at, updated_at";
             const SECRET_COLUMNS: &str = "name, encrypted_value, created_at, updated_at";
             const ENDPOINT_COLUMNS: &str =
-                "name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, version, created_at, updated_at, plugin, renderer";
+                "name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, version, created_at, updated_at, plugin, renderer, \
+                 max_concurrency";
             /// How many referencing rows a refused delete names.
             const IN_USE_SHOWN: i64 = 20;
 
@@ -214,9 +215,9 @@ macro_rules! impl_store {
                 async fn endpoint_version_snapshot(tx: &mut sqlx::Transaction<'_, $db>, name: &str) -> StoreResult<()> {
                     sqlx::query(
                         "INSERT INTO endpoint_versions (name, version, endpoint_type, payload_spec_ref, config_ref, spec,
-                             retry_policy, plugin, renderer, created_at)
+                             retry_policy, plugin, renderer, created_at, max_concurrency)
                          SELECT name, version, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, plugin,
-                             renderer, updated_at
+                             renderer, updated_at, max_concurrency
                          FROM endpoints WHERE name = $1",
                     )
                     .bind(name)
@@ -405,8 +406,8 @@ macro_rules! impl_store {
                     let sql = format!(
                         "INSERT INTO endpoints
                              (name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, version, created_at, updated_at,
-                              plugin, renderer)
-                         VALUES ($1, $2, $3, $4, $5, $6, 1, $7, $7, $8, $9)
+                              plugin, renderer, max_concurrency)
+                         VALUES ($1, $2, $3, $4, $5, $6, 1, $7, $7, $8, $9, $10)
                          ON CONFLICT (name) DO NOTHING
                          RETURNING {ENDPOINT_COLUMNS}"
                     );
@@ -421,6 +422,7 @@ macro_rules! impl_store {
                         .bind(DbTime(now()))
                         .bind(&endpoint.plugin)
                         .bind(&endpoint.renderer)
+                        .bind(endpoint.max_concurrency)
                         .fetch_optional(&mut *tx)
                         .await?;
                     let Some(created) = created else {
@@ -442,13 +444,19 @@ macro_rules! impl_store {
                     // Shaped as an endpoint row: a version's updated_at is when it was written.
                     Ok(sqlx::query_as::<$db, Endpoint>(
                         "SELECT name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, version,
-                             created_at, created_at AS updated_at, plugin, renderer
+                             created_at, created_at AS updated_at, plugin, renderer, max_concurrency
                          FROM endpoint_versions WHERE name = $1 AND version = $2",
                     )
                     .bind(name)
                     .bind(version)
                     .fetch_optional(&self.pool)
                     .await?)
+                }
+
+                async fn endpoint_concurrency_limits(&self) -> StoreResult<Vec<(String, i32)>> {
+                    Ok(sqlx::query_as("SELECT name, max_concurrency FROM endpoints WHERE max_concurrency IS NOT NULL")
+                        .fetch_all(&self.pool)
+                        .await?)
                 }
 
                 async fn endpoint_list(&self, page: &PageRequest) -> StoreResult<Vec<Endpoint>> {
@@ -459,7 +467,8 @@ macro_rules! impl_store {
                     let sql = format!(
                         "UPDATE endpoints
                          SET endpoint_type = $2, payload_spec_ref = $3, config_ref = $4, spec = $5,
-                             retry_policy = $6, version = version + 1, updated_at = $7, plugin = $8, renderer = $9
+                             retry_policy = $6, version = version + 1, updated_at = $7, plugin = $8, renderer = $9,
+                             max_concurrency = $10
                          WHERE name = $1
                          RETURNING {ENDPOINT_COLUMNS}"
                     );
@@ -474,6 +483,7 @@ macro_rules! impl_store {
                         .bind(DbTime(now()))
                         .bind(&endpoint.plugin)
                         .bind(&endpoint.renderer)
+                        .bind(endpoint.max_concurrency)
                         .fetch_optional(&mut *tx)
                         .await?;
                     let Some(updated) = updated else { return Ok(None) };
@@ -738,26 +748,30 @@ macro_rules! impl_store {
                     Ok(row.map(|(t,)| t))
                 }
 
-                async fn execution_reclaim_stuck(&self, now: DateTime<Utc>, started_before: DateTime<Utc>) -> StoreResult<u64> {
+                async fn execution_reclaim_expired(&self, now: DateTime<Utc>) -> StoreResult<u64> {
                     let mut tx = self.begin_write().await?;
                     // The row lock this takes also fences the lost worker: its finishing write
-                    // waits for this one and then finds the execution no longer RUNNING.
-                    let reclaimed: Vec<(String, i32, Option<DateTime<Utc>>)> = sqlx::query_as(
+                    // waits for this one and then finds the execution no longer RUNNING. Each
+                    // backend names its clock (`DB_NOW`): PostgreSQL's own, so every process
+                    // compares leases against one clock.
+                    let sql = format!(
                         "UPDATE executions
                          SET status = CASE WHEN attempt_count >= max_attempts THEN 'FAILED' ELSE 'RETRYING' END,
                              completed_at = CASE WHEN attempt_count >= max_attempts THEN $1 ELSE NULL END,
                              worker_id = NULL,
+                             lease_expires_at = NULL,
                              run_at = $1
-                         WHERE status = 'RUNNING' AND started_at < $2
+                         WHERE status = 'RUNNING' AND lease_expires_at < {}
                          RETURNING execution_id, attempt_count, started_at",
-                    )
-                    .bind(DbTime(now))
-                    .bind(DbTime(started_before))
-                    .fetch_all(&mut *tx)
-                    .await?;
+                        Self::DB_NOW
+                    );
+                    let reclaimed: Vec<(String, i32, Option<DateTime<Utc>>)> = sqlx::query_as(&sql)
+                        .bind(DbTime(now))
+                        .fetch_all(&mut *tx)
+                        .await?;
                     let error = serde_json::json!({
                         "type": "WORKER_LOST",
-                        "message": "The worker stopped responding during this attempt; the execution was reclaimed.",
+                        "message": "The worker holding this attempt stopped renewing its lease (it was stopped, or lost the database); the execution was reclaimed.",
                         "retryable": true,
                     });
                     for (execution_id, attempt, started_at) in &reclaimed {

@@ -10,7 +10,8 @@ pub const JOB_COLUMNS: &str =
      cron_next_run_at, cron_last_tick_at, cron_prev_tick_at, created_at, retired_at";
 pub const EXECUTION_COLUMNS: &str =
     "execution_id, job_id, endpoint, endpoint_version, endpoint_type, idempotency_key, status, input, \
-     output, attempt_count, max_attempts, worker_id, run_at, started_at, completed_at, duration_ms, created_at";
+     output, attempt_count, max_attempts, worker_id, run_at, started_at, completed_at, duration_ms, created_at, \
+     lease_expires_at";
 pub const ATTEMPT_COLUMNS: &str =
     "attempt_id, execution_id, attempt_number, status, started_at, completed_at, duration_ms, output, error, created_at";
 pub const LOG_COLUMNS: &str = "log_id, execution_id, attempt_number, level, message, logged_at";
@@ -67,6 +68,8 @@ pub struct Execution {
     pub completed_at: Option<DateTime<Utc>>,
     pub duration_ms: Option<i32>,
     pub created_at: DateTime<Utc>,
+    /// While RUNNING: until when its worker holds it. Past it, the reclaimer retries it.
+    pub lease_expires_at: Option<DateTime<Utc>>,
 }
 
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -167,6 +170,97 @@ pub struct AttemptFinish {
     /// When the next attempt may run (RETRYING only).
     pub retry_at: Option<DateTime<Utc>>,
     pub logs: Vec<LogWrite>,
+}
+
+impl AttemptFinish {
+    /// Clean everything this outcome carries from a peer (see [`super::storable`]) so the
+    /// database accepts it; what was cut is flagged in the output, the error, or a last log
+    /// line. Idempotent.
+    pub fn make_storable(&mut self) {
+        for (document, flag) in [(&mut self.output, "output_truncated"), (&mut self.error, "message_truncated")] {
+            if let Some(document) = document {
+                if super::storable::value(document) {
+                    if let Value::Object(map) = document {
+                        map.insert(flag.to_owned(), Value::Bool(true));
+                    }
+                }
+            }
+        }
+        for log in &mut self.logs {
+            let (cleaned, cut) = super::storable::text(&log.message, super::storable::MAX_LOG_LINE_BYTES);
+            if cut {
+                log.message = format!("{cleaned} [truncated]");
+            } else if let std::borrow::Cow::Owned(cleaned) = cleaned {
+                log.message = cleaned;
+            }
+        }
+        let max = super::storable::MAX_LOG_LINES;
+        if self.logs.len() > max {
+            let dropped = self.logs.len() - (max - 1);
+            let last = self.logs.last().map_or(self.completed_at, |l| l.logged_at);
+            self.logs.truncate(max - 1);
+            self.logs.push(LogWrite {
+                level: "WARN",
+                message: format!("{dropped} more log lines of this attempt were not kept (at most {max} are)."),
+                logged_at: last,
+            });
+        }
+    }
+
+    /// This outcome with nothing from the peer: the status and timing stay, the output and
+    /// logs go, and the error says why. Written when the full row cannot be, so the
+    /// execution still leaves RUNNING with its true status.
+    pub fn without_payload(&self, why: &str) -> Self {
+        let error = serde_json::json!({
+            "type": "RESULT_UNSTORABLE",
+            "message": format!("The attempt's result could not be stored ({why}); its status is kept."),
+            "retryable": self.execution_status == "RETRYING",
+        });
+        Self {
+            output: self.output.as_ref().map(|_| serde_json::json!({ "error": error.clone() })),
+            error: Some(error),
+            logs: Vec::new(),
+            ..self.clone()
+        }
+    }
+}
+
+/// A claim: up to `limit` due executions for `worker_id`, each leased for `lease` from the
+/// database's clock.
+#[derive(Debug, Clone)]
+pub struct ClaimParams {
+    pub worker_id: String,
+    pub now: DateTime<Utc>,
+    pub limit: i64,
+    pub lease: std::time::Duration,
+    /// How many executions of each endpoint this claim may take (see `worker::fairness`).
+    pub shares: EndpointShares,
+}
+
+/// How many executions of each endpoint a claim may take: an endpoint may hold at most
+/// `ceiling` of the worker's slots, or its `max_concurrency` (read by the claim from the
+/// endpoint's current row) when lower, less the slots it `held` already.
+#[derive(Debug, Clone, Default)]
+pub struct EndpointShares {
+    pub held: Vec<(String, i32)>,
+    pub ceiling: i32,
+}
+
+impl EndpointShares {
+    /// What a claim may take of `endpoint`, given its `max_concurrency`.
+    pub fn allowance(&self, endpoint: &str, max_concurrency: Option<i32>) -> i32 {
+        let held = self.held.iter().find(|(e, _)| e == endpoint).map_or(0, |(_, h)| *h);
+        max_concurrency.map_or(self.ceiling, |m| m.min(self.ceiling)) - held
+    }
+}
+
+/// Keep the lease of an execution a worker holds until at least `for_ms` from now (by the
+/// database's clock; never shortened), if it is still RUNNING under `attempt`.
+#[derive(Debug, Clone)]
+pub struct LeaseExtend {
+    pub execution_id: String,
+    pub attempt: i32,
+    pub for_ms: i64,
 }
 
 /// A cron tick to record: advance the job from `tick` to `next` (compare-and-set on `tick`)

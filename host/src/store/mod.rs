@@ -12,6 +12,7 @@ mod common;
 mod engine;
 pub mod postgres;
 pub mod sqlite;
+pub mod storable;
 mod time;
 
 use std::sync::Arc;
@@ -21,8 +22,8 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 
 pub use engine::{
-    Attempt, AttemptFinish, CronAdvance, Execution, ExecutionLog, ExecutionWrite, Job, JobFilter, JobStats, JobWrite,
-    LogWrite, PluginRecord, PluginWrite,
+    Attempt, AttemptFinish, ClaimParams, CronAdvance, EndpointShares, Execution, ExecutionLog, ExecutionWrite, Job,
+    JobFilter, JobStats, JobWrite, LeaseExtend, LogWrite, PluginRecord, PluginWrite,
 };
 pub use time::{now, DbTime};
 
@@ -59,6 +60,37 @@ impl StoreError {
             }
         }
         Self::Database(error)
+    }
+}
+
+impl StoreError {
+    /// Whether the same write may succeed later unchanged: the database was unreachable,
+    /// restarting, overloaded, or aborted the transaction (deadlock, serialization, SQLite's
+    /// lock). False for errors about the data itself (a value the database refuses, a
+    /// constraint), which fail the same way every time.
+    pub fn is_transient(&self) -> bool {
+        let Self::Database(error) = self else { return false };
+        match error {
+            sqlx::Error::Io(_)
+            | sqlx::Error::Tls(_)
+            | sqlx::Error::Protocol(_)
+            | sqlx::Error::PoolTimedOut
+            | sqlx::Error::PoolClosed
+            | sqlx::Error::WorkerCrashed => true,
+            sqlx::Error::Database(db) => {
+                let code = db.code();
+                let code = code.as_deref().unwrap_or_default();
+                match db.try_downcast_ref::<sqlx::sqlite::SqliteError>() {
+                    // SQLITE_BUSY (5) and SQLITE_LOCKED (6), with their extended codes.
+                    Some(_) => matches!(code.parse::<i32>().map(|c| c & 0xff), Ok(5 | 6)),
+                    // PostgreSQL SQLSTATE classes: 08 connection exception, 40 transaction
+                    // rollback, 53 insufficient resources, 57 operator intervention (a
+                    // restart's admin_shutdown), 58 system error.
+                    None => ["08", "40", "53", "57", "58"].iter().any(|class| code.starts_with(class)),
+                }
+            }
+            _ => false,
+        }
     }
 }
 
@@ -158,6 +190,8 @@ pub struct Endpoint {
     pub plugin: Option<String>,
     /// A renderer plugin used in place of the built-in renderer.
     pub renderer: Option<String>,
+    /// The most deliveries of this endpoint one worker runs at once (unset: a fair share).
+    pub max_concurrency: Option<i32>,
 }
 
 /// Everything an endpoint create or update writes.
@@ -173,6 +207,7 @@ pub struct EndpointWrite {
     pub secret_refs: Vec<String>,
     pub plugin: Option<String>,
     pub renderer: Option<String>,
+    pub max_concurrency: Option<i32>,
 }
 
 /// The storage interface. Methods are named noun-then-verb.
@@ -242,6 +277,8 @@ pub trait Store: Send + Sync + 'static {
         }
     }
     async fn endpoint_list(&self, page: &PageRequest) -> StoreResult<Vec<Endpoint>>;
+    /// The endpoints that set `max_concurrency`, with it (for the worker's shares).
+    async fn endpoint_concurrency_limits(&self) -> StoreResult<Vec<(String, i32)>>;
     /// Replaces the endpoint and bumps its version; None if it does not exist.
     async fn endpoint_update(&self, endpoint: &EndpointWrite) -> StoreResult<Option<Endpoint>>;
     /// Refused (InUse, with job ids) while jobs reference it.
@@ -303,15 +340,23 @@ pub trait Store: Send + Sync + 'static {
     async fn execution_promote_due(&self, now: DateTime<Utc>) -> StoreResult<u64>;
     /// The earliest `run_at` of a PENDING execution: when the promoter next has work.
     async fn execution_next_pending(&self) -> StoreResult<Option<DateTime<Utc>>>;
-    /// RUNNING executions started before `started_before` are presumed abandoned: each gets a
-    /// failed attempt (`WORKER_LOST`) and becomes RETRYING (or FAILED when out of attempts).
-    async fn execution_reclaim_stuck(&self, now: DateTime<Utc>, started_before: DateTime<Utc>) -> StoreResult<u64>;
+    /// RUNNING executions whose lease has expired by the database's clock (their worker is
+    /// gone: killed, partitioned) are reclaimed: each gets a failed attempt (`WORKER_LOST`) and
+    /// becomes RETRYING (or FAILED when out of attempts). `now` is this process's clock, used
+    /// where the database is embedded (SQLite).
+    async fn execution_reclaim_expired(&self, now: DateTime<Utc>) -> StoreResult<u64>;
 
     // ---- worker ----
 
-    /// Claim up to `limit` due executions for `worker_id`: each becomes RUNNING with its
-    /// attempt count raised, and no other worker can claim it meanwhile.
-    async fn execution_claim(&self, worker_id: &str, now: DateTime<Utc>, limit: i64) -> StoreResult<Vec<Execution>>;
+    /// Claim due executions: each becomes RUNNING with its attempt count raised and a lease
+    /// of `claim.lease` from the database's clock, and no other worker can claim it meanwhile.
+    /// Executions are taken endpoint by endpoint within `claim.shares`: each endpoint with due
+    /// work gets an equal part of the claim (up to its allowance), earliest due first within
+    /// an endpoint.
+    async fn execution_claim(&self, claim: &ClaimParams) -> StoreResult<Vec<Execution>>;
+    /// Extend the leases of executions a worker still holds (never shortening one); how many
+    /// were extended (an execution reclaimed or cancelled meanwhile is not).
+    async fn execution_lease_extend(&self, leases: &[LeaseExtend]) -> StoreResult<u64>;
     /// Write attempts' outcomes in one transaction, each fenced: an execution is written only
     /// if it is still RUNNING under the attempt number that finished, and only then are the
     /// attempt and its logs recorded. Per finish, whether it was written (false: the fence

@@ -33,7 +33,15 @@ impl PgStore {
     }
 }
 
+/// A lease length as whole milliseconds, for `now() + $n * INTERVAL '1 millisecond'`.
+fn lease_ms(lease: Duration) -> i64 {
+    i64::try_from(lease.as_millis()).unwrap_or(i64::MAX / 2)
+}
+
 impl PgStore {
+    /// "Now" in the reclaimer's comparison: the database's clock, shared by every process.
+    const DB_NOW: &'static str = "now()";
+
     /// The fenced execution writes of a batch in one statement: the batch's columns travel as
     /// arrays and UNNEST turns them back into rows, so a batch of 128 costs one round trip.
     async fn finish_fenced(
@@ -52,7 +60,7 @@ impl PgStore {
         let rows: Vec<(String,)> = sqlx::query_as(
             "UPDATE executions AS e
              SET status = v.status, output = v.output, completed_at = v.completed_at, duration_ms = v.duration_ms,
-                 worker_id = NULL, run_at = COALESCE(v.retry_at, e.run_at)
+                 worker_id = NULL, lease_expires_at = NULL, run_at = COALESCE(v.retry_at, e.run_at)
              FROM UNNEST($1::text[], $2::int4[], $3::text[], $4::jsonb[], $5::timestamptz[], $6::int4[], $7::timestamptz[])
                   AS v(execution_id, attempt, status, output, completed_at, duration_ms, retry_at)
              WHERE e.execution_id = v.execution_id AND e.status = 'RUNNING' AND e.attempt_count = v.attempt
@@ -147,29 +155,102 @@ impl_store!(PgStore, Postgres, {
         Ok(())
     }
 
-    async fn execution_claim(&self, worker_id: &str, now: DateTime<Utc>, limit: i64) -> StoreResult<Vec<Execution>> {
-        // SKIP LOCKED: concurrent claimers pass over each other's rows instead of queueing on
-        // them. ARRAY(…) evaluates the locking subquery exactly once; a plain IN (…) may be
-        // re-run by the planner, locking rows it then does not update.
+    async fn execution_claim(&self, claim: &super::ClaimParams) -> StoreResult<Vec<Execution>> {
+        // One statement, endpoint by endpoint:
+        // - `queued`: every endpoint with claimable executions, by a loose index scan of
+        //   idx_executions_claim_endpoint (one probe per endpoint, however long its queue);
+        // - `due`: those with an allowance left (the shares, and max_concurrency from the
+        //   endpoint's current row) and something due now;
+        // - `taken`: from each, its earliest due executions, at most its allowance and an equal
+        //   part of the claim, locked with SKIP LOCKED so concurrent claimers pass over each
+        //   other's rows; numbered within the endpoint;
+        // - the update takes them round-robin (every endpoint's first, then every second, …).
+        // ARRAY(…) evaluates the locking part once; rows it locked beyond the claim's size are
+        // released at commit. The lease counts from the database's clock, the reclaimer's.
         let sql = format!(
-            "UPDATE executions
-             SET status = 'RUNNING', worker_id = $1, started_at = $2, attempt_count = attempt_count + 1
-             WHERE execution_id = ANY(ARRAY(
-                 SELECT execution_id
-                 FROM executions
-                 WHERE status IN ('QUEUED', 'RETRYING') AND run_at <= $2
-                 ORDER BY run_at
-                 LIMIT $3
-                 FOR UPDATE SKIP LOCKED
-             ))
+            "WITH RECURSIVE queued(endpoint) AS (
+                 (SELECT endpoint FROM executions
+                  WHERE status IN ('QUEUED', 'RETRYING')
+                  ORDER BY endpoint
+                  LIMIT 1)
+                 UNION ALL
+                 SELECT (SELECT e.endpoint FROM executions e
+                         WHERE e.status IN ('QUEUED', 'RETRYING') AND e.endpoint > q.endpoint
+                         ORDER BY e.endpoint
+                         LIMIT 1)
+                 FROM queued q
+                 WHERE q.endpoint IS NOT NULL
+             ),
+             allowed AS (
+                 -- At most the ceiling, or the endpoint's max_concurrency when lower, less
+                 -- what this worker holds of it.
+                 SELECT q.endpoint,
+                        LEAST($5, COALESCE(ep.max_concurrency, $5)) - COALESCE(h.held, 0) AS allowance
+                 FROM queued q
+                 LEFT JOIN endpoints ep ON ep.name = q.endpoint
+                 LEFT JOIN UNNEST($6::text[], $7::int4[]) AS h(endpoint, held) ON h.endpoint = q.endpoint
+                 WHERE q.endpoint IS NOT NULL
+             ),
+             due AS (
+                 SELECT a.endpoint, a.allowance
+                 FROM allowed a
+                 WHERE a.allowance > 0
+                   AND EXISTS (SELECT 1 FROM executions x
+                               WHERE x.endpoint = a.endpoint AND x.status IN ('QUEUED', 'RETRYING')
+                                 AND x.run_at <= $2)
+             ),
+             taken AS (
+                 SELECT t.execution_id, t.run_at,
+                        row_number() OVER (PARTITION BY d.endpoint ORDER BY t.run_at) AS turn
+                 FROM due d
+                 CROSS JOIN LATERAL (
+                     SELECT x.execution_id, x.run_at
+                     FROM executions x
+                     WHERE x.endpoint = d.endpoint AND x.status IN ('QUEUED', 'RETRYING') AND x.run_at <= $2
+                     ORDER BY x.run_at
+                     LIMIT LEAST(d.allowance, CEIL($3::float8 / (SELECT COUNT(*) FROM due))::int)
+                     FOR UPDATE SKIP LOCKED
+                 ) AS t
+             )
+             UPDATE executions
+             SET status = 'RUNNING', worker_id = $1, started_at = $2, attempt_count = attempt_count + 1,
+                 lease_expires_at = now() + $4 * INTERVAL '1 millisecond'
+             WHERE execution_id = ANY(ARRAY(SELECT execution_id FROM taken ORDER BY turn, run_at LIMIT $3))
              RETURNING {EXECUTION_COLUMNS}"
         );
+        let (names, held): (Vec<&str>, Vec<i32>) = claim.shares.held.iter().map(|(e, h)| (e.as_str(), *h)).unzip();
         Ok(sqlx::query_as::<Postgres, Execution>(&sql)
-            .bind(worker_id)
-            .bind(DbTime(now))
-            .bind(limit)
+            .bind(&claim.worker_id)
+            .bind(DbTime(claim.now))
+            .bind(claim.limit)
+            .bind(lease_ms(claim.lease))
+            .bind(claim.shares.ceiling)
+            .bind(&names)
+            .bind(&held)
             .fetch_all(&self.pool)
             .await?)
+    }
+
+    async fn execution_lease_extend(&self, leases: &[super::LeaseExtend]) -> StoreResult<u64> {
+        if leases.is_empty() {
+            return Ok(0);
+        }
+        let ids: Vec<&str> = leases.iter().map(|l| l.execution_id.as_str()).collect();
+        let attempts: Vec<i32> = leases.iter().map(|l| l.attempt).collect();
+        let for_ms: Vec<i64> = leases.iter().map(|l| l.for_ms).collect();
+        // GREATEST: a routine renewal never shortens a lease extended for a long attempt.
+        let done = sqlx::query(
+            "UPDATE executions AS e
+             SET lease_expires_at = GREATEST(e.lease_expires_at, now() + v.for_ms * INTERVAL '1 millisecond')
+             FROM UNNEST($1::text[], $2::int4[], $3::int8[]) AS v(execution_id, attempt, for_ms)
+             WHERE e.execution_id = v.execution_id AND e.attempt_count = v.attempt AND e.status = 'RUNNING'",
+        )
+        .bind(&ids)
+        .bind(&attempts)
+        .bind(&for_ms)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected())
     }
 
     async fn signal(&self, signal: Signal) -> StoreResult<()> {

@@ -5,6 +5,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Sqlite, Transaction};
 
@@ -42,7 +43,16 @@ impl SqliteStore {
     }
 }
 
+/// `at` plus a lease of `ms` milliseconds.
+fn lease_until(at: DateTime<Utc>, ms: u128) -> DateTime<Utc> {
+    at + chrono::Duration::milliseconds(i64::try_from(ms).unwrap_or(i64::MAX / 2).min(86_400_000 * 365))
+}
+
 impl SqliteStore {
+    /// "Now" in the reclaimer's comparison: the embedded database shares this process's
+    /// clock, passed as `$1`.
+    const DB_NOW: &'static str = "$1";
+
     /// The fenced execution writes of a batch: one statement each, which costs little in
     /// process (the transaction's single commit is what counts).
     async fn finish_fenced(
@@ -53,7 +63,7 @@ impl SqliteStore {
         for f in finishes {
             let done = sqlx::query(
                 "UPDATE executions
-                 SET status = $3, output = $4, completed_at = $5, duration_ms = $6, worker_id = NULL,
+                 SET status = $3, output = $4, completed_at = $5, duration_ms = $6, worker_id = NULL, lease_expires_at = NULL,
                      run_at = COALESCE($7, run_at)
                  WHERE execution_id = $1 AND status = 'RUNNING' AND attempt_count = $2",
             )
@@ -113,27 +123,108 @@ impl_store!(SqliteStore, Sqlite, {
         Ok(())
     }
 
-    async fn execution_claim(&self, worker_id: &str, now: DateTime<Utc>, limit: i64) -> StoreResult<Vec<Execution>> {
-        // SQLite has one writer at a time, so this statement (the select inside included)
-        // runs alone: two claimers can never take the same row.
+    async fn execution_claim(&self, claim: &super::ClaimParams) -> StoreResult<Vec<Execution>> {
+        // The same selection as PostgreSQL's one statement, as a few statements in one write
+        // transaction (SQLite has no LATERAL; in process, statements cost no round trips).
+        // SQLite has one writer at a time, so no other claimer can take the same rows. The
+        // database is embedded, so this process's clock is the database's.
+        let mut tx = self.begin_write().await?;
+        // Every endpoint with something due, by a loose scan of idx_executions_claim_endpoint,
+        // with its max_concurrency.
+        let endpoints: Vec<(String, Option<i32>)> = sqlx::query_as(
+            "WITH RECURSIVE queued(endpoint) AS (
+                 SELECT (SELECT endpoint FROM executions
+                         WHERE status IN ('QUEUED', 'RETRYING')
+                         ORDER BY endpoint
+                         LIMIT 1)
+                 UNION ALL
+                 SELECT (SELECT e.endpoint FROM executions e
+                         WHERE e.status IN ('QUEUED', 'RETRYING') AND e.endpoint > q.endpoint
+                         ORDER BY e.endpoint
+                         LIMIT 1)
+                 FROM queued q
+                 WHERE q.endpoint IS NOT NULL
+             )
+             SELECT q.endpoint, ep.max_concurrency FROM queued q
+             LEFT JOIN endpoints ep ON ep.name = q.endpoint
+             WHERE q.endpoint IS NOT NULL
+               AND EXISTS (SELECT 1 FROM executions x
+                           WHERE x.endpoint = q.endpoint AND x.status IN ('QUEUED', 'RETRYING') AND x.run_at <= $1)",
+        )
+        .bind(DbTime(claim.now))
+        .fetch_all(&mut *tx)
+        .await?;
+        let due: Vec<(String, i64)> = endpoints
+            .into_iter()
+            .map(|(e, max_concurrency)| {
+                let allowance = i64::from(claim.shares.allowance(&e, max_concurrency));
+                (e, allowance)
+            })
+            .filter(|(_, allowance)| *allowance > 0)
+            .collect();
+        if due.is_empty() {
+            return Ok(Vec::new());
+        }
+        let part = (claim.limit + due.len() as i64 - 1) / due.len() as i64;
+        let mut taken: Vec<(usize, DateTime<Utc>, String)> = Vec::new();
+        for (endpoint, allowance) in &due {
+            let rows: Vec<(String, DateTime<Utc>)> = sqlx::query_as(
+                "SELECT execution_id, run_at FROM executions
+                 WHERE endpoint = $1 AND status IN ('QUEUED', 'RETRYING') AND run_at <= $2
+                 ORDER BY run_at
+                 LIMIT $3",
+            )
+            .bind(endpoint)
+            .bind(DbTime(claim.now))
+            .bind((*allowance).min(part))
+            .fetch_all(&mut *tx)
+            .await?;
+            taken.extend(rows.into_iter().enumerate().map(|(turn, (id, run_at))| (turn, run_at, id)));
+        }
+        // Round-robin: every endpoint's first, then every second, …, earliest due first.
+        taken.sort();
+        taken.truncate(usize::try_from(claim.limit).unwrap_or(0));
+        let ids: Vec<&str> = taken.iter().map(|(_, _, id)| id.as_str()).collect();
         let sql = format!(
             "UPDATE executions
-             SET status = 'RUNNING', worker_id = $1, started_at = $2, attempt_count = attempt_count + 1
-             WHERE execution_id IN (
-                 SELECT execution_id
-                 FROM executions
-                 WHERE status IN ('QUEUED', 'RETRYING') AND run_at <= $2
-                 ORDER BY run_at
-                 LIMIT $3
-             )
+             SET status = 'RUNNING', worker_id = $1, started_at = $2, attempt_count = attempt_count + 1,
+                 lease_expires_at = $3
+             WHERE execution_id IN (SELECT value FROM json_each($4))
              RETURNING {EXECUTION_COLUMNS}"
         );
-        Ok(sqlx::query_as::<Sqlite, Execution>(&sql)
-            .bind(worker_id)
-            .bind(DbTime(now))
-            .bind(limit)
-            .fetch_all(&self.pool)
-            .await?)
+        let claimed = sqlx::query_as::<Sqlite, Execution>(&sql)
+            .bind(&claim.worker_id)
+            .bind(DbTime(claim.now))
+            .bind(DbTime(lease_until(claim.now, claim.lease.as_millis())))
+            .bind(serde_json::to_string(&ids).expect("ids serialize"))
+            .fetch_all(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(claimed)
+    }
+
+    async fn execution_lease_extend(&self, leases: &[super::LeaseExtend]) -> StoreResult<u64> {
+        if leases.is_empty() {
+            return Ok(0);
+        }
+        let at = now();
+        let mut tx = self.begin_write().await?;
+        let mut extended = 0;
+        for lease in leases {
+            // MAX over fixed-width text is MAX over time: a renewal never shortens a lease.
+            let done = sqlx::query(
+                "UPDATE executions SET lease_expires_at = MAX(COALESCE(lease_expires_at, $3), $3)
+                 WHERE execution_id = $1 AND attempt_count = $2 AND status = 'RUNNING'",
+            )
+            .bind(&lease.execution_id)
+            .bind(lease.attempt)
+            .bind(DbTime(lease_until(at, u128::try_from(lease.for_ms).unwrap_or(0))))
+            .execute(&mut *tx)
+            .await?;
+            extended += done.rows_affected();
+        }
+        tx.commit().await?;
+        Ok(extended)
     }
 
     /// Embedded mode is one process: its workers and caches are told in process.

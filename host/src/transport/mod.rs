@@ -237,8 +237,8 @@ pub(crate) fn literal(value: &str) -> Option<&str> {
     (!template::may_be_template(value)).then_some(value)
 }
 
-/// The longest a delivery may take. The reclaimer treats an execution RUNNING for longer than
-/// `TE_STUCK_EXECUTION_TIMEOUT_SEC` (default 300 s) as abandoned, so a timeout must stay below it.
+/// The longest a delivery may take (every transport's `timeout_ms` is capped by it). The worker
+/// extends its lease on an execution to cover the attempt's whole timeout.
 pub const MAX_TIMEOUT_MS: u64 = 300_000;
 
 #[cfg(test)]

@@ -2,12 +2,15 @@
 //!
 //! The poller never claims more than it has free slots (`TE_WORKER_MAX_CONCURRENT`): it takes
 //! one permit (waiting if all are busy), grabs whatever other permits are free, and claims that
-//! many executions in one statement. When the queue is empty it sleeps until woken — in
-//! process when the API or scheduler makes work, by PostgreSQL NOTIFY across processes — or
-//! until the poll interval passes, the fallback when a wake-up is missed or unavailable.
+//! many executions in one statement, shared fairly between endpoints ([`fairness`]). When the
+//! queue is empty it sleeps until woken — in process when the API or scheduler makes work or
+//! a saturated endpoint frees slots, by PostgreSQL NOTIFY across processes — or until the poll
+//! interval passes, the fallback when a wake-up is missed or unavailable.
 
 pub mod cache;
 pub mod completer;
+pub mod fairness;
+pub mod lease;
 pub mod pipeline;
 
 use std::sync::Arc;
@@ -18,12 +21,18 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::scheduler::Wakeups;
-use crate::store::{now, Signal, Store};
+use crate::store::{now, ClaimParams, Signal, Store};
+
+pub use lease::Leases;
 
 pub use pipeline::{CacheTtls, Pipeline};
 
 /// The most executions one claim statement takes.
 const CLAIM_BATCH: usize = 100;
+/// After a claim found nothing while an endpoint is at its cap, the least time before the
+/// next: wake-ups for new work keep coming while that endpoint's queue waits, and each would
+/// otherwise cost a claim that finds nothing.
+const EMPTY_CLAIM_PAUSE: Duration = Duration::from_millis(5);
 
 #[derive(Debug, Clone)]
 pub struct WorkerConfig {
@@ -31,6 +40,8 @@ pub struct WorkerConfig {
     pub max_concurrent: usize,
     pub poll_interval: Duration,
     pub shutdown_timeout: Duration,
+    /// How long a claim holds an execution without renewal (`TE_WORKER_LEASE_SEC`).
+    pub lease: Duration,
 }
 
 pub async fn run(
@@ -50,6 +61,11 @@ pub async fn run(
     }
     let slots = Arc::new(Semaphore::new(config.max_concurrent));
     let mut in_flight = JoinSet::new();
+    let leases = Leases::new(store.clone(), config.lease);
+    // Renewals go on through a graceful shutdown, while attempts in flight finish.
+    let keeper_stop = CancellationToken::new();
+    let keeper = tokio::spawn(leases.clone().keep(keeper_stop.clone()));
+    let fairness = Arc::new(fairness::Fairness::new(config.max_concurrent));
     loop {
         let first = tokio::select! {
             () = shutdown.cancelled() => break,
@@ -63,7 +79,20 @@ pub async fn run(
             }
         }
         let wanted = permits.len();
-        let claimed = match store.execution_claim(&config.worker_id, now(), wanted as i64).await {
+        if fairness.limits_stale() {
+            match store.endpoint_concurrency_limits().await {
+                Ok(limits) => fairness.set_limits(limits),
+                Err(error) => tracing::warn!(%error, "Could not read endpoints' max_concurrency; using the last read."),
+            }
+        }
+        let claim = ClaimParams {
+            worker_id: config.worker_id.clone(),
+            now: now(),
+            limit: wanted as i64,
+            lease: config.lease,
+            shares: fairness.shares(),
+        };
+        let claimed = match store.execution_claim(&claim).await {
             Ok(claimed) => claimed,
             Err(error) => {
                 tracing::warn!(%error, "Claiming executions failed; retrying after the poll interval.");
@@ -73,21 +102,40 @@ pub async fn run(
         let got = claimed.len();
         for (execution, permit) in claimed.into_iter().zip(permits.drain(..got)) {
             let pipeline = pipeline.clone();
+            let leases = leases.clone();
+            let fairness = fairness.clone();
+            let wake = wakeups.work_ready.clone();
+            let held = leases.hold(&execution.execution_id, execution.attempt_count);
+            fairness.took(&execution.endpoint);
             in_flight.spawn(async move {
-                pipeline.process(execution).await;
+                let endpoint = execution.endpoint.clone();
+                pipeline.process(execution, &leases).await;
+                drop(held);
                 drop(permit);
+                if fairness.released(&endpoint) {
+                    wake.notify_one();
+                }
             });
         }
         drop(permits);
         while in_flight.try_join_next().is_some() {}
-        if got < wanted {
-            // The queue is drained: wait for a wake-up, the poll interval, or shutdown.
+        if got == 0 {
+            // Nothing claimable within the shares: wait for a wake-up, the poll interval, or
+            // shutdown (after a short pause while an endpoint's work waits for its cap).
+            if fairness.any_saturated() {
+                tokio::select! {
+                    () = shutdown.cancelled() => break,
+                    () = tokio::time::sleep(EMPTY_CLAIM_PAUSE) => {}
+                }
+            }
             tokio::select! {
                 () = shutdown.cancelled() => break,
                 () = wakeups.work_ready.notified() => {}
                 () = tokio::time::sleep(config.poll_interval) => {}
             }
         }
+        // A part-filled claim goes round again at once: an endpoint with less due work than
+        // its part of the claim leaves room another endpoint's work may fill.
     }
 
     // Graceful shutdown: no new claims; wait a while for the attempts in flight. Those still
@@ -104,5 +152,13 @@ pub async fn run(
             "Shutdown timeout: leaving unfinished executions to the reclaimer."
         );
         in_flight.abort_all();
+        while in_flight.join_next().await.is_some() {}
     }
+    // Every pipeline task has ended: write what the completer still holds, for as long as
+    // shutdown allows (the database may be down; then leases expire and the reclaimer retries).
+    if let Ok(pipeline) = Arc::try_unwrap(pipeline) {
+        pipeline.close(config.shutdown_timeout).await;
+    }
+    keeper_stop.cancel();
+    let _ = keeper.await;
 }

@@ -9,8 +9,8 @@
 //! 4. Record the attempt, its log lines, and the execution's new state in one transaction,
 //!    fenced by the attempt number (see [`Store::execution_finish`]).
 //!
-//! Secret values used by the attempt are scrubbed from everything stored: outputs, error
-//! messages, log lines.
+//! Secret values used by the attempt are scrubbed from everything stored — outputs, errors,
+//! log lines — in every form a receiver may echo them (`secret::redact`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -21,9 +21,11 @@ use serde_json::{json, Value};
 
 use super::cache::TtlCache;
 use super::completer::Completer;
+use super::lease::{Leases, LEASE_MARGIN};
 use crate::contract::{Failure, Message, RenderError};
 use crate::plugin::{PluginHost, WasmRenderer};
 use crate::retry::RetryPolicy;
+use crate::secret::redact::Redactor;
 use crate::secret::{SecretCipher, SecretValue};
 use crate::store::{now, AttemptFinish, Endpoint, Execution, LogWrite, Store, StoreError};
 use crate::template::{self, MinijinjaRenderer, RenderContext, Renderer, TemplateKey};
@@ -61,8 +63,20 @@ pub struct CacheTtls {
 
 /// How an attempt ended, before it is written down.
 enum Outcome {
-    Delivered { output: Value },
-    Failed { error: Value, retryable: bool, retry_after_ms: Option<u64>, message: String },
+    Delivered {
+        output: Value,
+    },
+    Failed {
+        error: Value,
+        retryable: bool,
+        retry_after_ms: Option<u64>,
+        message: String,
+    },
+    /// Stopped before anything was sent (the store failed): retried whatever attempts are
+    /// left, since the receiver never saw this one.
+    NotSent {
+        error: Value,
+    },
 }
 
 impl Outcome {
@@ -112,25 +126,36 @@ impl Pipeline {
         }
     }
 
-    /// Wait until every recorded outcome is written. Called once no attempt is in flight.
-    pub async fn close(self) {
-        self.completer.close().await;
+    /// Wait until every recorded outcome is written, for at most `within`. Called once no
+    /// attempt is in flight.
+    pub async fn close(self, within: Duration) {
+        self.completer.close(within).await;
     }
 
-    pub async fn process(&self, execution: Execution) {
+    pub async fn process(&self, execution: Execution, leases: &Leases) {
         let started_at = now();
         let clock = Instant::now();
         let attempt = execution.attempt_count;
         let mut logs = Logs(Vec::new());
         logs.push("INFO", format!("Attempt {attempt} of {} started on {}.", execution.max_attempts, self.worker_id));
 
-        let (outcome, policy, secrets) = match self.attempt(&execution, &mut logs).await {
+        let (outcome, policy, secrets) = match self.attempt(&execution, leases, &mut logs).await {
             Ok(done) => done,
             Err(error) => {
-                // The database failed us mid-attempt; leave the execution RUNNING for the
-                // reclaimer rather than guess at its state.
-                tracing::error!(execution_id = %execution.execution_id, %error, "Attempt aborted: the store failed.");
-                return;
+                // The database failed before anything was sent. Record a retryable failure:
+                // the completer retries the write until the database answers, so the
+                // execution is never left RUNNING with nobody to finish it.
+                tracing::warn!(execution_id = %execution.execution_id, %error, "Attempt stopped before delivery: the store failed.");
+                let message = format!("The database could not be read before delivery ({error}); nothing was sent.");
+                logs.push("WARN", message.clone());
+                let error_json = json!({ "type": "STORE_UNAVAILABLE", "message": message, "retryable": true });
+                let outcome = if error.is_transient() {
+                    Outcome::NotSent { error: error_json }
+                } else {
+                    // The same read would fail again: count it like any failed attempt.
+                    Outcome::Failed { error: error_json, retryable: true, retry_after_ms: None, message }
+                };
+                (outcome, RetryPolicy::default(), Vec::new())
             }
         };
         let completed_at = now();
@@ -155,6 +180,7 @@ impl Pipeline {
     async fn attempt(
         &self,
         execution: &Execution,
+        leases: &Leases,
         logs: &mut Logs,
     ) -> Result<(Outcome, RetryPolicy, Vec<SecretValue>), StoreError> {
         let store = &self.store;
@@ -224,6 +250,14 @@ impl Pipeline {
                 return Ok((Outcome::permanent("INVALID_SPEC", message), policy, secrets));
             }
         };
+        // The lease must outlast this attempt's deadline, or a live attempt could be
+        // reclaimed and delivered twice: extend it first when the deadline is far.
+        let needed = Duration::from_millis(timeout_ms) + DEADLINE_GRACE + LEASE_MARGIN;
+        if !leases.ensure(&execution.execution_id, execution.attempt_count, needed).await? {
+            let message = "The execution was reclaimed or cancelled before delivery; nothing was sent.".to_owned();
+            logs.push("WARN", message.clone());
+            return Ok((Outcome::permanent("LEASE_LOST", message), policy, secrets));
+        }
         let sent = Instant::now();
         let delivery_log = DeliveryLog::default();
         let delivered = tokio::time::timeout(
@@ -233,33 +267,26 @@ impl Pipeline {
         .await;
         let elapsed_ms = sent.elapsed().as_millis();
         for (level, line) in delivery_log.take() {
-            logs.push(level, template::redact(&line, &secrets));
+            logs.push(level, line);
         }
         let outcome = match delivered {
             Ok(Ok(receipt)) => {
-                let output: Value = serde_json::from_str(&template::redact(&receipt.output_json, &secrets))
-                    .unwrap_or_else(|_| json!({ "raw": template::redact(&receipt.output_json, &secrets) }));
+                let output: Value = serde_json::from_str(&receipt.output_json)
+                    .unwrap_or_else(|_| json!({ "raw": receipt.output_json }));
                 logs.push("INFO", format!("Delivered in {elapsed_ms} ms."));
                 Outcome::Delivered { output }
             }
-            Ok(Err(failure)) => self.failed(transport.error_json(&failure), &failure, &secrets, elapsed_ms, logs),
+            Ok(Err(failure)) => self.failed(transport.error_json(&failure), &failure, elapsed_ms, logs),
             Err(_) => {
                 let failure = Failure::timeout(format!("the transport did not return within {timeout_ms} ms"));
-                self.failed(transport.error_json(&failure), &failure, &secrets, elapsed_ms, logs)
+                self.failed(transport.error_json(&failure), &failure, elapsed_ms, logs)
             }
         };
         Ok((outcome, policy, secrets))
     }
 
-    fn failed(
-        &self,
-        mut error: Value,
-        failure: &Failure,
-        secrets: &[SecretValue],
-        elapsed_ms: u128,
-        logs: &mut Logs,
-    ) -> Outcome {
-        let message = template::redact(&failure.message, secrets);
+    fn failed(&self, mut error: Value, failure: &Failure, elapsed_ms: u128, logs: &mut Logs) -> Outcome {
+        let message = failure.message.clone();
         error["message"] = json!(message);
         logs.push("WARN", format!("Delivery failed after {elapsed_ms} ms: {message}"));
         Outcome::Failed { error, retryable: failure.retryable, retry_after_ms: failure.retry_after_ms, message }
@@ -365,6 +392,12 @@ impl Pipeline {
         };
         let mut finish = match outcome {
             Outcome::Delivered { output } => base("SUCCESS", "SUCCESS", Some(output), None, None),
+            Outcome::NotSent { error } => {
+                let delay = policy.next_delay_ms(attempt.max(1) as u32, None, &mut rand::thread_rng());
+                logs.push("INFO", format!("Retrying in {delay} ms; this attempt sent nothing."));
+                let retry_at = completed_at + chrono::Duration::milliseconds(delay as i64);
+                base("RETRYING", "FAILED", None, Some(error), Some(retry_at))
+            }
             Outcome::Failed { error, retryable, retry_after_ms, message } => {
                 if retryable && attempt < execution.max_attempts {
                     let delay = policy.next_delay_ms(attempt as u32, retry_after_ms, &mut rand::thread_rng());
@@ -385,14 +418,16 @@ impl Pipeline {
                 }
             }
         };
-        finish.logs = logs
-            .0
-            .into_iter()
-            .map(|mut l| {
-                l.message = template::redact(&l.message, secrets);
-                l
-            })
-            .collect();
+        finish.logs = logs.0;
+        // The one place secrets are taken out of what is stored: the output, the error and
+        // every log line, in any form a receiver may have echoed them (see `secret::redact`).
+        let redactor = Redactor::new(secrets);
+        for document in [&mut finish.output, &mut finish.error].into_iter().flatten() {
+            redactor.redact_value(document);
+        }
+        for log in &mut finish.logs {
+            log.message = redactor.redact(&log.message);
+        }
         finish
     }
 }

@@ -75,6 +75,23 @@ impl TestDb {
         }
     }
 
+    /// The text column a query returns, one per row (NULLs left out): stored outputs, errors
+    /// and log lines, to check what reached the database (`CAST(x AS TEXT)` reads JSON on both
+    /// backends).
+    pub async fn texts(&self, sql: &str) -> Vec<String> {
+        let rows: Vec<Option<String>> = match self.backend {
+            Backend::Postgres => {
+                let mut conn = sqlx::PgConnection::connect(&self.url).await.unwrap();
+                sqlx::query_scalar(sql).fetch_all(&mut conn).await.unwrap()
+            }
+            Backend::Sqlite => {
+                let mut conn = sqlx::SqliteConnection::connect(&self.url).await.unwrap();
+                sqlx::query_scalar(sql).fetch_all(&mut conn).await.unwrap()
+            }
+        };
+        rows.into_iter().flatten().collect()
+    }
+
     /// The stored ciphertext of a secret.
     pub async fn secret_ciphertext(&self, name: &str) -> Vec<u8> {
         let sql = "SELECT encrypted_value FROM secrets WHERE name = $1";

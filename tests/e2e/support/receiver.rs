@@ -2,7 +2,11 @@
 //!
 //! Paths: `/ok/…` answers 200 "OK"; `/fail/…` answers 500; `/flaky/{name}/{n}` answers 503 to
 //! the first `n` requests for `name`, then 200; `/slow-once/{name}/{ms}` holds its first
-//! request for `ms` milliseconds, then answers 200 at once.
+//! request for `ms` milliseconds, then answers 200 at once; `/slow/{ms}` holds every request
+//! for `ms` milliseconds, then answers 200; `/echo/{status}` answers `status` with the
+//! request's headers and body quoted back as JSON; `/nul-json` answers 200 with a JSON body
+//! holding a raw NUL byte (`{"ok":"a<NUL>b"}`); `/nul-raw` answers 200 with the bytes
+//! `ok\0` and an invalid UTF-8 byte.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -38,6 +42,8 @@ impl Received {
 struct Inner {
     received: Mutex<Vec<Received>>,
     counters: Mutex<HashMap<String, u32>>,
+    /// `/slow/…` requests being held now, and the most held at once.
+    slow_now: Mutex<(usize, usize)>,
 }
 
 #[derive(Clone)]
@@ -52,6 +58,10 @@ impl Receiver {
         let app = Router::new()
             .route("/flaky/{name}/{failures}", any(flaky))
             .route("/slow-once/{name}/{ms}", any(slow_once))
+            .route("/slow/{ms}", any(slow))
+            .route("/echo/{status}", any(echo))
+            .route("/nul-json", any(nul_json))
+            .route("/nul-raw", any(nul_raw))
             .fallback(any(fallback))
             .with_state(inner.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -66,6 +76,16 @@ impl Receiver {
 
     pub fn count(&self) -> usize {
         self.inner.received.lock().unwrap().len()
+    }
+
+    /// How many requests to `path_prefix` it has received.
+    pub fn count_of(&self, path_prefix: &str) -> usize {
+        self.inner.received.lock().unwrap().iter().filter(|r| r.path.starts_with(path_prefix)).count()
+    }
+
+    /// The most `/slow/…` requests it was holding at one time.
+    pub fn most_slow_at_once(&self) -> usize {
+        self.inner.slow_now.lock().unwrap().1
     }
 }
 
@@ -121,4 +141,53 @@ async fn slow_once(
         tokio::time::sleep(Duration::from_millis(ms)).await;
     }
     (StatusCode::OK, "OK")
+}
+
+async fn slow(
+    State(inner): State<Arc<Inner>>,
+    Path(ms): Path<u64>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> (StatusCode, &'static str) {
+    record(&inner, &uri, headers, body);
+    {
+        let mut now = inner.slow_now.lock().unwrap();
+        now.0 += 1;
+        now.1 = now.1.max(now.0);
+    }
+    tokio::time::sleep(Duration::from_millis(ms)).await;
+    inner.slow_now.lock().unwrap().0 -= 1;
+    (StatusCode::OK, "OK")
+}
+
+/// What a careless receiver does: quote the whole request back in its answer.
+async fn echo(
+    State(inner): State<Arc<Inner>>,
+    Path(status): Path<u16>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> (StatusCode, String) {
+    let quoted: serde_json::Map<String, Value> = headers
+        .iter()
+        .map(|(k, v)| (k.as_str().to_owned(), Value::String(String::from_utf8_lossy(v.as_bytes()).into_owned())))
+        .collect();
+    let answer = serde_json::json!({
+        "url": uri.to_string(),
+        "headers": quoted,
+        "body": String::from_utf8_lossy(&body),
+    });
+    record(&inner, &uri, headers, body);
+    (StatusCode::from_u16(status).unwrap_or(StatusCode::OK), answer.to_string())
+}
+
+async fn nul_json(State(inner): State<Arc<Inner>>, uri: Uri, headers: HeaderMap, body: Bytes) -> (StatusCode, Vec<u8>) {
+    record(&inner, &uri, headers, body);
+    (StatusCode::OK, b"{\"ok\":\"a\0b\"}".to_vec())
+}
+
+async fn nul_raw(State(inner): State<Arc<Inner>>, uri: Uri, headers: HeaderMap, body: Bytes) -> (StatusCode, Vec<u8>) {
+    record(&inner, &uri, headers, body);
+    (StatusCode::OK, b"ok\0 \xff\xfe end".to_vec())
 }

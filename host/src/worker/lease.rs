@@ -1,0 +1,106 @@
+//! Leases: how a worker keeps the executions it holds from being reclaimed while it lives.
+//!
+//! A claim leases each execution for `TE_WORKER_LEASE_SEC` from the database's clock. While
+//! the worker runs, [`Leases::keep`] renews the lease of everything it holds every third of
+//! that, in one statement, so a live attempt always has two thirds of a lease ahead of it. An
+//! attempt whose own deadline reaches past that (a long `timeout_ms`, a slow plugin) extends
+//! its lease to the deadline plus [`LEASE_MARGIN`] before it sends anything. When the worker
+//! dies, renewals stop, the lease runs out, and the reclaimer retries the execution; a late
+//! result from a worker that was merely cut off is fenced out by the attempt number.
+//!
+//! Only executions registered here are renewed, and a registration ends when its guard is
+//! dropped — even if the attempt's task panics — so nothing is renewed forever.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::store::{LeaseExtend, Store, StoreResult};
+
+/// Time an attempt's lease must run beyond its deadline: room for recording the result.
+pub const LEASE_MARGIN: Duration = Duration::from_secs(5);
+
+pub struct Leases {
+    store: Arc<dyn Store>,
+    lease: Duration,
+    /// Execution id → the attempt number this worker holds it under.
+    held: Mutex<HashMap<String, i32>>,
+}
+
+/// An execution held by this worker; dropping it stops the renewals.
+pub struct Held {
+    leases: Arc<Leases>,
+    execution_id: String,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.leases.held.lock().expect("leases lock").remove(&self.execution_id);
+    }
+}
+
+impl Leases {
+    pub fn new(store: Arc<dyn Store>, lease: Duration) -> Arc<Self> {
+        Arc::new(Self { store, lease, held: Mutex::default() })
+    }
+
+    /// How long a claim leases an execution for.
+    pub fn lease(&self) -> Duration {
+        self.lease
+    }
+
+    /// Register an execution just claimed under `attempt`.
+    pub fn hold(self: &Arc<Self>, execution_id: &str, attempt: i32) -> Held {
+        self.held.lock().expect("leases lock").insert(execution_id.to_owned(), attempt);
+        Held { leases: self.clone(), execution_id: execution_id.to_owned() }
+    }
+
+    /// How many executions this worker holds.
+    pub fn count(&self) -> usize {
+        self.held.lock().expect("leases lock").len()
+    }
+
+    /// Make sure the lease lasts `needed` from now: a no-op when routine renewals already
+    /// guarantee it (two thirds of a lease), else one extension. False when the execution is
+    /// no longer this worker's (reclaimed or cancelled meanwhile).
+    pub async fn ensure(&self, execution_id: &str, attempt: i32, needed: Duration) -> StoreResult<bool> {
+        if needed <= self.lease * 2 / 3 {
+            return Ok(true);
+        }
+        let for_ms = i64::try_from(needed.as_millis()).unwrap_or(i64::MAX / 2);
+        let lease = LeaseExtend { execution_id: execution_id.to_owned(), attempt, for_ms };
+        Ok(self.store.execution_lease_extend(std::slice::from_ref(&lease)).await? == 1)
+    }
+
+    /// Renew every held lease to a full lease from now.
+    pub async fn renew(&self) -> StoreResult<u64> {
+        let for_ms = i64::try_from(self.lease.as_millis()).unwrap_or(i64::MAX / 2);
+        let leases: Vec<LeaseExtend> = self
+            .held
+            .lock()
+            .expect("leases lock")
+            .iter()
+            .map(|(id, attempt)| LeaseExtend { execution_id: id.clone(), attempt: *attempt, for_ms })
+            .collect();
+        self.store.execution_lease_extend(&leases).await
+    }
+
+    /// Renew held leases every third of a lease until `stop`.
+    pub async fn keep(self: Arc<Self>, stop: CancellationToken) {
+        let every = (self.lease / 3).max(Duration::from_millis(100));
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = tokio::time::sleep(every) => {}
+            }
+            if self.count() == 0 {
+                continue;
+            }
+            if let Err(error) = self.renew().await {
+                tracing::warn!(%error, held = self.count(), "Could not renew the leases of executions in flight; retrying.");
+            }
+        }
+    }
+}
