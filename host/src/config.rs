@@ -216,6 +216,11 @@ pub struct ServeArgs {
     #[arg(long, env = "TE_NO_MIGRATE", value_name = "TE_NO_MIGRATE")]
     pub no_migrate: bool,
 
+    /// Address for `/healthz` and `/readyz` alone, for processes without the API role (a
+    /// worker or scheduler fleet). With the API role they are on TE_LISTEN_ADDR as well.
+    #[arg(long, env = "TE_HEALTH_ADDR", value_name = "TE_HEALTH_ADDR")]
+    pub health_addr: Option<SocketAddr>,
+
     #[command(flatten)]
     pub worker: WorkerArgs,
     #[command(flatten)]

@@ -18,6 +18,7 @@ both_backends!(
     killed_worker_execution_is_reclaimed_and_completes,
     cancel_racing_claims_has_one_winner,
     sigterm_lets_in_flight_deliveries_finish,
+    worker_and_scheduler_processes_answer_health_on_their_own_address,
 );
 
 fn api_only() -> ServerOptions {
@@ -256,4 +257,45 @@ async fn sigterm_lets_in_flight_deliveries_finish(backend: Backend) {
     assert!(output.contains("Waiting for in-flight deliveries."), "{output}");
     // The delivery finished and was recorded before the process left.
     assert_eq!(api.get(&format!("/executions/{execution_id}")).await.body["status"], "SUCCESS");
+}
+
+/// Processes without the API role serve `/healthz` and `/readyz` on `TE_HEALTH_ADDR`, and
+/// `/healthz` names each of the process's loops and says it is alive.
+async fn worker_and_scheduler_processes_answer_health_on_their_own_address(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let health = |roles: &str| {
+        ServerOptions::new().roles(roles, "Health endpoint listening.").env("TE_HEALTH_ADDR", "127.0.0.1:0")
+    };
+    for (roles, loops) in [
+        ("worker", vec!["worker.claimer", "worker.lease_keeper"]),
+        ("scheduler", vec!["scheduler.cron_materializer", "scheduler.promoter", "scheduler.reclaimer"]),
+    ] {
+        let process = Server::start_with(&db, health(roles)).await;
+        let client = Client::new(&process.base_url, None);
+        eventually(&format!("the {roles} loops to report"), Duration::from_secs(30), || {
+            let client = client.clone();
+            let loops = loops.clone();
+            async move {
+                let r = client.get("/healthz").await;
+                let reported: Vec<&str> = r.body["loops"]
+                    .as_array()
+                    .map(|l| l.iter().filter_map(|l| l["name"].as_str()).collect())
+                    .unwrap_or_default();
+                r.status == 200 && loops.iter().all(|name| reported.contains(name))
+            }
+        })
+        .await;
+        let r = client.get("/healthz").await;
+        assert_eq!(r.body["status"], "ok", "{}", r.text);
+        assert!(
+            r.body["loops"].as_array().unwrap().iter().all(|l| l["alive"] == true && l["state"] == "running"),
+            "{}",
+            r.text
+        );
+        assert_eq!(client.get("/readyz").await.body["status"], "ready");
+        // Nothing but health is served there.
+        assert_eq!(client.get("/jobs").await.status, 404);
+        let output = process.stop();
+        assert!(output.contains("Stopped."), "{output}");
+    }
 }

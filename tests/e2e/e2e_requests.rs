@@ -85,7 +85,10 @@ async fn health_checks(backend: Backend) {
     let server = Server::start(&db).await;
     let anonymous = Client::new(&server.base_url, None);
     let r = anonymous.get("/healthz").await;
-    assert_eq!((r.status.as_u16(), r.body.clone()), (200, json!({"status": "ok"})));
+    assert_eq!((r.status.as_u16(), &r.body["status"]), (200, &json!("ok")), "{}", r.text);
+    // Each loop of the process is listed, alive (the worker's may still be starting).
+    let loops = r.body["loops"].as_array().expect("loops");
+    assert!(loops.iter().any(|l| l["name"] == "scheduler.cron_materializer" && l["alive"] == true), "{}", r.text);
     let r = anonymous.get("/readyz").await;
     assert_eq!((r.status.as_u16(), r.body.clone()), (200, json!({"status": "ready"})));
 }

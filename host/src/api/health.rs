@@ -1,27 +1,64 @@
-//! `/healthz` (the process is up) and `/readyz` (it can reach its database). Unauthenticated,
-//! for load balancers and orchestrators.
+//! `/healthz` (every loop of the process is alive) and `/readyz` (it can reach its database).
+//! Unauthenticated, for load balancers and orchestrators. Served on the API's address, and on
+//! `TE_HEALTH_ADDR` (for worker- and scheduler-only processes) by [`serve`].
 
-use axum::extract::State;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::extract::{FromRef, State};
 use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
-use serde_json::{json, Value};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
 
-use super::state::AppState;
 use crate::error::{ApiError, ApiResult};
+use crate::health::Liveness;
+use crate::store::Store;
 
-pub fn router() -> Router<AppState> {
+/// What the health routes read.
+#[derive(Clone)]
+pub struct HealthState {
+    pub store: Arc<dyn Store>,
+    pub liveness: Arc<Liveness>,
+}
+
+pub fn router<S>() -> Router<S>
+where
+    HealthState: FromRef<S>,
+    S: Clone + Send + Sync + 'static,
+{
     Router::new().route("/healthz", get(healthz)).route("/readyz", get(readyz))
 }
 
-async fn healthz() -> Json<Value> {
-    Json(json!({ "status": "ok" }))
+/// 200 when every loop of this process is alive, else 503; both list each loop.
+async fn healthz(State(state): State<HealthState>) -> Response {
+    let (healthy, loops) = state.liveness.report();
+    let status = if healthy { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+    let body = json!({ "status": if healthy { "ok" } else { "unhealthy" }, "loops": loops });
+    (status, Json(body)).into_response()
 }
 
-async fn readyz(State(state): State<AppState>) -> ApiResult<Json<Value>> {
+async fn readyz(State(state): State<HealthState>) -> ApiResult<Json<serde_json::Value>> {
     state.store.ping().await.map_err(|e| {
         tracing::warn!(error = %e, "Readiness check failed: the database is unreachable.");
         ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "NOT_READY", "The database is unreachable.")
     })?;
     Ok(Json(json!({ "status": "ready" })))
+}
+
+/// Serve only the health routes on `listener` until `shutdown` (processes without the API role).
+pub async fn serve(listener: tokio::net::TcpListener, state: HealthState, shutdown: CancellationToken) {
+    let app = router::<HealthState>().with_state(state);
+    let result = axum::serve(listener, app).with_graceful_shutdown(async move { shutdown.cancelled().await }).await;
+    if let Err(error) = result {
+        tracing::error!(%error, "The health endpoint failed.");
+    }
+}
+
+/// Bind the health address; the error names the variable.
+pub async fn bind(addr: SocketAddr) -> anyhow::Result<tokio::net::TcpListener> {
+    use anyhow::Context;
+    tokio::net::TcpListener::bind(addr).await.with_context(|| format!("TE_HEALTH_ADDR: cannot listen on {addr}"))
 }

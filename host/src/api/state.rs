@@ -2,6 +2,9 @@
 
 use std::sync::Arc;
 
+use axum::extract::FromRef;
+
+use super::health::HealthState;
 use super::jobs::Validators;
 use crate::plugin::PluginHost;
 use crate::scheduler::Wakeups;
@@ -26,4 +29,12 @@ pub struct AppState {
     pub validators: Arc<Validators>,
     /// The plugin runtime and store, for /plugins and PLUGIN endpoints.
     pub plugins: Option<PluginHost>,
+    /// For `/healthz` and `/readyz`.
+    pub health: HealthState,
+}
+
+impl FromRef<AppState> for HealthState {
+    fn from_ref(state: &AppState) -> Self {
+        state.health.clone()
+    }
 }

@@ -8,8 +8,10 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use super::{database_location, init_logging, load_cipher, open_store};
+use crate::api::health::HealthState;
 use crate::api::{self, auth, ApiKeys, AppState};
 use crate::config::{parse_api_keys, Role, ServeArgs};
+use crate::health::Liveness;
 use crate::plugin::{PluginHost, PluginRuntime};
 use crate::region::{evaluator, heartbeat, RegionFilter};
 use crate::scheduler::{self, SchedulerConfig, Wakeups};
@@ -51,8 +53,15 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let renderer = Arc::new(MinijinjaRenderer::new());
     let wakeups = Wakeups::default();
     let shutdown = CancellationToken::new();
+    let liveness = Liveness::new();
+    let health = HealthState { store: store.clone(), liveness: liveness.clone() };
     let instance = format!("{}-{}", std::process::id(), &uuid::Uuid::new_v4().simple().to_string()[..8]);
     let mut background = Vec::new();
+    if let Some(addr) = args.health_addr {
+        let listener = api::health::bind(addr).await?;
+        tracing::info!(addr = %listener.local_addr()?, "Health endpoint listening.");
+        background.push(tokio::spawn(api::health::serve(listener, health.clone(), shutdown.clone())));
+    }
 
     if args.roles.contains(&Role::Scheduler) {
         let s = &args.scheduler;
@@ -63,7 +72,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             promote_interval: Duration::from_millis(s.promote_interval_ms),
             reclaim_interval: Duration::from_secs(s.reclaim_interval_sec),
         };
-        background.extend(scheduler::spawn(store.clone(), config, wakeups.clone(), shutdown.clone()));
+        background.extend(scheduler::spawn(store.clone(), config, wakeups.clone(), shutdown.clone(), &liveness));
         background.push(tokio::spawn(heartbeat::run(store.clone(), format!("scheduler:{instance}"), shutdown.clone())));
         tracing::info!("Scheduler running.");
     }
@@ -89,7 +98,14 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             shutdown_timeout: Duration::from_secs(w.worker_shutdown_timeout_sec),
             lease: args.lease(),
         };
-        background.push(tokio::spawn(worker::run(store.clone(), pipeline, config, wakeups.clone(), shutdown.clone())));
+        background.push(tokio::spawn(worker::run(
+            store.clone(),
+            pipeline,
+            config,
+            wakeups.clone(),
+            shutdown.clone(),
+            liveness.clone(),
+        )));
         background.push(tokio::spawn(heartbeat::run(store.clone(), worker_id, shutdown.clone())));
         tracing::info!(max_concurrent = w.worker_max_concurrent, lease_s = args.lease().as_secs(), "Worker running.");
     }
@@ -108,6 +124,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             max_schedule_ahead: chrono::Duration::days(i64::from(args.max_schedule_ahead_days)),
             validators: Arc::default(),
             plugins: Some(plugins),
+            health: health.clone(),
         };
         let max_body_bytes =
             usize::try_from(args.max_body_bytes).context("TE_MAX_BODY_BYTES is too large for this platform")?;

@@ -24,13 +24,21 @@ use tokio_util::sync::CancellationToken;
 
 use super::schedule::CronSchedule;
 use super::{SchedulerConfig, Wakeups};
+use crate::health::Beat;
 use crate::ids::{new_id, EXECUTION};
 use crate::retry::RetryPolicy;
 use crate::store::{now, CronAdvance, ExecutionWrite, Job, Store, StoreResult};
 
-pub async fn run(store: Arc<dyn Store>, config: SchedulerConfig, wakeups: Wakeups, shutdown: CancellationToken) {
+pub async fn run(
+    store: Arc<dyn Store>,
+    config: SchedulerConfig,
+    wakeups: Wakeups,
+    shutdown: CancellationToken,
+    beat: Beat,
+) {
     let lookahead = chrono::Duration::from_std(config.cron_lookahead).unwrap_or_default();
     loop {
+        beat.beat();
         match materialize_due(&store, now(), lookahead, config.cron_batch_size, &wakeups).await {
             Ok(0) => {}
             Ok(created) => tracing::debug!(created, "Materialized cron ticks."),
@@ -47,11 +55,12 @@ pub async fn run(store: Arc<dyn Store>, config: SchedulerConfig, wakeups: Wakeup
             }
         };
         tokio::select! {
-            () = shutdown.cancelled() => return,
+            () = shutdown.cancelled() => break,
             () = tokio::time::sleep(sleep) => {}
             () = wakeups.cron_changed.notified() => {}
         }
     }
+    beat.stopped();
 }
 
 /// The idempotency key of a tick's execution.

@@ -19,6 +19,7 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::health::Liveness;
 use crate::store::{Signal, Store};
 
 #[derive(Debug, Clone)]
@@ -84,15 +85,26 @@ async fn broadcast(store: &dyn Store) {
     }
 }
 
+/// Start the three loops, each reporting to `liveness`.
 pub fn spawn(
     store: Arc<dyn Store>,
     config: SchedulerConfig,
     wakeups: Wakeups,
     shutdown: CancellationToken,
+    liveness: &Arc<Liveness>,
 ) -> Vec<JoinHandle<()>> {
+    let materializer = liveness.register("scheduler.cron_materializer", config.cron_tick_interval);
+    let promoter = liveness.register("scheduler.promoter", config.promote_interval);
+    let reclaimer = liveness.register("scheduler.reclaimer", config.reclaim_interval);
     vec![
-        tokio::spawn(cron_materializer::run(store.clone(), config.clone(), wakeups.clone(), shutdown.clone())),
-        tokio::spawn(promoter::run(store.clone(), config.clone(), wakeups.clone(), shutdown.clone())),
-        tokio::spawn(reclaimer::run(store, config, wakeups, shutdown)),
+        tokio::spawn(cron_materializer::run(
+            store.clone(),
+            config.clone(),
+            wakeups.clone(),
+            shutdown.clone(),
+            materializer,
+        )),
+        tokio::spawn(promoter::run(store.clone(), config.clone(), wakeups.clone(), shutdown.clone(), promoter)),
+        tokio::spawn(reclaimer::run(store, config, wakeups, shutdown, reclaimer)),
     ]
 }

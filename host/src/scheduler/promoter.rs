@@ -11,10 +11,18 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use super::{SchedulerConfig, Wakeups};
+use crate::health::Beat;
 use crate::store::{now, Store};
 
-pub async fn run(store: Arc<dyn Store>, config: SchedulerConfig, wakeups: Wakeups, shutdown: CancellationToken) {
+pub async fn run(
+    store: Arc<dyn Store>,
+    config: SchedulerConfig,
+    wakeups: Wakeups,
+    shutdown: CancellationToken,
+    beat: Beat,
+) {
     loop {
+        beat.beat();
         let at = now();
         let mut sleep = config.promote_interval;
         match store.execution_promote_due(at).await {
@@ -36,9 +44,10 @@ pub async fn run(store: Arc<dyn Store>, config: SchedulerConfig, wakeups: Wakeup
             Err(error) => tracing::warn!(%error, "Could not read the next delayed execution."),
         }
         tokio::select! {
-            () = shutdown.cancelled() => return,
+            () = shutdown.cancelled() => break,
             () = tokio::time::sleep(sleep) => {}
             () = wakeups.pending_changed.notified() => {}
         }
     }
+    beat.stopped();
 }

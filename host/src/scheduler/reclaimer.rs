@@ -12,12 +12,20 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use super::{SchedulerConfig, Wakeups};
+use crate::health::Beat;
 use crate::store::{now, Store};
 
-pub async fn run(store: Arc<dyn Store>, config: SchedulerConfig, wakeups: Wakeups, shutdown: CancellationToken) {
+pub async fn run(
+    store: Arc<dyn Store>,
+    config: SchedulerConfig,
+    wakeups: Wakeups,
+    shutdown: CancellationToken,
+    beat: Beat,
+) {
     loop {
+        beat.beat();
         tokio::select! {
-            () = shutdown.cancelled() => return,
+            () = shutdown.cancelled() => break,
             () = tokio::time::sleep(config.reclaim_interval) => {}
         }
         match store.execution_reclaim_expired(now()).await {
@@ -29,4 +37,5 @@ pub async fn run(store: Arc<dyn Store>, config: SchedulerConfig, wakeups: Wakeup
             Err(error) => tracing::warn!(%error, "Reclaiming executions with expired leases failed; retrying."),
         }
     }
+    beat.stopped();
 }

@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+use crate::health::Beat;
 use crate::store::{LeaseExtend, Store, StoreResult};
 
 /// Time an attempt's lease must run beyond its deadline: room for recording the result.
@@ -88,11 +89,12 @@ impl Leases {
     }
 
     /// Renew held leases every third of a lease until `stop`.
-    pub async fn keep(self: Arc<Self>, stop: CancellationToken) {
+    pub async fn keep(self: Arc<Self>, stop: CancellationToken, beat: Beat) {
         let every = (self.lease / 3).max(Duration::from_millis(100));
         loop {
+            beat.beat();
             tokio::select! {
-                () = stop.cancelled() => return,
+                () = stop.cancelled() => break,
                 () = tokio::time::sleep(every) => {}
             }
             if self.count() == 0 {
@@ -102,5 +104,6 @@ impl Leases {
                 tracing::warn!(%error, held = self.count(), "Could not renew the leases of executions in flight; retrying.");
             }
         }
+        beat.stopped();
     }
 }

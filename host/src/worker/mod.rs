@@ -20,6 +20,7 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use crate::health::Liveness;
 use crate::scheduler::Wakeups;
 use crate::store::{now, ClaimParams, Signal, Store};
 
@@ -50,6 +51,7 @@ pub async fn run(
     config: WorkerConfig,
     wakeups: Wakeups,
     shutdown: CancellationToken,
+    liveness: Arc<Liveness>,
 ) {
     match store.listen(Signal::WorkReady, wakeups.work_ready.clone()).await {
         Ok(true) => tracing::info!("Worker listens for new work (LISTEN/NOTIFY)."),
@@ -64,12 +66,17 @@ pub async fn run(
     let leases = Leases::new(store.clone(), config.lease);
     // Renewals go on through a graceful shutdown, while attempts in flight finish.
     let keeper_stop = CancellationToken::new();
-    let keeper = tokio::spawn(leases.clone().keep(keeper_stop.clone()));
+    let keeper_beat = liveness.register("worker.lease_keeper", config.lease / 3);
+    let keeper = tokio::spawn(leases.clone().keep(keeper_stop.clone(), keeper_beat));
     let fairness = Arc::new(fairness::Fairness::new(config.max_concurrent));
+    let beat = liveness.register("worker.claimer", config.poll_interval);
     loop {
+        beat.beat();
         let first = tokio::select! {
             () = shutdown.cancelled() => break,
             permit = slots.clone().acquire_owned() => permit.expect("the semaphore is never closed"),
+            // Every slot busy: still alive, waiting.
+            () = tokio::time::sleep(config.poll_interval) => continue,
         };
         let mut permits = vec![first];
         while permits.len() < CLAIM_BATCH {
@@ -161,4 +168,5 @@ pub async fn run(
     }
     keeper_stop.cancel();
     let _ = keeper.await;
+    beat.stopped();
 }
