@@ -20,6 +20,7 @@ both_backends!(
     secrets_are_never_stored_in_any_form,
     a_slow_endpoint_does_not_starve_another,
     max_concurrency_bounds_an_endpoints_deliveries,
+    a_render_bomb_fails_its_execution_and_nothing_else,
 );
 
 /// The reproduction: a lease (set through the old variable name) far shorter than a
@@ -320,4 +321,38 @@ async fn max_concurrency_bounds_an_endpoints_deliveries(backend: Backend) {
         .await
         .error(400, "INVALID_REQUEST");
     assert!(message.contains("max_concurrency"), "{message}");
+}
+
+/// A template nesting loops over a large input runs out of its budget: that execution fails at
+/// once naming the field, and the service goes on answering and delivering.
+async fn a_render_bomb_fails_its_execution_and_nothing_else(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let server = Server::start(&db).await;
+    let api = server.client();
+    let receiver = Receiver::start().await;
+    api.create(
+        "/endpoints",
+        &json!({
+            "name": "bomb", "type": "HTTP",
+            "spec": {
+                "url": format!("{}/ok/bomb", receiver.base_url), "method": "POST",
+                "body_template": {"x": "{% for a in input.items %}{% for b in input.items %}{% for c in input.items %}.{% endfor %}{% endfor %}{% endfor %}"}
+            },
+            "retry_policy": {"max_attempts": 3}
+        }),
+    )
+    .await;
+    plain_endpoint(&api, &receiver, "fine", "/ok/fine", None).await;
+    let items: Vec<u32> = (0..2000).collect();
+    let job = api.create("/jobs", &immediate("bomb", "boom", json!({"items": items}))).await;
+    let bomb = job["execution"]["execution_id"].as_str().unwrap().to_owned();
+    let failed = wait_for_status(&api, &bomb, "FAILED").await;
+    assert_eq!(failed["attempt_count"], 1, "not retried: {failed}");
+    let error = &failed["output"]["error"];
+    assert_eq!(error["type"], "TEMPLATE_RESOLUTION_FAILED", "{failed}");
+    assert!(error["message"].as_str().unwrap().contains("spec.body_template.x"), "{failed}");
+    assert_eq!(Client::new(&server.base_url, None).get("/healthz").await.status, 200);
+    let job = api.create("/jobs", &immediate("fine", "after", json!({}))).await;
+    wait_for_status(&api, job["execution"]["execution_id"].as_str().unwrap(), "SUCCESS").await;
+    assert_eq!(receiver.count_of("/ok/bomb"), 0);
 }

@@ -35,11 +35,21 @@ pub struct TemplateError {
     pub message: String,
 }
 
+/// Steps (minijinja instructions) one templated string may take to render: plenty for a
+/// loop over a few thousand input items, and a bound on one that nests loops over a large
+/// input. A render that runs out fails its execution at once (a retry would too).
+pub const RENDER_FUEL: u64 = 100_000;
+
+/// Bytes a whole spec may render to, all its strings together.
+pub const RENDER_MAX_BYTES: usize = 1024 * 1024;
+
 /// The environment every template of the service is compiled in: strict, so an undefined
-/// variable is an error instead of an empty string.
+/// variable is an error instead of an empty string, and with a budget of [`RENDER_FUEL`]
+/// steps per templated string.
 pub fn environment() -> Environment<'static> {
     let mut env = Environment::new();
     env.set_undefined_behavior(UndefinedBehavior::Strict);
+    env.set_fuel(Some(RENDER_FUEL));
     env
 }
 

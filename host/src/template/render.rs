@@ -20,7 +20,9 @@ use async_trait::async_trait;
 use minijinja::{Environment, ErrorKind};
 use serde_json::{Map, Value};
 
-use super::{check_spec, environment, is_template, lookup_path, TemplateError, TemplateRefs};
+use super::{
+    check_spec, environment, is_template, lookup_path, TemplateError, TemplateRefs, RENDER_FUEL, RENDER_MAX_BYTES,
+};
 use crate::contract::RenderError;
 use crate::secret::SecretValue;
 
@@ -88,11 +90,13 @@ pub struct CompiledTemplate {
 enum Node {
     Literal(Value),
     /// A templated string: its template's name in `env`, whether it is one whole expression
-    /// (and so renders to JSON), and the variables it reads (to name the one that is missing).
+    /// (and so renders to JSON), the variables it reads (to name the one that is missing), and
+    /// its place in the spec (to name it when it runs over its budget).
     Template {
         name: String,
         whole_expression: bool,
         variables: Vec<String>,
+        field: String,
     },
     Array(Vec<Node>),
     Object(Vec<(String, Node)>),
@@ -135,7 +139,7 @@ impl CompiledTemplate {
                 env.add_template_owned(name.clone(), body).map_err(error)?;
                 let variables =
                     env.get_template(&name).map_err(error)?.undeclared_variables(true).into_iter().collect();
-                Node::Template { name, whole_expression: whole, variables }
+                Node::Template { name, whole_expression: whole, variables, field }
             }
             Value::Array(items) => Node::Array(
                 items
@@ -155,25 +159,52 @@ impl CompiledTemplate {
 
     pub fn render(&self, context: &RenderContext) -> Result<Value, RenderError> {
         let ctx = context.to_minijinja();
-        self.render_node(&self.root, &ctx, context)
+        let mut budget = RENDER_MAX_BYTES;
+        self.render_node(&self.root, &ctx, context, &mut budget)
     }
 
-    fn render_node(&self, node: &Node, ctx: &minijinja::Value, context: &RenderContext) -> Result<Value, RenderError> {
+    fn render_node(
+        &self,
+        node: &Node,
+        ctx: &minijinja::Value,
+        context: &RenderContext,
+        budget: &mut usize,
+    ) -> Result<Value, RenderError> {
         Ok(match node {
             Node::Literal(v) => v.clone(),
             Node::Array(items) => {
-                Value::Array(items.iter().map(|n| self.render_node(n, ctx, context)).collect::<Result<_, _>>()?)
+                Value::Array(items.iter().map(|n| self.render_node(n, ctx, context, budget)).collect::<Result<_, _>>()?)
             }
             Node::Object(fields) => {
                 let mut map = Map::with_capacity(fields.len());
                 for (k, n) in fields {
-                    map.insert(k.clone(), self.render_node(n, ctx, context)?);
+                    map.insert(k.clone(), self.render_node(n, ctx, context, budget)?);
                 }
                 Value::Object(map)
             }
-            Node::Template { name, whole_expression, variables } => {
+            Node::Template { name, whole_expression, variables, field } => {
                 let template = self.env.get_template(name).expect("compiled templates are registered");
-                let text = template.render(ctx).map_err(|e| render_error(&e, variables, context))?;
+                // Written through a capped buffer: output past the spec's budget stops the render.
+                let mut out = CappedWriter { bytes: Vec::new(), room: *budget, overflowed: false };
+                let rendered = template.render_captured_to(ctx, &mut out);
+                if out.overflowed {
+                    return Err(RenderError::new(
+                        format!("`{field}`: the rendered spec is larger than {RENDER_MAX_BYTES} bytes"),
+                        None,
+                    ));
+                }
+                rendered.map_err(|e| match e.kind() {
+                    ErrorKind::OutOfFuel => RenderError::new(
+                        format!(
+                            "`{field}`: the template took more than {RENDER_FUEL} steps to render (a loop over a large input?)"
+                        ),
+                        None,
+                    ),
+                    _ => render_error(&e, variables, context),
+                })?;
+                *budget -= out.bytes.len();
+                let text = String::from_utf8(out.bytes)
+                    .map_err(|_| RenderError::new(format!("`{field}`: the template rendered invalid UTF-8"), None))?;
                 if *whole_expression {
                     serde_json::from_str(&text)
                         .map_err(|e| RenderError::new(format!("expression did not produce JSON: {e}"), None))?
@@ -182,6 +213,28 @@ impl CompiledTemplate {
                 }
             }
         })
+    }
+}
+
+/// A render's output buffer that refuses to grow past `room` bytes.
+struct CappedWriter {
+    bytes: Vec<u8>,
+    room: usize,
+    overflowed: bool,
+}
+
+impl std::io::Write for CappedWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.bytes.len() + buf.len() > self.room {
+            self.overflowed = true;
+            return Err(std::io::Error::other("the rendered spec is too large"));
+        }
+        self.bytes.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 
@@ -269,6 +322,26 @@ mod tests {
 
     fn render(template: Value) -> Result<Value, RenderError> {
         CompiledTemplate::compile(&template).unwrap().render(&context())
+    }
+
+    #[test]
+    fn a_render_bomb_runs_out_of_its_budget_naming_the_field() {
+        let mut ctx = context();
+        ctx.input = json!({"items": (0..1000).collect::<Vec<_>>()});
+        let bomb =
+            json!({"body": {"x": "{% for a in input.items %}{% for b in input.items %}.{% endfor %}{% endfor %}"}});
+        let err = CompiledTemplate::compile(&bomb).unwrap().render(&ctx).unwrap_err();
+        assert!(err.message.contains("spec.body.x") && err.message.contains("steps"), "{}", err.message);
+        // A loop over the same input once is well within it.
+        let fine = json!({"x": "{% for a in input.items %}{{ a }},{% endfor %}"});
+        assert!(CompiledTemplate::compile(&fine).unwrap().render(&ctx).is_ok());
+    }
+
+    #[test]
+    fn a_spec_rendering_past_its_size_budget_fails() {
+        let big = json!({"a": "{{ 'x' * 600000 }}", "b": "{{ 'y' * 600000 }}"});
+        let err = render(big).unwrap_err();
+        assert!(err.message.contains("larger than"), "{}", err.message);
     }
 
     #[test]
