@@ -216,6 +216,17 @@ pub struct ServeArgs {
     #[arg(long, env = "TE_NO_MIGRATE", value_name = "TE_NO_MIGRATE")]
     pub no_migrate: bool,
 
+    /// Addresses deliveries may always reach, comma-separated CIDRs: exceptions to
+    /// TE_EGRESS_DENY and to the built-in refusals (link-local and cloud metadata addresses).
+    #[arg(long, env = "TE_EGRESS_ALLOW", value_name = "TE_EGRESS_ALLOW")]
+    pub egress_allow: Option<String>,
+
+    /// Addresses deliveries may not reach, comma-separated CIDRs, checked on the address
+    /// connected to (e.g. 127.0.0.0/8,::1/128,10.0.0.0/8,172.16.0.0/12,192.168.0.0/16 in a
+    /// shared deployment). Applies to HTTP deliveries and plugins.
+    #[arg(long, env = "TE_EGRESS_DENY", value_name = "TE_EGRESS_DENY")]
+    pub egress_deny: Option<String>,
+
     /// Address for `/healthz` and `/readyz` alone, for processes without the API role (a
     /// worker or scheduler fleet). With the API role they are on TE_LISTEN_ADDR as well.
     #[arg(long, env = "TE_HEALTH_ADDR", value_name = "TE_HEALTH_ADDR")]

@@ -11,6 +11,7 @@
 //! - [`secret`]: encryption of secret values at rest, and the keys behind it.
 //! - [`template`]: `{{input.*}}` / `{{config.*}}` / `{{secret.*}}` templates in endpoint specs.
 //! - [`transport`]: delivery targets (HTTP, Kafka, Redis Streams): their endpoint specs.
+//! - [`egress`]: the one policy on which addresses deliveries (native and plugin) may reach.
 //! - [`retry`]: an endpoint's retry policy and the backoff between attempts.
 //! - [`scheduler`]: the scheduler role (cron materializer, delayed promoter, stuck reclaimer).
 //! - [`worker`]: the worker role (claims, and the per-attempt pipeline).
@@ -27,6 +28,7 @@ pub mod api;
 pub mod cli;
 pub mod config;
 pub mod contract;
+pub mod egress;
 pub mod error;
 pub mod health;
 pub mod ids;

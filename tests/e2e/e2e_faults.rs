@@ -21,6 +21,7 @@ both_backends!(
     a_slow_endpoint_does_not_starve_another,
     max_concurrency_bounds_an_endpoints_deliveries,
     a_render_bomb_fails_its_execution_and_nothing_else,
+    the_egress_deny_list_holds_for_every_spelling_of_an_address,
 );
 
 /// The reproduction: a lease (set through the old variable name) far shorter than a
@@ -355,4 +356,36 @@ async fn a_render_bomb_fails_its_execution_and_nothing_else(backend: Backend) {
     let job = api.create("/jobs", &immediate("fine", "after", json!({}))).await;
     wait_for_status(&api, job["execution"]["execution_id"].as_str().unwrap(), "SUCCESS").await;
     assert_eq!(receiver.count_of("/ok/bomb"), 0);
+}
+
+/// With loopback denied, an HTTP endpoint cannot reach it by any spelling of the address or
+/// by a name that resolves to it: each execution fails at once, naming the policy, and the
+/// receiver (on loopback) never sees a request. (Every address tried is on this machine.)
+async fn the_egress_deny_list_holds_for_every_spelling_of_an_address(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let server = Server::start_with(&db, ServerOptions::new().env("TE_EGRESS_DENY", "127.0.0.0/8,::1/128")).await;
+    let api = server.client();
+    let receiver = Receiver::start().await;
+    let port = receiver.base_url.rsplit(':').next().unwrap().to_owned();
+    let hosts =
+        ["127.0.0.1", "127.1", "2130706433", "0x7f000001", "127.0.0.1.", "0177.0.0.1", "localhost", "[::1]", "0"];
+    let mut executions = Vec::new();
+    for (i, host) in hosts.iter().enumerate() {
+        let name = format!("spelling-{i}");
+        api.create(
+            "/endpoints",
+            &json!({"name": name, "type": "HTTP", "retry_policy": {"max_attempts": 3},
+                    "spec": {"url": format!("http://{host}:{port}/ok/egress"), "method": "GET"}}),
+        )
+        .await;
+        let job = api.create("/jobs", &immediate(&name, "k", json!({}))).await;
+        executions.push((host, job["execution"]["execution_id"].as_str().unwrap().to_owned()));
+    }
+    for (host, id) in &executions {
+        let failed = wait_for_status(&api, id, "FAILED").await;
+        assert_eq!(failed["attempt_count"], 1, "{host}: refused egress is not retried: {failed}");
+        let message = failed["output"]["error"]["message"].as_str().unwrap();
+        assert!(message.contains("egress policy refuses"), "{host}: {message}");
+    }
+    assert_eq!(receiver.count(), 0, "a denied address was reached");
 }

@@ -11,6 +11,7 @@ use super::{database_location, init_logging, load_cipher, open_store};
 use crate::api::health::HealthState;
 use crate::api::{self, auth, ApiKeys, AppState};
 use crate::config::{parse_api_keys, Role, ServeArgs};
+use crate::egress::EgressPolicy;
 use crate::health::Liveness;
 use crate::plugin::{PluginHost, PluginRuntime};
 use crate::region::{evaluator, heartbeat, RegionFilter};
@@ -47,9 +48,12 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     });
     let runtime = PluginRuntime::new(Some(cache_dir), args.plugins.plugin_memory_mb_max)
         .map_err(|e| anyhow::anyhow!("the plugin runtime failed to start: {e}"))?;
-    let plugins = PluginHost::new(runtime, store.clone());
+    let egress = Arc::new(
+        EgressPolicy::parse(args.egress_allow.as_deref(), args.egress_deny.as_deref()).map_err(anyhow::Error::msg)?,
+    );
+    let plugins = PluginHost::new(runtime, store.clone()).with_egress_policy(egress.clone());
     plugins.follow_changes().await;
-    let transports = Transports::new(Some(plugins.clone()));
+    let transports = Transports::with_egress(Some(plugins.clone()), egress);
     let renderer = Arc::new(MinijinjaRenderer::new());
     let wakeups = Wakeups::default();
     let shutdown = CancellationToken::new();

@@ -31,6 +31,7 @@ use wasmtime_wasi_http::{Error, FieldMap, RequestOptions, WasiBody, WasiHttpHook
 
 use super::grants::{is_internal, Grants};
 use super::sandbox::PluginState;
+use crate::egress::{self, EgressPolicy};
 
 /// The interface `handle` is defined in. Guests importing any 0.2.x version link to it.
 const OUTGOING_HANDLER: &str = "wasi:http/outgoing-handler@0.2.12";
@@ -56,21 +57,30 @@ pub type Denials = Arc<Mutex<Vec<String>>>;
 /// version, so only a new connection resolves a name.
 pub struct Egress {
     grants: Arc<Grants>,
+    policy: Arc<EgressPolicy>,
     client: reqwest::Client,
 }
 
 impl Egress {
+    /// Under the default egress policy.
     pub fn new(grants: Arc<Grants>) -> Self {
+        Self::with_policy(grants, Arc::default())
+    }
+
+    /// Held to `grants` and to the operator's `policy` (`TE_EGRESS_ALLOW` / `TE_EGRESS_DENY`).
+    pub fn with_policy(grants: Arc<Grants>, policy: Arc<EgressPolicy>) -> Self {
         let client = reqwest::Client::builder()
             // A redirect to a host outside the grants must not be reachable that way: the
             // plugin sees the 3xx.
             .redirect(reqwest::redirect::Policy::none())
             .pool_max_idle_per_host(256)
             .tcp_nodelay(true)
-            .dns_resolver(Arc::new(GrantedResolver { grants: grants.clone() }))
+            .dns_resolver(Arc::new(GrantedResolver { grants: grants.clone(), policy: policy.clone() }))
+            // Proxy variables of the host's environment are not the plugin's way out.
+            .no_proxy()
             .build()
             .expect("the plugin HTTP client builds");
-        Self { grants, client }
+        Self { grants, policy, client }
     }
 
     /// No destination at all (registration-time calls).
@@ -115,17 +125,28 @@ impl Outbound {
     ) -> Result<http::Response<WasiBody>, Error> {
         let uri = request.uri();
         let scheme = uri.scheme_str().unwrap_or("https").to_owned();
-        let host = uri.host().unwrap_or_default().trim_start_matches('[').trim_end_matches(']').to_owned();
         let port = uri.port_u16().unwrap_or(if scheme == "http" { 80 } else { 443 });
+        // The host as the client will read it: an address in any spelling (`127.1`,
+        // `2130706433`, `0x7f000001`, `127.0.0.1.`) is that address, and is checked as one.
+        let (host, literal) = match egress::canonical_host(&uri.to_string()) {
+            Some(url::Host::Domain(name)) => (name, None),
+            Some(url::Host::Ipv4(v4)) => (v4.to_string(), Some(IpAddr::V4(v4))),
+            Some(url::Host::Ipv6(v6)) => (v6.to_string(), Some(IpAddr::V6(v6))),
+            None => (uri.host().unwrap_or_default().to_owned(), None),
+        };
         if !self.egress.grants.allows(&scheme, &host, port) {
             self.deny(format!("{scheme}://{host}:{port} is not granted to this plugin"));
             return Err(Error::HttpRequestDenied);
         }
         // An address in the URL is never resolved, so it is checked here; a name's addresses
         // are checked by the client's resolver as it connects.
-        if let Ok(ip) = host.parse::<IpAddr>() {
+        if let Some(ip) = literal {
             if !self.egress.grants.allows_address(ip, &scheme, port) {
                 self.deny(format!("{scheme}://{host}:{port} is an internal address not granted by address"));
+                return Err(Error::DestinationIpProhibited);
+            }
+            if let Err(denied) = self.egress.policy.check(ip) {
+                self.deny(format!("{scheme}://{host}:{port}: {denied}"));
                 return Err(Error::DestinationIpProhibited);
             }
         }
@@ -188,11 +209,13 @@ enum Refused {
 /// address for the request's scheme and port.
 struct GrantedResolver {
     grants: Arc<Grants>,
+    policy: Arc<EgressPolicy>,
 }
 
 impl reqwest::dns::Resolve for GrantedResolver {
     fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
         let grants = self.grants.clone();
+        let policy = self.policy.clone();
         // Read when the connection starts, on the sending task; a resolution outside any send
         // (none is expected) gets no destination and no internal address.
         let destination = DESTINATION.try_with(Destination::clone).ok();
@@ -205,6 +228,20 @@ impl reqwest::dns::Resolve for GrantedResolver {
                 Some(d) => grants.allows_address(ip, &d.scheme, d.port),
                 None => !is_internal(ip),
             };
+            if let Some((refused, denied)) =
+                found.iter().find_map(|a| policy.check(a.ip()).err().map(|denied| (a, denied)))
+            {
+                if let Some(d) = &destination {
+                    d.denials.lock().expect("denials lock").push(format!(
+                        "{}://{}:{} resolves to {}: {denied}",
+                        d.scheme,
+                        d.host,
+                        d.port,
+                        refused.ip()
+                    ));
+                }
+                return Err(Box::new(Refused::Internal) as BoxError);
+            }
             if let Some(refused) = found.iter().find(|a| !allowed(a.ip())) {
                 if let Some(d) = &destination {
                     d.denials.lock().expect("denials lock").push(format!(
@@ -470,6 +507,35 @@ mod tests {
         let response = call.send(get(format!("http://localhost:{port}/")), None).await.unwrap();
         assert_eq!(response.status(), 200);
         assert_eq!(connections.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn every_spelling_of_loopback_is_refused_to_a_wildcard_grant() {
+        let (port, connections) = receiver(true).await;
+        let call = outbound(&["http://*:*"]);
+        for host in ["127.1", "2130706433", "0x7f000001", "127.0.0.1.", "0", "0177.0.0.1", "[::ffff:127.0.0.1]"] {
+            let result = call.clone().send(get(format!("http://{host}:{port}/")), None).await;
+            assert!(matches!(result, Err(Error::DestinationIpProhibited)), "{host}: {result:?}");
+        }
+        assert_eq!(connections.load(Ordering::SeqCst), 0, "a spelling of loopback was connected to");
+        // Granted by address, any spelling of that address is let through.
+        let granted = outbound(&[&format!("http://127.0.0.1:{port}")]);
+        assert!(granted.send(get(format!("http://127.1:{port}/")), None).await.is_ok());
+        assert_eq!(connections.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn the_operators_deny_list_holds_for_plugins_whatever_their_grants() {
+        let (port, connections) = receiver(true).await;
+        let policy = Arc::new(EgressPolicy::parse(None, Some("127.0.0.0/8,::1/128")).unwrap());
+        let grants = Grants::parse(&[format!("http://127.0.0.1:{port}"), "http://localhost:*".into()]).unwrap();
+        let call = Outbound::new(Arc::new(Egress::with_policy(Arc::new(grants), policy)));
+        let by_address = call.clone().send(get(format!("http://127.0.0.1:{port}/")), None).await;
+        assert!(matches!(by_address, Err(Error::DestinationIpProhibited)), "{by_address:?}");
+        let by_name = call.clone().send(get(format!("http://localhost:{port}/")), None).await;
+        assert!(by_name.is_err(), "{by_name:?}");
+        assert!(call.denials().iter().all(|d| d.contains("TE_EGRESS_DENY")), "{:?}", call.denials());
+        assert_eq!(connections.load(Ordering::SeqCst), 0);
     }
 
     #[tokio::test]

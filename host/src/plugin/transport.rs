@@ -2,6 +2,7 @@
 //! plugin a [`Renderer`]. Each call runs the plugin's newest version, so installing a new
 //! version applies from the next attempt; the version that ran is logged with the attempt.
 
+use crate::egress::EgressPolicy;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -43,6 +44,8 @@ pub struct PluginHost {
     pub runtime: Arc<PluginRuntime>,
     pub store: Arc<dyn Store>,
     newest: Arc<NewestVersions>,
+    /// The operator's egress policy, applied to plugins' requests on top of their grants.
+    egress_policy: Arc<EgressPolicy>,
 }
 
 #[derive(Default)]
@@ -60,7 +63,13 @@ struct CachedVersion {
 
 impl PluginHost {
     pub fn new(runtime: Arc<PluginRuntime>, store: Arc<dyn Store>) -> Self {
-        Self { runtime, store, newest: Arc::default() }
+        Self { runtime, store, newest: Arc::default(), egress_policy: Arc::default() }
+    }
+
+    /// Hold plugins' requests to `policy` (the default policy otherwise).
+    pub fn with_egress_policy(mut self, policy: Arc<EgressPolicy>) -> Self {
+        self.egress_policy = policy;
+        self
     }
 
     /// Forget cached versions whenever another process installs or removes a plugin (where the
@@ -122,7 +131,7 @@ impl PluginHost {
             }
         };
         let ready = Arc::new(ReadyPlugin {
-            egress: Arc::new(Egress::new(Arc::new(grants_of(&record)))),
+            egress: Arc::new(Egress::with_policy(Arc::new(grants_of(&record)), self.egress_policy.clone())),
             limits: serde_json::from_value(record.limits.clone()).unwrap_or_default(),
             record,
             loaded,

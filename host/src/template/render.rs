@@ -36,8 +36,19 @@ pub struct RenderContext {
 
 impl RenderContext {
     fn to_minijinja(&self) -> minijinja::Value {
+        self.with_input(&self.input)
+    }
+
+    /// The context for a URL field: every input string percent-encoded (all but letters,
+    /// digits and `-._~`), so a value from a job's input can fill a path segment or a query
+    /// parameter but never change the URL's scheme, host or port.
+    fn to_minijinja_for_url(&self) -> minijinja::Value {
+        self.with_input(&percent_encode_strings(&self.input))
+    }
+
+    fn with_input(&self, input: &Value) -> minijinja::Value {
         let secrets: BTreeMap<&str, &str> = self.secrets.iter().map(|(k, v)| (k.as_str(), v.expose())).collect();
-        minijinja::context! { input => &self.input, config => &self.config, secret => secrets }
+        minijinja::context! { input => input, config => &self.config, secret => secrets }
     }
 
     /// Whether a dotted variable path (`input.user.name`) resolves in this context.
@@ -158,32 +169,32 @@ impl CompiledTemplate {
     }
 
     pub fn render(&self, context: &RenderContext) -> Result<Value, RenderError> {
-        let ctx = context.to_minijinja();
+        let contexts = Contexts { plain: context.to_minijinja(), url: std::cell::OnceCell::new(), of: context };
         let mut budget = RENDER_MAX_BYTES;
-        self.render_node(&self.root, &ctx, context, &mut budget)
+        self.render_node(&self.root, &contexts, &mut budget)
     }
 
-    fn render_node(
-        &self,
-        node: &Node,
-        ctx: &minijinja::Value,
-        context: &RenderContext,
-        budget: &mut usize,
-    ) -> Result<Value, RenderError> {
+    fn render_node(&self, node: &Node, contexts: &Contexts<'_>, budget: &mut usize) -> Result<Value, RenderError> {
+        let context = contexts.of;
         Ok(match node {
             Node::Literal(v) => v.clone(),
             Node::Array(items) => {
-                Value::Array(items.iter().map(|n| self.render_node(n, ctx, context, budget)).collect::<Result<_, _>>()?)
+                Value::Array(items.iter().map(|n| self.render_node(n, contexts, budget)).collect::<Result<_, _>>()?)
             }
             Node::Object(fields) => {
                 let mut map = Map::with_capacity(fields.len());
                 for (k, n) in fields {
-                    map.insert(k.clone(), self.render_node(n, ctx, context, budget)?);
+                    map.insert(k.clone(), self.render_node(n, contexts, budget)?);
                 }
                 Value::Object(map)
             }
             Node::Template { name, whole_expression, variables, field } => {
                 let template = self.env.get_template(name).expect("compiled templates are registered");
+                let ctx = if URL_FIELDS.contains(&field.as_str()) {
+                    contexts.url.get_or_init(|| context.to_minijinja_for_url())
+                } else {
+                    &contexts.plain
+                };
                 // Written through a capped buffer: output past the spec's budget stops the render.
                 let mut out = CappedWriter { bytes: Vec::new(), room: *budget, overflowed: false };
                 let rendered = template.render_captured_to(ctx, &mut out);
@@ -213,6 +224,37 @@ impl CompiledTemplate {
                 }
             }
         })
+    }
+}
+
+/// The fields of a spec that are URLs: input values are percent-encoded into them.
+const URL_FIELDS: [&str; 2] = ["spec.url", "spec.redis_url"];
+
+/// One render's contexts: the plain one, and (made when a URL field needs it) the one with
+/// percent-encoded input.
+struct Contexts<'a> {
+    plain: minijinja::Value,
+    url: std::cell::OnceCell<minijinja::Value>,
+    of: &'a RenderContext,
+}
+
+/// `value` with every string percent-encoded: all but letters, digits and `-._~` as `%XX`.
+fn percent_encode_strings(value: &Value) -> Value {
+    match value {
+        Value::String(s) => {
+            let mut out = String::with_capacity(s.len());
+            for b in s.bytes() {
+                if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+                    out.push(char::from(b));
+                } else {
+                    out.push_str(&format!("%{b:02X}"));
+                }
+            }
+            Value::String(out)
+        }
+        Value::Array(items) => Value::Array(items.iter().map(percent_encode_strings).collect()),
+        Value::Object(map) => Value::Object(map.iter().map(|(k, v)| (k.clone(), percent_encode_strings(v))).collect()),
+        other => other.clone(),
     }
 }
 
@@ -322,6 +364,23 @@ mod tests {
 
     fn render(template: Value) -> Result<Value, RenderError> {
         CompiledTemplate::compile(&template).unwrap().render(&context())
+    }
+
+    #[test]
+    fn input_in_a_url_cannot_change_its_host_scheme_or_port() {
+        let mut ctx = context();
+        ctx.input = json!({"id": "x@evil.example:99/../admin?y=1#z", "n": 7});
+        let spec = json!({"spec": {
+            "url": "{{config.api_base_url}}/users/{{input.id}}?n={{input.n}}",
+            "body": "{{input.id}}"
+        }});
+        let out = CompiledTemplate::compile(&spec["spec"]).unwrap().render(&ctx).unwrap();
+        let url = out["url"].as_str().unwrap();
+        assert_eq!(url, "https://api.example.com/users/x%40evil.example%3A99%2F..%2Fadmin%3Fy%3D1%23z?n=7");
+        let parsed = url::Url::parse(url).unwrap();
+        assert_eq!((parsed.host_str(), parsed.port()), (Some("api.example.com"), None));
+        // Outside URL fields, input is used as it is.
+        assert_eq!(out["body"], "x@evil.example:99/../admin?y=1#z");
     }
 
     #[test]

@@ -86,9 +86,15 @@ pub struct Transports {
 }
 
 impl Transports {
+    /// Under the default egress policy.
     pub fn new(plugins: Option<crate::plugin::PluginHost>) -> Self {
+        Self::with_egress(plugins, Arc::default())
+    }
+
+    /// HTTP deliveries held to the operator's egress `policy` (plugins get it through their host).
+    pub fn with_egress(plugins: Option<crate::plugin::PluginHost>, policy: Arc<crate::egress::EgressPolicy>) -> Self {
         Self {
-            http: Arc::new(http::HttpTransport::new()),
+            http: Arc::new(http::HttpTransport::with_policy(policy)),
             kafka: Arc::new(kafka::KafkaTransport::new()),
             redis_stream: Arc::new(redis_stream::RedisStreamTransport::new()),
             plugins,

@@ -5,6 +5,8 @@ mod spec;
 #[cfg(test)]
 mod tests;
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE, RETRY_AFTER};
 use reqwest::StatusCode;
@@ -17,6 +19,7 @@ use super::{
     Transport,
 };
 use crate::contract::{Failure, Message, Receipt};
+use crate::egress::{self, EgressPolicy, PolicyResolver};
 
 /// Bytes of a response body kept in the execution's output; the rest is cut (and the output
 /// says so with `"body_truncated": true`). Outputs are stored per attempt, so they stay small.
@@ -26,6 +29,7 @@ const ERROR_BODY_LIMIT: usize = 1024;
 
 pub struct HttpTransport {
     client: reqwest::Client,
+    policy: Arc<EgressPolicy>,
 }
 
 impl Default for HttpTransport {
@@ -35,7 +39,13 @@ impl Default for HttpTransport {
 }
 
 impl HttpTransport {
+    /// Under the default egress policy.
     pub fn new() -> Self {
+        Self::with_policy(Arc::default())
+    }
+
+    /// Every connection held to `policy`, checked on the address connected to.
+    pub fn with_policy(policy: Arc<EgressPolicy>) -> Self {
         let client = reqwest::Client::builder()
             .user_agent(concat!("taskexec/", env!("CARGO_PKG_VERSION")))
             // A redirect is an answer, not a delivery: judged by expected_status_codes like any
@@ -43,9 +53,13 @@ impl HttpTransport {
             .redirect(reqwest::redirect::Policy::none())
             .pool_max_idle_per_host(256)
             .tcp_nodelay(true)
+            .dns_resolver(Arc::new(PolicyResolver { policy: policy.clone() }))
+            // HTTP_PROXY and friends in the service's environment are not a delivery's way
+            // out: a proxy would connect where the egress policy never looks.
+            .no_proxy()
             .build()
             .expect("the HTTP client builds");
-        Self { client }
+        Self { client, policy }
     }
 }
 
@@ -65,6 +79,11 @@ impl Transport for HttpTransport {
                 "the rendered url has scheme {}, not http or https",
                 url.scheme()
             )));
+        }
+        // An address in the URL is never resolved: check it here, in the form the client reads
+        // it (`127.1` is 127.0.0.1); names are checked by the resolver as they connect.
+        if let Some(address) = egress::literal_address(url.as_str()) {
+            self.policy.check(address).map_err(|denied| Failure::invalid_spec(format!("egress: {denied}")))?;
         }
         let headers = request_headers(&spec, &message)?;
         let method = match spec.method {
@@ -132,6 +151,10 @@ fn request_headers(spec: &HttpSpec, message: &Message) -> Result<HeaderMap, Fail
 }
 
 fn transport_failure(error: reqwest::Error) -> Failure {
+    // The egress policy refused every address of the name: permanent, and said plainly.
+    if let Some(denied) = egress::denied_in(&error) {
+        return Failure::invalid_spec(format!("egress: {denied}"));
+    }
     // reqwest's message includes the URL, which may carry a rendered secret in its query:
     // drop it and keep the cause.
     let error = error.without_url();

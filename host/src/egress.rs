@@ -1,0 +1,252 @@
+//! The egress policy: which addresses a delivery may connect to, for the native transports and
+//! for plugins alike.
+//!
+//! The policy is checked on the address a connection is actually made to, never on URL text:
+//! names are resolved by our own resolver ([`PolicyResolver`]), which drops every address the
+//! policy refuses, and a URL whose host is an address is first put in the form a connector
+//! reads it in ([`canonical_host`]: `127.1`, `2130706433`, `0x7f000001` and `127.0.0.1.` are
+//! all 127.0.0.1, `0` is 0.0.0.0), then checked. The rules, first match wins:
+//!
+//! 1. an address in `TE_EGRESS_ALLOW` (CIDR list) is allowed;
+//! 2. an address in `TE_EGRESS_DENY` (CIDR list) is refused;
+//! 3. addresses that are never a delivery target are refused: unspecified (0.0.0.0 and ::,
+//!    which reach this host), broadcast and multicast, link-local (169.254.0.0/16, fe80::/10,
+//!    where cloud metadata services live) and the other cloud metadata addresses
+//!    (100.100.100.200, fd00:ec2::254);
+//! 4. everything else is allowed — loopback and private ranges included, so a service
+//!    delivering to its neighbours works out of the box; a shared deployment denies them with
+//!    `TE_EGRESS_DENY=127.0.0.0/8,::1/128,10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,fc00::/7`.
+//!
+//! An IPv4 address written as IPv6 (`::ffff:127.0.0.1`) is checked as the IPv4 address it is.
+//! Plugins are also held to their grants (`plugin::grants`), on top of this policy.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::Arc;
+
+use ipnet::IpNet;
+
+/// Where deliveries may connect.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EgressPolicy {
+    allow: Vec<IpNet>,
+    deny: Vec<IpNet>,
+}
+
+/// Why an address was refused, for the attempt's error.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the egress policy refuses {address}: {rule}")]
+pub struct EgressDenied {
+    pub address: IpAddr,
+    pub rule: String,
+}
+
+impl EgressPolicy {
+    /// The policy from `TE_EGRESS_ALLOW` and `TE_EGRESS_DENY` (comma-separated CIDRs or
+    /// addresses); an error names the variable and the entry.
+    pub fn parse(allow: Option<&str>, deny: Option<&str>) -> Result<Self, String> {
+        Ok(Self { allow: parse_list("TE_EGRESS_ALLOW", allow)?, deny: parse_list("TE_EGRESS_DENY", deny)? })
+    }
+
+    /// Whether a connection to `address` is allowed.
+    pub fn check(&self, address: IpAddr) -> Result<(), EgressDenied> {
+        let ip = canonical_ip(address);
+        let denied = |rule: String| Err(EgressDenied { address: ip, rule });
+        if let Some(net) = self.allow.iter().find(|n| n.contains(&ip)) {
+            tracing::trace!(%ip, %net, "Allowed by TE_EGRESS_ALLOW.");
+            return Ok(());
+        }
+        if let Some(net) = self.deny.iter().find(|n| n.contains(&ip)) {
+            return denied(format!("it is in TE_EGRESS_DENY ({net})"));
+        }
+        if let Some(why) = never_a_target(ip) {
+            return denied(format!("{why} (allow it with TE_EGRESS_ALLOW)"));
+        }
+        Ok(())
+    }
+}
+
+fn parse_list(variable: &str, text: Option<&str>) -> Result<Vec<IpNet>, String> {
+    text.unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .map(|t| {
+            t.parse::<IpNet>()
+                .or_else(|_| t.parse::<IpAddr>().map(IpNet::from))
+                .map(|net| net.trunc())
+                .map_err(|_| format!("{variable}: '{t}' is not an address or CIDR range (e.g. 10.0.0.0/8)"))
+        })
+        .collect()
+}
+
+/// An IPv4 address written as IPv6 (`::ffff:a.b.c.d`) as the IPv4 address it is.
+fn canonical_ip(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
+    }
+}
+
+/// Why an address is never a delivery target, if it is one of those.
+fn never_a_target(ip: IpAddr) -> Option<&'static str> {
+    match ip {
+        IpAddr::V4(v4) => {
+            if v4.is_unspecified() {
+                Some("0.0.0.0 is not a destination (it reaches this host)")
+            } else if v4.is_broadcast() || v4.is_multicast() {
+                Some("it is a broadcast or multicast address")
+            } else if v4.is_link_local() {
+                Some("it is link-local, where cloud metadata services answer")
+            } else if v4 == Ipv4Addr::new(100, 100, 100, 200) {
+                Some("it is a cloud metadata address")
+            } else {
+                None
+            }
+        }
+        IpAddr::V6(v6) => {
+            if v6.is_unspecified() {
+                Some(":: is not a destination (it reaches this host)")
+            } else if v6.is_multicast() {
+                Some("it is a multicast address")
+            } else if (v6.segments()[0] & 0xffc0) == 0xfe80 {
+                Some("it is link-local")
+            } else if v6 == Ipv6Addr::new(0xfd00, 0x0ec2, 0, 0, 0, 0, 0, 0x0254) {
+                Some("it is a cloud metadata address")
+            } else {
+                None
+            }
+        }
+    }
+}
+
+/// The host of `url` as a connector reads it: an address in any spelling the WHATWG URL
+/// standard accepts becomes that address (`127.1` → 127.0.0.1); a name stays a name,
+/// lowercased. None when the URL has no host.
+pub fn canonical_host(url: &str) -> Option<url::Host<String>> {
+    url::Url::parse(url).ok()?.host().map(|h| h.to_owned())
+}
+
+/// The address a URL's host names literally, in any spelling; None for a name.
+pub fn literal_address(url: &str) -> Option<IpAddr> {
+    match canonical_host(url)? {
+        url::Host::Ipv4(v4) => Some(IpAddr::V4(v4)),
+        url::Host::Ipv6(v6) => Some(IpAddr::V6(v6)),
+        url::Host::Domain(_) => None,
+    }
+}
+
+/// A resolver for reqwest that only ever returns addresses the policy allows, so the check
+/// holds for the address connected to (a name cannot change its answer between a check and
+/// the connection).
+pub struct PolicyResolver {
+    pub policy: Arc<EgressPolicy>,
+}
+
+impl reqwest::dns::Resolve for PolicyResolver {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let policy = self.policy.clone();
+        Box::pin(async move {
+            let found: Vec<SocketAddr> = tokio::net::lookup_host((name.as_str(), 0)).await?.collect();
+            let mut refused = None;
+            let allowed: Vec<SocketAddr> = found
+                .into_iter()
+                .filter(|addr| match policy.check(addr.ip()) {
+                    Ok(()) => true,
+                    Err(denied) => {
+                        refused.get_or_insert(denied);
+                        false
+                    }
+                })
+                .collect();
+            match (allowed.is_empty(), refused) {
+                (true, Some(denied)) => Err(Box::new(denied) as Box<dyn std::error::Error + Send + Sync>),
+                _ => Ok(Box::new(allowed.into_iter()) as reqwest::dns::Addrs),
+            }
+        })
+    }
+}
+
+/// The policy's refusal in an error's chain of causes, if it is there.
+pub fn denied_in<'a>(error: &'a (dyn std::error::Error + 'static)) -> Option<&'a EgressDenied> {
+    let mut cause = Some(error);
+    while let Some(e) = cause {
+        if let Some(denied) = e.downcast_ref::<EgressDenied>() {
+            return Some(denied);
+        }
+        cause = e.source();
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn the_default_refuses_metadata_link_local_and_unspecified_and_allows_the_rest() {
+        let p = EgressPolicy::default();
+        for refused in [
+            "169.254.169.254",
+            "169.254.1.1",
+            "100.100.100.200",
+            "0.0.0.0",
+            "::",
+            "fe80::1",
+            "fd00:ec2::254",
+            "255.255.255.255",
+            "224.0.0.1",
+            "::ffff:169.254.169.254",
+        ] {
+            assert!(p.check(ip(refused)).is_err(), "{refused}");
+        }
+        for allowed in ["127.0.0.1", "::1", "10.1.2.3", "192.168.0.10", "8.8.8.8", "2606:4700::1111"] {
+            assert!(p.check(ip(allowed)).is_ok(), "{allowed}");
+        }
+    }
+
+    #[test]
+    fn operators_deny_and_allow_ranges() {
+        let p = EgressPolicy::parse(Some("169.254.169.254, 10.1.2.3"), Some("127.0.0.0/8,10.0.0.0/8")).unwrap();
+        let err = p.check(ip("127.0.0.2")).unwrap_err();
+        assert!(err.to_string().contains("TE_EGRESS_DENY (127.0.0.0/8)"), "{err}");
+        assert!(p.check(ip("::ffff:127.0.0.1")).is_err(), "an IPv4-mapped address is the IPv4 one");
+        assert!(p.check(ip("10.9.9.9")).is_err());
+        assert!(p.check(ip("10.1.2.3")).is_ok(), "an allowed address inside a denied range");
+        assert!(p.check(ip("169.254.169.254")).is_ok(), "metadata, allowed by the operator");
+        assert!(p.check(ip("169.254.1.1")).is_err());
+        let err = EgressPolicy::parse(None, Some("10.0.0.0/8,banana")).unwrap_err();
+        assert!(err.contains("TE_EGRESS_DENY") && err.contains("banana"), "{err}");
+    }
+
+    #[test]
+    fn every_spelling_of_an_address_is_read_as_that_address() {
+        for url in
+            ["http://127.1/", "http://2130706433/", "http://0x7f000001/", "http://127.0.0.1./", "http://0177.0.0.1/"]
+        {
+            assert_eq!(literal_address(url), Some(ip("127.0.0.1")), "{url}");
+        }
+        assert_eq!(literal_address("http://0/"), Some(ip("0.0.0.0")));
+        assert_eq!(literal_address("http://[::ffff:7f00:1]/"), Some(ip("::ffff:127.0.0.1")));
+        assert_eq!(literal_address("http://example.com/"), None);
+    }
+
+    #[tokio::test]
+    async fn the_resolver_drops_refused_addresses() {
+        use reqwest::dns::Resolve;
+        let deny_loopback = Arc::new(EgressPolicy::parse(None, Some("127.0.0.0/8,::1/128")).unwrap());
+        let resolver = PolicyResolver { policy: deny_loopback };
+        let name: reqwest::dns::Name = "localhost".parse().unwrap();
+        let error = match resolver.resolve(name).await {
+            Ok(_) => panic!("localhost resolved past a loopback deny list"),
+            Err(e) => e,
+        };
+        assert!(denied_in(error.as_ref()).is_some(), "{error}");
+        let open = PolicyResolver { policy: Arc::default() };
+        let addrs: Vec<SocketAddr> = open.resolve("localhost".parse().unwrap()).await.unwrap().collect();
+        assert!(!addrs.is_empty());
+    }
+}
