@@ -335,6 +335,11 @@ async fn cancel_and_update_follow_the_brief(backend: Backend) {
     let listed: Vec<u64> =
         versions["items"].as_array().unwrap().iter().map(|v| v["version"].as_u64().unwrap()).collect();
     assert_eq!(listed, [1, 2]);
+    // Paged like any list, from whichever version is asked about.
+    let v2_id = v2.body["job_id"].as_str().unwrap();
+    let (paged, pages) = api.list_all(&format!("/jobs/{v2_id}/versions"), 1).await;
+    let listed: Vec<u64> = paged.iter().map(|v| v["version"].as_u64().unwrap()).collect();
+    assert_eq!((listed, pages), (vec![1, 2], 2));
     api.put(&format!("/jobs/{}", v2.body["job_id"].as_str().unwrap()), &json!({"cron": "not cron"}))
         .await
         .error(422, "INVALID_CRON");

@@ -209,7 +209,7 @@ async fn hostile_plugins_fail_their_attempts_and_the_worker_carries_on() {
     assert!(ok, "{out}");
     http_endpoint(&api, &receiver, "normal", "/ok/normal", json!(null)).await;
     let retry = json!({"max_attempts": 2, "backoff": "fixed", "initial_delay_ms": 100});
-    for mode in ["loop", "alloc", "panic", "forbidden-host", "log-flood"] {
+    for mode in ["loop", "alloc", "panic", "forbidden-host", "log-flood", "deny-flood"] {
         api.create(
             "/endpoints",
             &json!({"name": format!("hostile-{mode}"), "type": "PLUGIN", "plugin": "hostile", "retry_policy": retry,
@@ -222,7 +222,7 @@ async fn hostile_plugins_fail_their_attempts_and_the_worker_carries_on() {
         .error(422, "INVALID_SPEC");
 
     let mut hostile = Vec::new();
-    for mode in ["loop", "alloc", "panic", "forbidden-host", "log-flood"] {
+    for mode in ["loop", "alloc", "panic", "forbidden-host", "log-flood", "deny-flood"] {
         let job = api.create("/jobs", &immediate(&format!("hostile-{mode}"), mode, json!({}))).await;
         hostile.push((mode, job["execution"]["execution_id"].as_str().unwrap().to_owned()));
     }
@@ -238,7 +238,7 @@ async fn hostile_plugins_fail_their_attempts_and_the_worker_carries_on() {
     }
 
     for (mode, id) in &hostile {
-        let expected = if *mode == "log-flood" { "SUCCESS" } else { "FAILED" };
+        let expected = if matches!(*mode, "log-flood" | "deny-flood") { "SUCCESS" } else { "FAILED" };
         let execution = wait_for_status(&api, id, expected).await;
         let attempts = api.get(&format!("/executions/{id}/attempts")).await.body["items"].as_array().unwrap().clone();
         let logs = api.get(&format!("/executions/{id}/logs?limit=200")).await.body["items"].as_array().unwrap().clone();
@@ -270,6 +270,15 @@ async fn hostile_plugins_fail_their_attempts_and_the_worker_carries_on() {
                     .count();
                 assert!(kept <= 100, "{kept} records kept");
                 assert!(log_text.iter().any(|l| l.contains("more log records suppressed")), "{log_text:?}");
+                continue;
+            }
+            "deny-flood" => {
+                // 12,000 refused requests in one call: listed up to 50, then one line says so,
+                // and the attempt is recorded (it once overflowed the database's parameters).
+                let denied = log_text.iter().filter(|l| l.contains("outbound request denied")).count();
+                assert_eq!(denied, 51, "{log_text:?}");
+                assert!(log_text.iter().any(|l| l.contains("only the first 50 are listed")), "{log_text:?}");
+                assert_eq!(execution["attempt_count"], 1);
                 continue;
             }
             _ => unreachable!(),

@@ -559,12 +559,13 @@ async fn status(State(state): State<AppState>, Path(job_id): Path<String>) -> Ap
     let job = load(&state, &job_id).await?;
     let stats = state.store.job_stats(&job_id, now() - chrono::Duration::hours(24)).await?;
     let last = state.store.execution_last(&job_id).await?;
-    let total = stats.completed.len();
-    let failed = stats.completed.iter().filter(|(s, _)| s == "FAILED").count();
-    let mut durations: Vec<i64> = stats.completed.iter().filter_map(|(_, d)| d.map(i64::from)).collect();
+    let failed = usize::try_from(stats.failed).unwrap_or(0);
+    let total = failed + usize::try_from(stats.succeeded).unwrap_or(0);
+    let avg = stats.avg_duration_ms.map(|a| a.round() as i64);
+    // Over the newest completions (at most JobStats::SAMPLE), so the work is bounded.
+    let mut durations = stats.recent_durations;
     durations.sort_unstable();
-    let avg = if durations.is_empty() { None } else { Some(durations.iter().sum::<i64>() / durations.len() as i64) };
-    let p99 = durations.get(((durations.len() as f64 - 1.0) * 0.99).round().max(0.0) as usize).copied();
+    let p99 = durations.get(((durations.len() as f64 - 1.0) * 0.99).round().max(0.0) as usize).map(|d| i64::from(*d));
     let pending = stats.pending + stats.queued + stats.retrying;
     let mut out = json!({
         "job_id": job.job_id,
@@ -601,25 +602,20 @@ async fn status(State(state): State<AppState>, Path(job_id): Path<String>) -> Ap
 }
 
 /// Every version of the job's lineage, oldest first, whichever version is asked for.
-async fn versions(State(state): State<AppState>, Path(job_id): Path<String>) -> ApiResult<Json<ListOut<Value>>> {
-    let mut job = load(&state, &job_id).await?;
-    while let Some(previous) = job.previous_version_id.clone() {
-        match state.store.job_get(&previous).await? {
-            Some(older) => job = older,
-            None => break,
-        }
-    }
-    let mut chain = vec![job_out(&job, None)];
-    while let Some(next) = job.replaced_by_id.clone() {
-        match state.store.job_get(&next).await? {
-            Some(newer) => {
-                chain.push(job_out(&newer, None));
-                job = newer;
-            }
-            None => break,
-        }
-    }
-    Ok(Json(ListOut { items: chain, cursor: None }))
+async fn versions(
+    State(state): State<AppState>,
+    Path(job_id): Path<String>,
+    ApiQuery(params): ApiQuery<ListParams>,
+) -> ApiResult<Json<ListOut<Value>>> {
+    let page = params.page_request()?;
+    load(&state, &job_id).await?;
+    let rows = state.store.job_versions(&job_id, &page).await?;
+    Ok(Json(paginate(
+        rows,
+        &page,
+        |j| PageKey { created_at: j.created_at, key: j.job_id.clone() },
+        |j| job_out(&j, None),
+    )))
 }
 
 async fn executions(

@@ -50,6 +50,10 @@ fn not_found(name: &str) -> ApiError {
     ApiError::not_found("PLUGIN_NOT_FOUND", format!("Plugin '{name}' is not installed."))
 }
 
+/// Plugin uploads compiled at once, per process; the others wait.
+const COMPILES_AT_ONCE: usize = 2;
+static COMPILES: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(COMPILES_AT_ONCE);
+
 async fn install(
     State(state): State<AppState>,
     RawQuery(query): RawQuery,
@@ -92,13 +96,16 @@ async fn install(
     }
     let sha256: String = Sha256::digest(&body).iter().map(|b| format!("{b:02x}")).collect();
 
-    // Compiling is CPU-bound and can take a while: keep it off the async workers.
+    // Compiling is CPU-bound and can take seconds and hundreds of MiB: keep it off the async
+    // workers, and at most COMPILES_AT_ONCE at a time (further uploads wait their turn).
+    let _turn = COMPILES.acquire().await.map_err(|e| ApiError::internal(&e))?;
     let runtime = host.runtime.clone();
     let bytes = body.to_vec();
     let inspected = tokio::task::spawn_blocking(move || runtime.inspect(&bytes, world).map(|(i, _)| i))
         .await
         .map_err(|e| ApiError::internal(&e))?
         .map_err(|message| ApiError::unprocessable("INVALID_PLUGIN", message))?;
+    drop(_turn);
 
     if let Some(current) = state.store.plugin_latest(&name).await? {
         let same_grants = current.grants == json!(allow);

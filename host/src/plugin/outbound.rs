@@ -47,6 +47,21 @@ const BODY_WRITES_BUFFERED: usize = 15;
 /// The requests a call tried to send where its grants did not allow, for its logs.
 pub type Denials = Arc<Mutex<Vec<String>>>;
 
+/// Denied requests listed per call; a plugin looping over refused requests (thousands in a
+/// call) gets the first ones listed and one line saying there were more.
+const DENIALS_LISTED: usize = 50;
+
+fn record_denial(denials: &Denials, why: String) {
+    let mut denials = denials.lock().expect("denials lock");
+    match denials.len() {
+        n if n < DENIALS_LISTED => denials.push(why),
+        n if n == DENIALS_LISTED => {
+            denials.push(format!("more requests were denied; only the first {DENIALS_LISTED} are listed"))
+        }
+        _ => {}
+    }
+}
+
 /// A plugin version's way out: its grants, and the client that sends its requests.
 ///
 /// The client is the plugin's own, with a DNS resolver that applies the grants to the very
@@ -114,7 +129,7 @@ impl Outbound {
     }
 
     fn deny(&self, why: String) {
-        self.denials.lock().expect("denials lock").push(why);
+        record_denial(&self.denials, why);
     }
 
     /// Send one request if the grants allow its destination, and read its whole answer.
@@ -232,25 +247,25 @@ impl reqwest::dns::Resolve for GrantedResolver {
                 found.iter().find_map(|a| policy.check(a.ip()).err().map(|denied| (a, denied)))
             {
                 if let Some(d) = &destination {
-                    d.denials.lock().expect("denials lock").push(format!(
-                        "{}://{}:{} resolves to {}: {denied}",
-                        d.scheme,
-                        d.host,
-                        d.port,
-                        refused.ip()
-                    ));
+                    record_denial(
+                        &d.denials,
+                        format!("{}://{}:{} resolves to {}: {denied}", d.scheme, d.host, d.port, refused.ip()),
+                    );
                 }
                 return Err(Box::new(Refused::Internal) as BoxError);
             }
             if let Some(refused) = found.iter().find(|a| !allowed(a.ip())) {
                 if let Some(d) = &destination {
-                    d.denials.lock().expect("denials lock").push(format!(
-                        "{}://{}:{} resolves to {}, an internal address not granted by address",
-                        d.scheme,
-                        d.host,
-                        d.port,
-                        refused.ip()
-                    ));
+                    record_denial(
+                        &d.denials,
+                        format!(
+                            "{}://{}:{} resolves to {}, an internal address not granted by address",
+                            d.scheme,
+                            d.host,
+                            d.port,
+                            refused.ip()
+                        ),
+                    );
                 }
                 return Err(Box::new(Refused::Internal) as BoxError);
             }

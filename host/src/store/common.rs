@@ -35,6 +35,9 @@ macro_rules! impl_store {
                  max_concurrency";
             /// How many referencing rows a refused delete names.
             const IN_USE_SHOWN: i64 = 20;
+            /// Log rows one INSERT writes (6 parameters each: far below PostgreSQL's 65,535 and
+            /// SQLite's 32,766 parameters per statement).
+            const LOG_ROWS_PER_INSERT: usize = 1000;
 
             impl $store {
                 /// One page of `table` in (`time_column`, `key`) order, strictly after the cursor,
@@ -621,6 +624,39 @@ macro_rules! impl_store {
                     Ok(cancelled.into_iter().map(|(id,)| id).collect())
                 }
 
+                async fn job_versions(&self, job_id: &str, page: &PageRequest) -> StoreResult<Vec<Job>> {
+                    // The lineage in one statement: back along previous_version_id to the first
+                    // version, then forward along replaced_by_id (primary-key lookups both ways),
+                    // a page at a time in creation order, which is version order.
+                    let after = if page.after.is_some() { "AND (created_at, job_id) > ($3, $4)" } else { "" };
+                    let sql = format!(
+                        "WITH RECURSIVE back(job_id, previous_version_id, depth) AS (
+                             SELECT job_id, previous_version_id, 0 FROM jobs WHERE job_id = $1
+                             UNION ALL
+                             SELECT j.job_id, j.previous_version_id, b.depth + 1
+                             FROM jobs j JOIN back b ON j.job_id = b.previous_version_id
+                             WHERE b.depth < 1000000
+                         ),
+                         root(job_id) AS (SELECT job_id FROM back ORDER BY depth DESC LIMIT 1),
+                         lineage(job_id, replaced_by_id, depth) AS (
+                             SELECT j.job_id, j.replaced_by_id, 0 FROM jobs j JOIN root r ON j.job_id = r.job_id
+                             UNION ALL
+                             SELECT j.job_id, j.replaced_by_id, l.depth + 1
+                             FROM jobs j JOIN lineage l ON j.job_id = l.replaced_by_id
+                             WHERE l.depth < 1000000
+                         )
+                         SELECT {JOB_COLUMNS} FROM jobs
+                         WHERE job_id IN (SELECT job_id FROM lineage) {after}
+                         ORDER BY created_at, job_id
+                         LIMIT $2"
+                    );
+                    let mut query = sqlx::query_as::<$db, Job>(&sql).bind(job_id).bind(page.limit);
+                    if let Some(after) = &page.after {
+                        query = query.bind(DbTime(after.created_at)).bind(&after.key);
+                    }
+                    Ok(query.fetch_all(&self.pool).await?)
+                }
+
                 async fn job_stats(&self, job_id: &str, completed_since: DateTime<Utc>) -> StoreResult<JobStats> {
                     let active: Vec<(String, i64)> = sqlx::query_as(
                         "SELECT status, COUNT(*) FROM executions
@@ -630,12 +666,28 @@ macro_rules! impl_store {
                     .bind(job_id)
                     .fetch_all(&self.pool)
                     .await?;
-                    let completed: Vec<(String, Option<i32>)> = sqlx::query_as(
-                        "SELECT status, duration_ms FROM executions
+                    // Counts and the mean in the database; percentiles from a bounded sample.
+                    let (completed, failed, avg_duration_ms): (i64, i64, Option<f64>) = sqlx::query_as(
+                        "SELECT CAST(COUNT(*) AS BIGINT),
+                                CAST(COALESCE(SUM(CASE WHEN status = 'FAILED' THEN 1 ELSE 0 END), 0) AS BIGINT),
+                                CAST(AVG(duration_ms) AS DOUBLE PRECISION)
+                         FROM executions
                          WHERE job_id = $1 AND status IN ('SUCCESS', 'FAILED') AND completed_at >= $2",
                     )
                     .bind(job_id)
                     .bind(DbTime(completed_since))
+                    .fetch_one(&self.pool)
+                    .await?;
+                    let recent: Vec<(i32,)> = sqlx::query_as(
+                        "SELECT duration_ms FROM executions
+                         WHERE job_id = $1 AND status IN ('SUCCESS', 'FAILED') AND completed_at >= $2
+                           AND duration_ms IS NOT NULL
+                         ORDER BY completed_at DESC
+                         LIMIT $3",
+                    )
+                    .bind(job_id)
+                    .bind(DbTime(completed_since))
+                    .bind(JobStats::SAMPLE)
                     .fetch_all(&self.pool)
                     .await?;
                     let count = |s: &str| active.iter().find(|(status, _)| status == s).map_or(0, |(_, n)| *n);
@@ -644,7 +696,10 @@ macro_rules! impl_store {
                         queued: count("QUEUED"),
                         running: count("RUNNING"),
                         retrying: count("RETRYING"),
-                        completed,
+                        succeeded: completed - failed,
+                        failed,
+                        avg_duration_ms,
+                        recent_durations: recent.into_iter().map(|(d,)| d).collect(),
                     })
                 }
 
@@ -820,11 +875,13 @@ macro_rules! impl_store {
                         });
                         attempts.build().execute(&mut *tx).await?;
                         let logs: Vec<_> = winners.iter().flat_map(|f| f.logs.iter().map(move |log| (*f, log))).collect();
-                        if !logs.is_empty() {
+                        // In statements of at most LOG_ROWS_PER_INSERT rows: a batch's logs can
+                        // be tens of thousands of rows, past either database's parameter limit.
+                        for logs in logs.chunks(LOG_ROWS_PER_INSERT) {
                             let mut insert = sqlx::QueryBuilder::<$db>::new(
                                 "INSERT INTO execution_logs (log_id, execution_id, attempt_number, level, message, logged_at) ",
                             );
-                            insert.push_values(&logs, |mut row, (f, log)| {
+                            insert.push_values(logs, |mut row, (f, log)| {
                                 row.push_bind(new_id(LOG))
                                     .push_bind(&f.execution_id)
                                     .push_bind(f.attempt_number)

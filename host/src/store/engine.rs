@@ -281,8 +281,18 @@ pub struct JobStats {
     pub queued: i64,
     pub running: i64,
     pub retrying: i64,
-    /// (status, duration_ms) of executions completed in the window.
-    pub completed: Vec<(String, Option<i32>)>,
+    /// Executions completed in the window, by outcome.
+    pub succeeded: i64,
+    pub failed: i64,
+    /// Their mean duration.
+    pub avg_duration_ms: Option<f64>,
+    /// Durations of the newest [`JobStats::SAMPLE`] of them, for percentiles: however busy
+    /// the job, the status reads a bounded number of rows.
+    pub recent_durations: Vec<i32>,
+}
+
+impl JobStats {
+    pub const SAMPLE: i64 = 10_000;
 }
 
 pub const PLUGIN_COLUMNS: &str =

@@ -71,9 +71,10 @@ impl StoreError {
     pub fn is_transient(&self) -> bool {
         let Self::Database(error) = self else { return false };
         match error {
+            // Not Protocol: sqlx reports a statement it refuses to send (too many parameters)
+            // that way, and it would fail the same way forever; the completer's split handles it.
             sqlx::Error::Io(_)
             | sqlx::Error::Tls(_)
-            | sqlx::Error::Protocol(_)
             | sqlx::Error::PoolTimedOut
             | sqlx::Error::PoolClosed
             | sqlx::Error::WorkerCrashed => true,
@@ -304,6 +305,9 @@ pub trait Store: Send + Sync + 'static {
     /// the job if any were; the ids cancelled.
     async fn job_cancel_waiting(&self, job_id: &str) -> StoreResult<Vec<String>>;
     async fn job_stats(&self, job_id: &str, completed_since: DateTime<Utc>) -> StoreResult<JobStats>;
+    /// Every version of the job's lineage (whichever version `job_id` is), oldest first, a
+    /// page at a time.
+    async fn job_versions(&self, job_id: &str, page: &PageRequest) -> StoreResult<Vec<Job>>;
 
     // ---- executions ----
 

@@ -59,19 +59,32 @@ pub fn error_json(failure: &Failure, rejected_type: &str, code_field: Option<&st
     error
 }
 
-/// Log lines a transport adds to the attempt it delivers.
+/// Log lines a transport adds to the attempt it delivers, at most [`DeliveryLog::MAX_LINES`]
+/// (a count of the rest is added at the end).
 #[derive(Debug, Default)]
 pub struct DeliveryLog {
-    lines: std::sync::Mutex<Vec<(&'static str, String)>>,
+    lines: std::sync::Mutex<(Vec<(&'static str, String)>, usize)>,
 }
 
 impl DeliveryLog {
+    /// Lines kept per attempt; the stored attempt keeps fewer still (see `store::storable`).
+    pub const MAX_LINES: usize = 500;
+
     pub fn push(&self, level: &'static str, message: String) {
-        self.lines.lock().expect("delivery log lock").push((level, message));
+        let mut lines = self.lines.lock().expect("delivery log lock");
+        if lines.0.len() < Self::MAX_LINES {
+            lines.0.push((level, message));
+        } else {
+            lines.1 += 1;
+        }
     }
 
     pub fn take(&self) -> Vec<(&'static str, String)> {
-        std::mem::take(&mut *self.lines.lock().expect("delivery log lock"))
+        let (mut lines, dropped) = std::mem::take(&mut *self.lines.lock().expect("delivery log lock"));
+        if dropped > 0 {
+            lines.push(("WARN", format!("{dropped} more log lines of this delivery were dropped.")));
+        }
+        lines
     }
 }
 

@@ -233,7 +233,11 @@ impl Pipeline {
             format!("Rendered the {} spec of endpoint version {}.", endpoint.endpoint_type, endpoint.version),
         );
 
-        let timeout_ms = rendered.get("timeout_ms").and_then(Value::as_u64).unwrap_or(crate::transport::MAX_TIMEOUT_MS);
+        // Every endpoint type's timeout is bounded, a plugin's spec included.
+        let timeout_ms = rendered
+            .get("timeout_ms")
+            .and_then(Value::as_u64)
+            .map_or(crate::transport::MAX_TIMEOUT_MS, |t| t.min(crate::transport::MAX_TIMEOUT_MS));
         let deadline = now() + chrono::Duration::milliseconds(i64::try_from(timeout_ms).unwrap_or(i64::MAX / 2));
         let message = Message {
             execution_id: execution.execution_id.clone(),

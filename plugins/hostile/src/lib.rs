@@ -32,10 +32,10 @@ impl Guest for Hostile {
         let spec: Value = serde_json::from_str(&spec_json).map_err(|e| e.to_string())?;
         match spec.get("mode").and_then(Value::as_str) {
             Some(
-                "loop" | "alloc" | "panic" | "forbidden-host" | "log-flood" | "stream-body" | "answer-twice" | "ok",
+                "loop" | "alloc" | "panic" | "forbidden-host" | "log-flood" | "deny-flood" | "stream-body" | "answer-twice" | "ok",
             ) => Ok(()),
             _ => {
-                Err("`mode` must be loop, alloc, panic, forbidden-host, log-flood, stream-body, answer-twice or ok"
+                Err("`mode` must be loop, alloc, panic, forbidden-host, log-flood, deny-flood, stream-body, answer-twice or ok"
                     .into())
             }
         }
@@ -87,6 +87,19 @@ impl Guest for Hostile {
                         }
                     }
                 }
+            }
+            "deny-flood" => {
+                // 12,000 requests to a host it was not granted, each refused, then success.
+                let (scheme, authority, path) = target(&spec);
+                for _ in 0..12_000 {
+                    let request = OutgoingRequest::new(Fields::new());
+                    let _ = request.set_method(&Method::Get);
+                    let _ = request.set_scheme(Some(&scheme));
+                    let _ = request.set_authority(Some(&authority));
+                    let _ = request.set_path_with_query(Some(&path));
+                    let _ = wasi::http::outgoing_handler::handle(request, None);
+                }
+                Ok(Receipt { output_json: r#"{"denied_flood":true}"#.into() })
             }
             "stream-body" => stream_body(&spec),
             "answer-twice" => answer_twice(&spec),
