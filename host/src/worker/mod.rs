@@ -30,10 +30,6 @@ pub use pipeline::{CacheTtls, Pipeline};
 
 /// The most executions one claim statement takes.
 const CLAIM_BATCH: usize = 100;
-/// After a claim found nothing while an endpoint is at its cap, the least time before the
-/// next: wake-ups for new work keep coming while that endpoint's queue waits, and each would
-/// otherwise cost a claim that finds nothing.
-const EMPTY_CLAIM_PAUSE: Duration = Duration::from_millis(5);
 
 #[derive(Debug, Clone)]
 pub struct WorkerConfig {
@@ -126,23 +122,16 @@ pub async fn run(
         }
         drop(permits);
         while in_flight.try_join_next().is_some() {}
-        if got == 0 {
-            // Nothing claimable within the shares: wait for a wake-up, the poll interval, or
-            // shutdown (after a short pause while an endpoint's work waits for its cap).
-            if fairness.any_saturated() {
-                tokio::select! {
-                    () = shutdown.cancelled() => break,
-                    () = tokio::time::sleep(EMPTY_CLAIM_PAUSE) => {}
-                }
-            }
+        // A part-filled claim goes round again at once (an endpoint with less due work than
+        // its part of the claim leaves room another endpoint's work may fill) unless an
+        // endpoint is at its cap: then its next slot, or new work, wakes the loop.
+        if got == 0 || (got < wanted && fairness.any_saturated()) {
             tokio::select! {
                 () = shutdown.cancelled() => break,
                 () = wakeups.work_ready.notified() => {}
                 () = tokio::time::sleep(config.poll_interval) => {}
             }
         }
-        // A part-filled claim goes round again at once: an endpoint with less due work than
-        // its part of the claim leaves room another endpoint's work may fill.
     }
 
     // Graceful shutdown: no new claims; wait a while for the attempts in flight. Those still
