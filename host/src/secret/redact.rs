@@ -18,6 +18,7 @@ use base64::Engine;
 use serde_json::Value;
 
 use super::SecretValue;
+use crate::template::percent_encode;
 
 /// Characters of a secret that, found together, are taken to be the secret.
 pub const RUN: usize = 8;
@@ -147,19 +148,6 @@ fn forms(value: &str) -> Vec<String> {
     forms.sort();
     forms.dedup();
     forms
-}
-
-/// Every byte but the unreserved ones (RFC 3986: letters, digits, `-._~`) as `%XX`.
-fn percent_encode(value: &str) -> String {
-    let mut out = String::with_capacity(value.len() * 3);
-    for b in value.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }
 
 fn floor_boundary(s: &str, mut i: usize) -> usize {

@@ -10,7 +10,7 @@ pub mod render;
 
 use std::collections::BTreeSet;
 
-pub use render::{redact, CompiledTemplate, MinijinjaRenderer, RenderContext, Renderer, TemplateKey};
+pub use render::{percent_encode, redact, CompiledTemplate, MinijinjaRenderer, RenderContext, Renderer, TemplateKey};
 
 use minijinja::{Environment, UndefinedBehavior};
 use serde_json::Value;

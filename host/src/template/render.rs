@@ -241,21 +241,24 @@ struct Contexts<'a> {
 /// `value` with every string percent-encoded: all but letters, digits and `-._~` as `%XX`.
 fn percent_encode_strings(value: &Value) -> Value {
     match value {
-        Value::String(s) => {
-            let mut out = String::with_capacity(s.len());
-            for b in s.bytes() {
-                if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-                    out.push(char::from(b));
-                } else {
-                    out.push_str(&format!("%{b:02X}"));
-                }
-            }
-            Value::String(out)
-        }
+        Value::String(s) => Value::String(percent_encode(s)),
         Value::Array(items) => Value::Array(items.iter().map(percent_encode_strings).collect()),
         Value::Object(map) => Value::Object(map.iter().map(|(k, v)| (k.clone(), percent_encode_strings(v))).collect()),
         other => other.clone(),
     }
+}
+
+/// Every byte but the unreserved ones (RFC 3986: letters, digits, `-._~`) as `%XX`.
+pub fn percent_encode(value: &str) -> String {
+    let mut out = String::with_capacity(value.len() * 3);
+    for b in value.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
 }
 
 /// A render's output buffer that refuses to grow past `room` bytes.
