@@ -146,24 +146,69 @@ impl reqwest::dns::Resolve for PolicyResolver {
     fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
         let policy = self.policy.clone();
         Box::pin(async move {
-            let found: Vec<SocketAddr> = tokio::net::lookup_host((name.as_str(), 0)).await?.collect();
-            let mut refused = None;
-            let allowed: Vec<SocketAddr> = found
-                .into_iter()
-                .filter(|addr| match policy.check(addr.ip()) {
-                    Ok(()) => true,
-                    Err(denied) => {
-                        refused.get_or_insert(denied);
-                        false
-                    }
-                })
-                .collect();
-            match (allowed.is_empty(), refused) {
-                (true, Some(denied)) => Err(Box::new(denied) as Box<dyn std::error::Error + Send + Sync>),
-                _ => Ok(Box::new(allowed.into_iter()) as reqwest::dns::Addrs),
+            match resolve_allowed(&policy, name.as_str(), 0).await {
+                Ok(allowed) => Ok(Box::new(allowed.into_iter()) as reqwest::dns::Addrs),
+                // The refusal itself, so `denied_in` finds it in reqwest's chain of causes.
+                Err(ResolveError::Denied(denied)) => Err(Box::new(denied) as Box<dyn std::error::Error + Send + Sync>),
+                Err(ResolveError::Lookup { source, .. }) => Err(Box::new(source) as _),
             }
         })
     }
+}
+
+/// Why a host cannot be connected to: it does not resolve, or the policy refuses every
+/// address it has.
+#[derive(Debug, thiserror::Error)]
+pub enum ResolveError {
+    #[error("cannot resolve {host}: {source}")]
+    Lookup {
+        host: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Denied(#[from] EgressDenied),
+}
+
+/// The addresses of `host` (a name, or an address in any spelling) the policy allows, for a
+/// client that connects to addresses rather than names: what it connects to is what was
+/// checked. An error when none is left.
+pub async fn resolve_allowed(policy: &EgressPolicy, host: &str, port: u16) -> Result<Vec<SocketAddr>, ResolveError> {
+    // `[::1]` as a URL writes it, and every spelling a URL parser reads as an address.
+    let bare = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host);
+    let literal = bare.parse::<IpAddr>().ok().or_else(|| literal_address(&format!("http://{host}/")));
+    if let Some(ip) = literal {
+        policy.check(ip)?;
+        return Ok(vec![SocketAddr::new(ip, port)]);
+    }
+    let found: Vec<SocketAddr> = tokio::net::lookup_host((bare, port))
+        .await
+        .map_err(|source| ResolveError::Lookup { host: bare.to_owned(), source })?
+        .collect();
+    let mut refused = None;
+    let allowed: Vec<SocketAddr> = found
+        .into_iter()
+        .filter(|addr| match policy.check(addr.ip()) {
+            Ok(()) => true,
+            Err(denied) => {
+                refused.get_or_insert(denied);
+                false
+            }
+        })
+        .collect();
+    match (allowed.is_empty(), refused) {
+        (true, Some(denied)) => Err(denied.into()),
+        _ => Ok(allowed),
+    }
+}
+
+/// Whether a Unix socket may be connected to: it reaches this host, so it is allowed exactly
+/// where the policy allows loopback (127.0.0.1).
+pub fn check_local_socket(policy: &EgressPolicy) -> Result<(), EgressDenied> {
+    policy.check(IpAddr::V4(Ipv4Addr::LOCALHOST)).map_err(|denied| EgressDenied {
+        rule: format!("a Unix socket reaches this host, and {}", denied.rule),
+        ..denied
+    })
 }
 
 /// The policy's refusal in an error's chain of causes, if it is there.
@@ -245,6 +290,12 @@ mod tests {
             Err(e) => e,
         };
         assert!(denied_in(error.as_ref()).is_some(), "{error}");
+        let error =
+            resolve_allowed(&EgressPolicy::parse(None, Some("127.0.0.0/8")).unwrap(), "127.1", 6379).await.unwrap_err();
+        assert!(matches!(error, ResolveError::Denied(_)), "{error}");
+        let deny_loopback = EgressPolicy::parse(None, Some("127.0.0.0/8")).unwrap();
+        assert!(check_local_socket(&deny_loopback).is_err(), "a Unix socket is loopback");
+        assert!(check_local_socket(&EgressPolicy::default()).is_ok());
         let open = PolicyResolver { policy: Arc::default() };
         let addrs: Vec<SocketAddr> = open.resolve("localhost".parse().unwrap()).await.unwrap().collect();
         assert!(!addrs.is_empty());

@@ -359,8 +359,9 @@ async fn a_render_bomb_fails_its_execution_and_nothing_else(backend: Backend) {
 }
 
 /// With loopback denied, an HTTP endpoint cannot reach it by any spelling of the address or
-/// by a name that resolves to it: each execution fails at once, naming the policy, and the
-/// receiver (on loopback) never sees a request. (Every address tried is on this machine.)
+/// by a name that resolves to it, nor can a Redis Streams endpoint (the Redis server runs on
+/// loopback): each execution fails at once, naming the policy, and the receiver (on loopback)
+/// never sees a request. (Every address tried is on this machine.)
 async fn the_egress_deny_list_holds_for_every_spelling_of_an_address(backend: Backend) {
     let db = TestDb::new(backend).await;
     let server = Server::start_with(&db, ServerOptions::new().env("TE_EGRESS_DENY", "127.0.0.0/8,::1/128")).await;
@@ -379,7 +380,19 @@ async fn the_egress_deny_list_holds_for_every_spelling_of_an_address(backend: Ba
         )
         .await;
         let job = api.create("/jobs", &immediate(&name, "k", json!({}))).await;
-        executions.push((host, job["execution"]["execution_id"].as_str().unwrap().to_owned()));
+        executions.push((host.to_string(), job["execution"]["execution_id"].as_str().unwrap().to_owned()));
+    }
+    for (i, host) in ["127.0.0.1", "127.1", "localhost"].iter().enumerate() {
+        let name = format!("redis-{i}");
+        api.create(
+            "/endpoints",
+            &json!({"name": name, "type": "REDIS_STREAM", "retry_policy": {"max_attempts": 3},
+                    "spec": {"redis_url": format!("redis://{host}:6379"), "stream": "taskexec-test:egress-denied",
+                             "fields_template": {"a": "b"}}}),
+        )
+        .await;
+        let job = api.create("/jobs", &immediate(&name, "k", json!({}))).await;
+        executions.push((format!("redis {host}"), job["execution"]["execution_id"].as_str().unwrap().to_owned()));
     }
     for (host, id) in &executions {
         let failed = wait_for_status(&api, id, "FAILED").await;

@@ -7,6 +7,7 @@
 //! callers never ask which kind they hold. [`Transports::for_type`] is the one place that
 //! picks an implementation by endpoint type.
 
+pub mod clients;
 pub mod http;
 pub mod kafka;
 pub mod redis_stream;
@@ -104,12 +105,12 @@ impl Transports {
         Self::with_egress(plugins, Arc::default())
     }
 
-    /// HTTP deliveries held to the operator's egress `policy` (plugins get it through their host).
+    /// Deliveries held to the operator's egress `policy` (plugins get it through their host).
     pub fn with_egress(plugins: Option<crate::plugin::PluginHost>, policy: Arc<crate::egress::EgressPolicy>) -> Self {
         Self {
-            http: Arc::new(http::HttpTransport::with_policy(policy)),
-            kafka: Arc::new(kafka::KafkaTransport::new()),
-            redis_stream: Arc::new(redis_stream::RedisStreamTransport::new()),
+            http: Arc::new(http::HttpTransport::with_policy(policy.clone())),
+            kafka: Arc::new(kafka::KafkaTransport::with_policy(policy.clone())),
+            redis_stream: Arc::new(redis_stream::RedisStreamTransport::with_policy(policy)),
             plugins,
         }
     }

@@ -1,13 +1,21 @@
 //! The Kafka transport: one librdkafka producer per (bootstrap servers, acks, timeout), shared
-//! by every delivery to that cluster. Producers are idempotent when `acks` is `all`, so
-//! librdkafka's own retries never duplicate or reorder a partition's messages.
+//! by every delivery to that cluster and kept in a bounded cache ([`ClientCache`]). Producers
+//! are idempotent when `acks` is `all`, so librdkafka's own retries never duplicate or reorder
+//! a partition's messages.
+//!
+//! Egress: librdkafka resolves and connects by itself, and the Rust binding offers no hook into
+//! its resolver or connector. So the bootstrap servers are resolved and checked by us and
+//! librdkafka is handed the checked addresses; then, before the producer's first message, the
+//! cluster's metadata is read and every broker it advertises is checked too, and a producer
+//! whose cluster names a refused broker is never used. What this leaves open (written in
+//! docs/reliability.md): librdkafka opens connections to advertised brokers by itself, before
+//! that check, and resolves their names itself.
 
 mod spec;
 #[cfg(test)]
 mod tests;
 
-use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -20,11 +28,13 @@ use serde_json::{json, Value};
 
 pub use spec::{Acks, KafkaSpec};
 
+use super::clients::ClientCache;
 use super::{
     delivery_timeout, error_json, normalize_spec, receipt, rendered_spec, DeliveryLog, EndpointType, SpecError,
     Transport,
 };
 use crate::contract::{Failure, Message, Receipt};
+use crate::egress::{self, EgressPolicy, ResolveError};
 
 /// The header every message carries: receivers deduplicate retries on it.
 pub const EXECUTION_ID_HEADER: &str = "te-execution-id";
@@ -36,42 +46,114 @@ struct ProducerKey {
     timeout_ms: u64,
 }
 
-#[derive(Default)]
 pub struct KafkaTransport {
-    // A std Mutex: it is held only to look up or insert, never across an await.
-    producers: Mutex<HashMap<ProducerKey, FutureProducer>>,
+    producers: ClientCache<ProducerKey, FutureProducer>,
+    policy: Arc<EgressPolicy>,
+}
+
+impl Default for KafkaTransport {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl KafkaTransport {
+    /// Under the default egress policy.
     pub fn new() -> Self {
-        Self::default()
+        Self::with_policy(Arc::default())
     }
 
-    fn producer(&self, key: ProducerKey) -> Result<FutureProducer, Failure> {
-        let mut producers = self.producers.lock().expect("producer map lock");
-        if let Some(producer) = producers.get(&key) {
-            return Ok(producer.clone());
-        }
-        let acks = match key.acks {
-            Acks::None => "0",
-            Acks::Leader => "1",
-            Acks::All => "all",
-        };
-        let producer: FutureProducer = ClientConfig::new()
-            .set("bootstrap.servers", &key.bootstrap_servers)
-            .set("acks", acks)
-            .set("enable.idempotence", if key.acks == Acks::All { "true" } else { "false" })
-            // librdkafka gives up on a message after this long, retries included.
-            .set("message.timeout.ms", key.timeout_ms.to_string())
-            // Deliveries are latency-bound, not batch-bound: send almost at once.
-            .set("linger.ms", "1")
-            .create()
-            .map_err(|e| {
-                Failure::invalid_spec(format!("cannot create a Kafka producer for these bootstrap servers: {e}"))
-            })?;
-        producers.insert(key, producer.clone());
-        Ok(producer)
+    /// Every cluster held to `policy`: its bootstrap servers and the brokers it advertises.
+    pub fn with_policy(policy: Arc<EgressPolicy>) -> Self {
+        Self { producers: ClientCache::default(), policy }
     }
+
+    async fn producer(&self, key: ProducerKey, timeout: Duration) -> Result<FutureProducer, Failure> {
+        let settings = key.clone();
+        let connect = async {
+            let bootstrap = self.checked_bootstrap(&settings.bootstrap_servers).await?;
+            let producer = create_producer(&settings, &bootstrap)?;
+            let brokers = broker_addresses(producer.clone(), timeout).await?;
+            for (host, port) in brokers {
+                egress::resolve_allowed(&self.policy, &host, port).await.map_err(|e| match e {
+                    ResolveError::Denied(denied) => Failure::invalid_spec(format!(
+                        "egress: the cluster advertises broker {host}:{port}, and {denied}"
+                    )),
+                    lookup @ ResolveError::Lookup { .. } => Failure::connection(format!("Kafka: {lookup}")),
+                })?;
+            }
+            Ok(producer)
+        };
+        self.producers.get_or_connect(key, connect).await
+    }
+
+    /// The bootstrap servers as addresses the egress policy allows (`host:port,…`).
+    async fn checked_bootstrap(&self, servers: &str) -> Result<String, Failure> {
+        let mut checked = Vec::new();
+        for server in servers.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let (host, port) = host_and_port(server)
+                .ok_or_else(|| Failure::invalid_spec(format!("bootstrap server `{server}` is not host:port")))?;
+            let allowed = egress::resolve_allowed(&self.policy, host, port).await.map_err(|e| match e {
+                ResolveError::Denied(denied) => Failure::invalid_spec(format!("egress: {denied}")),
+                lookup @ ResolveError::Lookup { .. } => Failure::connection(format!("Kafka: {lookup}")),
+            })?;
+            checked.extend(allowed.iter().map(|a| a.to_string()));
+        }
+        if checked.is_empty() {
+            return Err(Failure::invalid_spec("bootstrap_servers rendered to no server"));
+        }
+        Ok(checked.join(","))
+    }
+}
+
+/// `host:port` (`[v6]:port`, an optional `PLAINTEXT://` in front; 9092 when no port is given).
+fn host_and_port(server: &str) -> Option<(&str, u16)> {
+    let server = server.split_once("://").map_or(server, |(_, rest)| rest);
+    if let Some(v6) = server.strip_prefix('[') {
+        let (host, rest) = v6.split_once(']')?;
+        let port = match rest.strip_prefix(':') {
+            Some(p) => p.parse().ok()?,
+            None if rest.is_empty() => 9092,
+            None => return None,
+        };
+        return Some((host, port));
+    }
+    match server.rsplit_once(':') {
+        Some((host, port)) => Some((host, port.parse().ok()?)),
+        None => Some((server, 9092)),
+    }
+    .filter(|(host, _)| !host.is_empty())
+}
+
+fn create_producer(key: &ProducerKey, bootstrap: &str) -> Result<FutureProducer, Failure> {
+    let acks = match key.acks {
+        Acks::None => "0",
+        Acks::Leader => "1",
+        Acks::All => "all",
+    };
+    ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("acks", acks)
+        .set("enable.idempotence", if key.acks == Acks::All { "true" } else { "false" })
+        // librdkafka gives up on a message after this long, retries included.
+        .set("message.timeout.ms", key.timeout_ms.to_string())
+        // Deliveries are latency-bound, not batch-bound: send almost at once.
+        .set("linger.ms", "1")
+        .create()
+        .map_err(|e| Failure::invalid_spec(format!("cannot create a Kafka producer for these bootstrap servers: {e}")))
+}
+
+/// Every broker the cluster advertises, read from its metadata (a blocking call, so off the
+/// async threads).
+async fn broker_addresses(producer: FutureProducer, timeout: Duration) -> Result<Vec<(String, u16)>, Failure> {
+    use rdkafka::producer::Producer;
+    tokio::task::spawn_blocking(move || {
+        let metadata =
+            producer.client().fetch_metadata(None, Timeout::After(timeout)).map_err(|e| kafka_failure(&e))?;
+        Ok(metadata.brokers().iter().map(|b| (b.host().to_owned(), u16::try_from(b.port()).unwrap_or(0))).collect())
+    })
+    .await
+    .map_err(|e| Failure::internal(true, format!("reading the cluster's metadata failed: {e}")))?
 }
 
 #[async_trait]
@@ -83,11 +165,20 @@ impl Transport for KafkaTransport {
     async fn deliver(&self, message: Message, _log: &DeliveryLog) -> Result<Receipt, Failure> {
         let spec: KafkaSpec = rendered_spec(&message)?;
         let timeout = delivery_timeout(spec.timeout_ms, message.deadline_ms)?;
-        let producer = self.producer(ProducerKey {
+        let key = ProducerKey {
             bootstrap_servers: spec.bootstrap_servers.clone(),
             acks: spec.acks,
             timeout_ms: spec.timeout_ms,
-        })?;
+        };
+        let started = std::time::Instant::now();
+        let producer = tokio::time::timeout(timeout, self.producer(key, timeout))
+            .await
+            .map_err(|_| Failure::timeout(format!("no Kafka cluster metadata within {} ms", timeout.as_millis())))??;
+        // A first delivery to a cluster spent part of its time connecting.
+        let timeout = timeout.saturating_sub(started.elapsed());
+        if timeout.is_zero() {
+            return Err(Failure::timeout("the timeout passed while connecting to the cluster"));
+        }
 
         let value = serde_json::to_vec(&spec.value_template).expect("JSON serializes");
         let mut headers = OwnedHeaders::new_with_capacity(spec.headers.len() + 1)

@@ -10,6 +10,8 @@ use rdkafka::types::{RDKafkaApiKey, RDKafkaRespErr};
 use rdkafka::ClientConfig;
 use serde_json::{json, Value};
 
+use std::sync::Arc;
+
 use super::*;
 use crate::contract::FailureKind;
 use crate::transport::tests::message;
@@ -62,7 +64,7 @@ async fn produces_key_value_and_headers_that_a_consumer_reads_back() {
 
     // The producer is shared by every delivery to the same cluster and settings.
     transport.deliver(message("exec_kafka_2", &s), &DeliveryLog::default()).await.unwrap();
-    assert_eq!(transport.producers.lock().unwrap().len(), 1);
+    assert_eq!(transport.producers.client_count().await, 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -91,4 +93,72 @@ async fn an_unreachable_cluster_times_out_retryably() {
     let failure = KafkaTransport::new().deliver(message("exec_nobody", &s), &DeliveryLog::default()).await.unwrap_err();
     assert!(matches!(failure.kind, FailureKind::Timeout | FailureKind::Connection), "{failure:?}");
     assert!(failure.retryable);
+}
+
+#[test]
+fn bootstrap_servers_are_read_as_host_and_port() {
+    assert_eq!(host_and_port("kafka-1:9093"), Some(("kafka-1", 9093)));
+    assert_eq!(host_and_port("PLAINTEXT://10.0.0.1:9092"), Some(("10.0.0.1", 9092)));
+    assert_eq!(host_and_port("[::1]:19092"), Some(("::1", 19092)));
+    assert_eq!(host_and_port("kafka"), Some(("kafka", 9092)));
+    assert_eq!(host_and_port("kafka:port"), None);
+    assert_eq!(host_and_port(":9092"), None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_egress_policy_holds_for_the_bootstrap_servers_and_every_advertised_broker() {
+    let cluster = MockCluster::new(1).unwrap();
+    cluster.create_topic("t", 1, 1).unwrap();
+    let servers = cluster.bootstrap_servers();
+    let port = host_and_port(&servers).unwrap().1;
+    let s = spec(&servers, "t", json!({"value_template": {"a": 1}, "timeout_ms": 5000}));
+    let deny_loopback = Arc::new(EgressPolicy::parse(None, Some("127.0.0.0/8,::1/128")).unwrap());
+    let failure = KafkaTransport::with_policy(deny_loopback.clone())
+        .deliver(message("exec_denied_bootstrap", &s), &DeliveryLog::default())
+        .await
+        .unwrap_err();
+    assert_eq!(failure.kind, FailureKind::InvalidSpec, "{failure:?}");
+    assert!(failure.message.contains("TE_EGRESS_DENY"), "{}", failure.message);
+    // Every spelling of a loopback bootstrap server is the same address.
+    for spelling in [format!("127.1:{port}"), format!("2130706433:{port}"), format!("localhost:{port}")] {
+        let s = spec(&spelling, "t", json!({"value_template": {"a": 1}, "timeout_ms": 5000}));
+        let transport = KafkaTransport::with_policy(deny_loopback.clone());
+        let failure = transport.deliver(message("exec_spelling", &s), &DeliveryLog::default()).await.unwrap_err();
+        assert!(failure.message.contains("egress"), "{spelling}: {}", failure.message);
+    }
+    // The bootstrap server allowed, the broker it advertises refused: a forwarder on
+    // 127.0.0.2 (allowed) leads to the mock broker, which advertises itself at 127.0.0.1.
+    let forwarder = tokio::net::TcpListener::bind("127.0.0.2:0").await.unwrap();
+    let front = forwarder.local_addr().unwrap();
+    let broker = format!("127.0.0.1:{port}");
+    tokio::spawn(async move {
+        while let Ok((mut inbound, _)) = forwarder.accept().await {
+            let broker = broker.clone();
+            tokio::spawn(async move {
+                if let Ok(mut outbound) = tokio::net::TcpStream::connect(broker).await {
+                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                }
+            });
+        }
+    });
+    let bootstrap_only = Arc::new(EgressPolicy::parse(Some("127.0.0.2/32"), Some("127.0.0.0/8,::1/128")).unwrap());
+    let s = spec(&front.to_string(), "t", json!({"value_template": {"a": 1}, "timeout_ms": 5000}));
+    let failure = KafkaTransport::with_policy(bootstrap_only)
+        .deliver(message("exec_broker", &s), &DeliveryLog::default())
+        .await
+        .unwrap_err();
+    assert_eq!(failure.kind, FailureKind::InvalidSpec, "{failure:?}");
+    assert!(failure.message.contains(&format!("advertises broker 127.0.0.1:{port}")), "{}", failure.message);
+    assert_eq!(cluster_messages(&servers, "t"), 0, "nothing was produced");
+}
+
+/// How many messages `topic` holds (its high watermark, summed over partitions).
+fn cluster_messages(servers: &str, topic: &str) -> i64 {
+    let consumer: BaseConsumer = ClientConfig::new().set("bootstrap.servers", servers).create().unwrap();
+    let metadata = consumer.fetch_metadata(Some(topic), Duration::from_secs(10)).unwrap();
+    metadata.topics()[0]
+        .partitions()
+        .iter()
+        .map(|p| consumer.fetch_watermarks(topic, p.id(), Duration::from_secs(10)).unwrap().1)
+        .sum()
 }

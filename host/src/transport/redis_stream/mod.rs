@@ -1,53 +1,102 @@
 //! The Redis Streams transport: `XADD` through one auto-reconnecting connection manager per
-//! Redis URL, shared by every delivery to that server.
+//! Redis URL, shared by every delivery to that server and kept in a bounded cache
+//! ([`ClientCache`]). The server's name is resolved and checked against the egress policy by
+//! us, and the manager connects (and reconnects) to the address that was checked.
 
 mod spec;
 #[cfg(test)]
 mod tests;
 
-use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
-use redis::aio::ConnectionManager;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{ConnectionAddr, IntoConnectionInfo};
 use serde_json::{json, Value};
 
 pub use spec::{MaxLen, RedisStreamSpec};
 
+use super::clients::ClientCache;
 use super::{
     delivery_timeout, error_json, normalize_spec, receipt, rendered_spec, DeliveryLog, EndpointType, SpecError,
     Transport,
 };
 use crate::contract::{Failure, Message, Receipt};
+use crate::egress::{self, EgressPolicy, ResolveError};
 
 /// The field every entry carries: consumers deduplicate retries on it.
 pub const EXECUTION_ID_FIELD: &str = "te_execution_id";
 
-#[derive(Default)]
 pub struct RedisStreamTransport {
-    // A tokio Mutex: connecting happens while holding it, so two first deliveries to one URL
-    // share one connection instead of racing to make two.
-    managers: tokio::sync::Mutex<HashMap<String, ConnectionManager>>,
+    managers: ClientCache<String, ConnectionManager>,
+    policy: Arc<EgressPolicy>,
+}
+
+impl Default for RedisStreamTransport {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl RedisStreamTransport {
+    /// Under the default egress policy.
     pub fn new() -> Self {
-        Self::default()
+        Self::with_policy(Arc::default())
     }
 
-    async fn connection(&self, url: &str, timeout: std::time::Duration) -> Result<ConnectionManager, Failure> {
-        let mut managers = self.managers.lock().await;
-        if let Some(manager) = managers.get(url) {
-            return Ok(manager.clone());
-        }
-        // The URL may hold a password: errors describe it, never quote it.
-        let client = redis::Client::open(url)
-            .map_err(|e| Failure::invalid_spec(format!("the rendered redis_url is not valid: {:?}", e.kind())))?;
-        let manager = tokio::time::timeout(timeout, ConnectionManager::new(client))
+    /// Every connection held to `policy`, checked on the address connected to.
+    pub fn with_policy(policy: Arc<EgressPolicy>) -> Self {
+        Self { managers: ClientCache::default(), policy }
+    }
+
+    async fn connection(&self, url: &str, timeout: Duration) -> Result<ConnectionManager, Failure> {
+        let connect = async {
+            // The URL may hold a password: errors describe it, never quote it.
+            let info = url
+                .into_connection_info()
+                .map_err(|e| Failure::invalid_spec(format!("the rendered redis_url is not valid: {:?}", e.kind())))?;
+            let info = self.checked_address(info).await?;
+            let client = redis::Client::open(info)
+                .map_err(|e| Failure::invalid_spec(format!("the rendered redis_url cannot be used: {:?}", e.kind())))?;
+            let config = ConnectionManagerConfig::new()
+                .set_connection_timeout(Some(timeout))
+                .set_response_timeout(Some(timeout))
+                .set_number_of_retries(1);
+            ConnectionManager::new_with_config(client, config).await.map_err(|e| redis_failure(&e))
+        };
+        tokio::time::timeout(timeout, self.managers.get_or_connect(url.to_owned(), connect))
             .await
             .map_err(|_| Failure::timeout("no connection to Redis before the timeout"))?
-            .map_err(|e| redis_failure(&e))?;
-        managers.insert(url.to_owned(), manager.clone());
-        Ok(manager)
+    }
+
+    /// `info` with its host replaced by an address the egress policy allows, so the
+    /// connection (and every reconnection) goes where the check looked.
+    async fn checked_address(&self, info: redis::ConnectionInfo) -> Result<redis::ConnectionInfo, Failure> {
+        let refused = |e: ResolveError| match e {
+            ResolveError::Denied(denied) => Failure::invalid_spec(format!("egress: {denied}")),
+            lookup @ ResolveError::Lookup { .. } => Failure::connection(format!("Redis: {lookup}")),
+        };
+        match info.addr().clone() {
+            ConnectionAddr::Tcp(host, port) => {
+                let allowed = egress::resolve_allowed(&self.policy, &host, port).await.map_err(refused)?;
+                let first = allowed.first().ok_or_else(|| Failure::connection(format!("{host} has no address")))?;
+                Ok(info.set_addr(ConnectionAddr::Tcp(first.ip().to_string(), port)))
+            }
+            // A TLS connection is made to the name (its certificate is checked against it):
+            // the name is checked here, and resolved again by the client.
+            ConnectionAddr::TcpTls { host, port, .. } => {
+                egress::resolve_allowed(&self.policy, &host, port).await.map_err(refused)?;
+                Ok(info)
+            }
+            ConnectionAddr::Unix(_) => {
+                egress::check_local_socket(&self.policy).map_err(|d| Failure::invalid_spec(format!("egress: {d}")))?;
+                Ok(info)
+            }
+            _ => {
+                Err(Failure::invalid_spec("the rendered redis_url names a kind of connection this server cannot make"))
+            }
+        }
     }
 }
 

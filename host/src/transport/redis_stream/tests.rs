@@ -115,3 +115,81 @@ async fn an_unreachable_server_is_a_connection_error_without_the_password() {
         Some(true)
     );
 }
+
+/// A server whose accept queue is full: a connection to it hangs in the TCP handshake, as to a
+/// host that drops packets. Returns its address and the listener (keep it alive).
+async fn blackhole() -> (std::net::SocketAddr, tokio::net::TcpListener, Vec<tokio::task::JoinHandle<()>>) {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let listener = socket.listen(0).unwrap();
+    let addr = listener.local_addr().unwrap();
+    // Fill the queue with connections nobody accepts.
+    let fillers = (0..4)
+        .map(|_| {
+            tokio::spawn(async move {
+                if let Ok(Ok(stream)) =
+                    tokio::time::timeout(Duration::from_millis(300), tokio::net::TcpStream::connect(addr)).await
+                {
+                    tokio::time::sleep(Duration::from_secs(30)).await;
+                    drop(stream);
+                }
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let probe = tokio::time::timeout(Duration::from_millis(300), tokio::net::TcpStream::connect(addr)).await;
+    assert!(probe.is_err(), "a connection to a full accept queue should hang");
+    (addr, listener, fillers)
+}
+
+use std::time::Duration;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_never_answers_holds_up_no_delivery_to_another() {
+    let (addr, _listener, _fillers) = blackhole().await;
+    let transport = std::sync::Arc::new(RedisStreamTransport::new());
+    let mut hanging = spec("s", json!({"fields_template": {"a": "b"}, "timeout_ms": 4000}));
+    hanging["redis_url"] = json!(format!("redis://{addr}"));
+    let stuck = {
+        let transport = transport.clone();
+        tokio::spawn(async move { transport.deliver(message("e_stuck", &hanging), &DeliveryLog::default()).await })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!stuck.is_finished(), "the delivery to the silent server is still connecting");
+    let stream = unique_stream("beside-a-hang");
+    let fine = spec(&stream, json!({"fields_template": {"a": "b"}}));
+    let started = std::time::Instant::now();
+    transport.deliver(message("e_fine", &fine), &DeliveryLog::default()).await.unwrap();
+    assert!(!stuck.is_finished(), "the other delivery went through while the first still hung");
+    assert!(started.elapsed() < Duration::from_secs(3), "took {:?}", started.elapsed());
+    let failure = stuck.await.unwrap().unwrap_err();
+    assert_eq!(failure.kind, FailureKind::Timeout, "{failure:?}");
+    let _: () = connection().await.del(&stream).await.unwrap();
+}
+
+#[tokio::test]
+async fn the_egress_policy_holds_for_every_spelling_of_the_server() {
+    use std::sync::Arc;
+
+    use crate::egress::EgressPolicy;
+    let deny_loopback = Arc::new(EgressPolicy::parse(None, Some("127.0.0.0/8,::1/128")).unwrap());
+    let transport = RedisStreamTransport::with_policy(deny_loopback);
+    let stream = unique_stream("egress");
+    for url in [
+        "redis://127.0.0.1:6379",
+        "redis://127.1:6379",
+        "redis://2130706433:6379",
+        "redis://0x7f000001:6379",
+        "redis://localhost:6379",
+        "redis://[::1]:6379",
+        "unix:///tmp/redis.sock",
+    ] {
+        let mut s = spec(&stream, json!({"fields_template": {"a": "b"}}));
+        s["redis_url"] = json!(url);
+        let failure = transport.deliver(message("e", &s), &DeliveryLog::default()).await.unwrap_err();
+        assert_eq!(failure.kind, FailureKind::InvalidSpec, "{url}: {failure:?}");
+        assert!(failure.message.contains("TE_EGRESS_DENY"), "{url}: {}", failure.message);
+    }
+    let exists: bool = connection().await.exists(&stream).await.unwrap();
+    assert!(!exists, "nothing reached Redis");
+}
