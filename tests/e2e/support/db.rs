@@ -21,29 +21,34 @@ pub struct TestDb {
     /// What the server gets as TE_DATABASE_URL.
     pub url: String,
     pg_name: Option<String>,
+    /// The server the PostgreSQL database was created on (to drop it).
+    admin: String,
     /// Holds the SQLite file (and its key file) for as long as the test runs.
     pub dir: tempfile::TempDir,
 }
 
 impl TestDb {
     pub async fn new(backend: Backend) -> Self {
-        let dir = tempfile::tempdir().expect("a temporary directory");
         match backend {
             Backend::Sqlite => {
+                let dir = tempfile::tempdir().expect("a temporary directory");
                 let path: PathBuf = dir.path().join("taskexec.db");
-                Self { backend, url: format!("sqlite:{}", path.display()), pg_name: None, dir }
+                Self { backend, url: format!("sqlite:{}", path.display()), pg_name: None, admin: String::new(), dir }
             }
-            Backend::Postgres => {
-                let name = format!("te_test_{}", uuid::Uuid::new_v4().simple());
-                let admin = admin_url();
-                let mut conn = sqlx::PgConnection::connect(&admin).await.unwrap_or_else(|e| {
-                    panic!("cannot reach PostgreSQL at {admin} (run scripts/test, which starts it): {e}")
-                });
-                sqlx::query(&format!("CREATE DATABASE {name}")).execute(&mut conn).await.expect("CREATE DATABASE");
-                let url = replace_database(&admin, &name);
-                Self { backend, url, pg_name: Some(name), dir }
-            }
+            Backend::Postgres => Self::postgres_on(&admin_url()).await,
         }
+    }
+
+    /// A new database on the PostgreSQL server at `admin` (a server of the test's own).
+    pub async fn postgres_on(admin: &str) -> Self {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let name = format!("te_test_{}", uuid::Uuid::new_v4().simple());
+        let mut conn = sqlx::PgConnection::connect(admin)
+            .await
+            .unwrap_or_else(|e| panic!("cannot reach PostgreSQL at {admin} (run scripts/test, which starts it): {e}"));
+        sqlx::query(&format!("CREATE DATABASE {name}")).execute(&mut conn).await.expect("CREATE DATABASE");
+        let url = replace_database(admin, &name);
+        Self { backend: Backend::Postgres, url, pg_name: Some(name), admin: admin.to_owned(), dir }
     }
 
     /// A direct connection, for tests that check what is stored (ciphertexts) or set up rows
@@ -120,11 +125,12 @@ fn replace_database(url: &str, database: &str) -> String {
 impl Drop for TestDb {
     fn drop(&mut self) {
         let Some(name) = self.pg_name.take() else { return };
+        let admin = std::mem::take(&mut self.admin);
         // Drop runs outside async context; a short-lived thread with its own runtime does it.
         let _ = std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
             rt.block_on(async {
-                if let Ok(mut conn) = sqlx::PgConnection::connect(&admin_url()).await {
+                if let Ok(mut conn) = sqlx::PgConnection::connect(&admin).await {
                     let _ =
                         sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).execute(&mut conn).await;
                 }

@@ -2,10 +2,14 @@
 //! `taskexec` binary started against it, and an HTTP client for its API.
 
 pub mod db;
+pub mod hostile;
+pub mod postgres;
 pub mod receiver;
 pub mod server;
 
 pub use db::{Backend, TestDb};
+pub use hostile::HostileReceiver;
+pub use postgres::PrivatePostgres;
 pub use receiver::Receiver;
 pub use server::{Client, Server, ServerOptions};
 
