@@ -147,3 +147,44 @@ async fn migrate_creates_the_schema_on_both_backends_and_is_repeatable() {
         assert_eq!(server.client().get("/configs").await.status, 200);
     }
 }
+
+/// Several processes migrating one fresh PostgreSQL database at once: one migrates while the
+/// others wait on the lock row (the same lock CockroachDB uses, which has no advisory locks),
+/// and every one succeeds.
+#[tokio::test]
+async fn concurrent_migrations_take_turns() {
+    let db = TestDb::new(Backend::Postgres).await;
+    let runs: Vec<_> = (0..4)
+        .map(|_| {
+            command(&["migrate"], &base_env(&db, &ServerOptions::new()), db.dir.path())
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for run in runs {
+        let out = run.wait_with_output().unwrap();
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success(), "{text}");
+    }
+    assert_eq!(db.scalar("SELECT COUNT(*) FROM te_migration_lock").await, 0, "the lock was released");
+    assert_eq!(db.scalar("SELECT COUNT(*) FROM _sqlx_migrations WHERE NOT success").await, 0);
+}
+
+/// A database that applied migration 0005 as released (one transaction; rewritten since as
+/// one schema change per transaction for CockroachDB) still starts: its checksum is accepted.
+#[tokio::test]
+async fn a_database_migrated_with_the_released_0005_still_starts() {
+    let db = TestDb::new(Backend::Postgres).await;
+    let (ok, out) = run(&db, &["migrate"], ServerOptions::new());
+    assert!(ok, "{out}");
+    let released = "8a518a6ce78db9d223f8a173e68f8a25262f243b14989701ea24820ed0a1ead85391ab9429eecea1ca1d059d669929af";
+    db.execute(&format!("UPDATE _sqlx_migrations SET checksum = decode('{released}', 'hex') WHERE version = 5")).await;
+    let (ok, out) = run(&db, &["migrate"], ServerOptions::new());
+    assert!(ok, "{out}");
+    assert!(out.contains("its checksum was updated"), "{out}");
+    let server = Server::start_with(&db, ServerOptions::new().env("TE_NO_MIGRATE", "true")).await;
+    assert_eq!(server.client().get("/endpoints").await.status, 200);
+}
