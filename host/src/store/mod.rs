@@ -9,6 +9,8 @@
 //! the store persists and fetches, the callers decide.
 
 mod common;
+#[cfg(test)]
+mod conformance;
 mod engine;
 pub mod postgres;
 pub mod sqlite;

@@ -1,0 +1,395 @@
+//! The store contract, proven on both backends: one suite of async checks over `&dyn Store`,
+//! run against a fresh PostgreSQL database and a fresh SQLite file (in the spirit of River's
+//! `riverdrivertest`). What the engine relies on from any backend is asserted here, below the
+//! API: exclusive claims under concurrency, fenced finishes, leases from the database's clock,
+//! cron ticks recorded once, idempotent inserts, page order, and batch result writes.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde_json::json;
+
+use super::*;
+use crate::ids::{new_id, EXECUTION, JOB};
+
+/// A migrated store of each backend, each on a database of its own; the guards keep them.
+async fn stores() -> Vec<(Arc<dyn Store>, Box<dyn std::any::Any>)> {
+    let dir = tempfile::tempdir().unwrap();
+    let sqlite: Arc<dyn Store> = Arc::new(sqlite::SqliteStore::connect(&dir.path().join("c.db"), 4).await.unwrap());
+    sqlite.migrate().await.unwrap();
+
+    let admin = std::env::var("TE_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
+    let name = format!("te_test_{}", uuid::Uuid::new_v4().simple());
+    {
+        use sqlx::Connection;
+        let mut conn = sqlx::PgConnection::connect(&admin)
+            .await
+            .unwrap_or_else(|e| panic!("PostgreSQL at {admin} (scripts/test starts it): {e}"));
+        sqlx::query(&format!("CREATE DATABASE {name}")).execute(&mut conn).await.unwrap();
+    }
+    let url = format!("{}/{name}", admin.rsplit_once('/').unwrap().0);
+    let postgres: Arc<dyn Store> = Arc::new(postgres::PgStore::connect(&url, 8).await.unwrap());
+    postgres.migrate().await.unwrap();
+    vec![(postgres, Box::new(DropDatabase { admin, name })), (sqlite, Box::new(dir))]
+}
+
+struct DropDatabase {
+    admin: String,
+    name: String,
+}
+
+impl Drop for DropDatabase {
+    fn drop(&mut self) {
+        let (admin, name) = (self.admin.clone(), self.name.clone());
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            rt.block_on(async {
+                use sqlx::Connection;
+                if let Ok(mut conn) = sqlx::PgConnection::connect(&admin).await {
+                    let _ =
+                        sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).execute(&mut conn).await;
+                }
+            })
+        })
+        .join();
+    }
+}
+
+async fn endpoint(store: &dyn Store, name: &str) {
+    let write = EndpointWrite {
+        name: name.to_owned(),
+        endpoint_type: "HTTP".to_owned(),
+        payload_spec: None,
+        config: None,
+        spec: json!({"url": "http://127.0.0.1:9/", "method": "POST"}),
+        retry_policy: json!({"max_attempts": 3}),
+        secret_refs: Vec::new(),
+        plugin: None,
+        renderer: None,
+        max_concurrency: None,
+    };
+    store.endpoint_insert(&write).await.unwrap();
+}
+
+fn job(endpoint: &str, trigger: &str, key: Option<&str>, at: DateTime<Utc>) -> JobWrite {
+    JobWrite {
+        job_id: new_id(JOB),
+        endpoint: endpoint.to_owned(),
+        endpoint_version: 1,
+        endpoint_type: "HTTP".to_owned(),
+        trigger_type: trigger.to_owned(),
+        version: 1,
+        previous_version_id: None,
+        idempotency_key: key.map(str::to_owned),
+        input: json!({}),
+        run_at: None,
+        cron_expression: None,
+        cron_timezone: None,
+        cron_starts_at: None,
+        cron_ends_at: None,
+        cron_next_run_at: None,
+        created_at: at,
+    }
+}
+
+fn execution(job: &JobWrite, status: &'static str, run_at: DateTime<Utc>) -> ExecutionWrite {
+    ExecutionWrite {
+        execution_id: new_id(EXECUTION),
+        job_id: job.job_id.clone(),
+        endpoint: job.endpoint.clone(),
+        endpoint_version: Some(1),
+        endpoint_type: "HTTP".to_owned(),
+        idempotency_key: job.idempotency_key.clone(),
+        status,
+        input: json!({}),
+        max_attempts: 3,
+        run_at,
+        created_at: job.created_at,
+    }
+}
+
+/// `n` claimable (QUEUED, due) executions of `endpoint`; their ids.
+async fn queued(store: &dyn Store, endpoint: &str, n: usize) -> Vec<String> {
+    let at = now() - chrono::Duration::seconds(1);
+    let mut ids = Vec::new();
+    for _ in 0..n {
+        let j = job(endpoint, "IMMEDIATE", None, at);
+        let e = execution(&j, "QUEUED", at);
+        ids.push(e.execution_id.clone());
+        store.job_insert(&j, Some(&e)).await.unwrap();
+    }
+    ids
+}
+
+fn claim(worker: &str, limit: i64, lease: Duration) -> ClaimParams {
+    ClaimParams {
+        worker_id: worker.to_owned(),
+        now: now(),
+        limit,
+        lease,
+        shares: EndpointShares { held: Vec::new(), ceiling: 1000 },
+    }
+}
+
+fn finish(execution: &Execution, status: &'static str) -> AttemptFinish {
+    AttemptFinish {
+        execution_id: execution.execution_id.clone(),
+        attempt_number: execution.attempt_count,
+        execution_status: status,
+        attempt_status: if status == "SUCCESS" { "SUCCESS" } else { "FAILED" },
+        output: Some(json!({"status_code": 200})),
+        error: None,
+        started_at: now(),
+        completed_at: now(),
+        duration_ms: 1,
+        retry_at: None,
+        logs: vec![LogWrite { level: "INFO", message: "delivered".to_owned(), logged_at: now() }],
+    }
+}
+
+/// Run `check` against every backend, naming the backend when it fails.
+macro_rules! on_every_backend {
+    ($($check:ident),+ $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $check() {
+                for (store, _guard) in stores().await {
+                    let backend = store.backend();
+                    let outcome = tokio::spawn({
+                        let store = store.clone();
+                        async move { checks::$check(store).await }
+                    })
+                    .await;
+                    if let Err(panic) = outcome {
+                        panic!("{backend:?}: {panic}");
+                    }
+                }
+            }
+        )+
+    };
+}
+
+on_every_backend!(
+    claims_are_exclusive_under_concurrency,
+    claims_take_only_due_work_and_lease_it,
+    finishes_are_fenced_by_attempt_and_reclaim,
+    leases_extend_and_never_shorten,
+    cron_ticks_are_recorded_once,
+    inserts_are_idempotent,
+    pages_follow_creation_order,
+    batch_results_write_winners_with_their_attempts_and_logs,
+);
+
+mod checks {
+    use super::*;
+
+    pub async fn claims_are_exclusive_under_concurrency(store: Arc<dyn Store>) {
+        endpoint(&*store, "a").await;
+        endpoint(&*store, "b").await;
+        let mut all: HashSet<String> = queued(&*store, "a", 120).await.into_iter().collect();
+        all.extend(queued(&*store, "b", 80).await);
+        let claimers: Vec<_> = (0..4)
+            .map(|w| {
+                let store = store.clone();
+                tokio::spawn(async move {
+                    let mut mine = Vec::new();
+                    loop {
+                        let got =
+                            store.execution_claim(&claim(&format!("w{w}"), 16, Duration::from_secs(60))).await.unwrap();
+                        if got.is_empty() {
+                            return mine;
+                        }
+                        mine.extend(got);
+                    }
+                })
+            })
+            .collect();
+        let mut claimed = Vec::new();
+        for c in claimers {
+            claimed.extend(c.await.unwrap());
+        }
+        let ids: HashSet<String> = claimed.iter().map(|e| e.execution_id.clone()).collect();
+        assert_eq!(ids.len(), claimed.len(), "an execution was claimed twice");
+        assert_eq!(ids, all, "every execution was claimed");
+        for e in &claimed {
+            assert_eq!((e.status.as_str(), e.attempt_count), ("RUNNING", 1), "{e:?}");
+            assert!(e.worker_id.is_some() && e.lease_expires_at.is_some(), "{e:?}");
+        }
+    }
+
+    pub async fn claims_take_only_due_work_and_lease_it(store: Arc<dyn Store>) {
+        endpoint(&*store, "a").await;
+        let due = queued(&*store, "a", 3).await;
+        let later = now() + chrono::Duration::seconds(3600);
+        let j = job("a", "DELAYED", None, now());
+        store.job_insert(&j, Some(&execution(&j, "PENDING", later))).await.unwrap();
+        let before = now();
+        let got = store.execution_claim(&claim("w", 10, Duration::from_secs(60))).await.unwrap();
+        let got_ids: HashSet<_> = got.iter().map(|e| e.execution_id.clone()).collect();
+        assert_eq!(got_ids, due.into_iter().collect(), "only the QUEUED, due executions");
+        for e in &got {
+            let lease = e.lease_expires_at.unwrap();
+            assert!(lease > before + chrono::Duration::seconds(50), "leased for the claim's 60 s: {lease}");
+            assert_eq!(e.worker_id.as_deref(), Some("w"));
+        }
+        assert!(store.execution_claim(&claim("w", 10, Duration::from_secs(60))).await.unwrap().is_empty());
+        // A limit is a limit.
+        queued(&*store, "a", 5).await;
+        assert_eq!(store.execution_claim(&claim("w", 2, Duration::from_secs(60))).await.unwrap().len(), 2);
+    }
+
+    pub async fn finishes_are_fenced_by_attempt_and_reclaim(store: Arc<dyn Store>) {
+        endpoint(&*store, "a").await;
+        queued(&*store, "a", 1).await;
+        // A lease of 1 ms: expired by the time the reclaimer looks.
+        let first = store.execution_claim(&claim("lost", 1, Duration::from_millis(1))).await.unwrap().remove(0);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(store.execution_reclaim_expired(now()).await.unwrap(), 1);
+        let reclaimed = store.execution_get(&first.execution_id).await.unwrap().unwrap();
+        assert_eq!(reclaimed.status, "RETRYING");
+        let attempts = store.attempt_list(&first.execution_id, &PageRequest { after: None, limit: 10 }).await.unwrap();
+        assert_eq!(attempts.len(), 1);
+        assert_eq!(attempts[0].error.as_ref().unwrap()["type"], "WORKER_LOST");
+        // The lost worker's late result is fenced out.
+        assert_eq!(store.execution_finish_many(&[finish(&first, "SUCCESS")]).await.unwrap(), [false]);
+        // The next claim is attempt 2; its result is written once, and never again.
+        let second = store.execution_claim(&claim("w2", 1, Duration::from_secs(60))).await.unwrap().remove(0);
+        assert_eq!(second.attempt_count, 2);
+        assert_eq!(store.execution_finish_many(&[finish(&second, "SUCCESS")]).await.unwrap(), [true]);
+        assert_eq!(store.execution_finish_many(&[finish(&second, "FAILED")]).await.unwrap(), [false]);
+        let done = store.execution_get(&first.execution_id).await.unwrap().unwrap();
+        assert_eq!((done.status.as_str(), done.attempt_count), ("SUCCESS", 2));
+        assert_eq!(store.execution_reclaim_expired(now()).await.unwrap(), 0, "a finished execution is not reclaimed");
+    }
+
+    pub async fn leases_extend_and_never_shorten(store: Arc<dyn Store>) {
+        endpoint(&*store, "a").await;
+        queued(&*store, "a", 1).await;
+        let held = store.execution_claim(&claim("w", 1, Duration::from_secs(60))).await.unwrap().remove(0);
+        let lease = held.lease_expires_at.unwrap();
+        let shorter = LeaseExtend { execution_id: held.execution_id.clone(), attempt: 1, for_ms: 1_000 };
+        store.execution_lease_extend(&[shorter]).await.unwrap();
+        let after = store.execution_get(&held.execution_id).await.unwrap().unwrap().lease_expires_at.unwrap();
+        assert!(after >= lease, "a lease was shortened: {lease} -> {after}");
+        let longer = LeaseExtend { execution_id: held.execution_id.clone(), attempt: 1, for_ms: 600_000 };
+        assert_eq!(store.execution_lease_extend(&[longer]).await.unwrap(), 1);
+        let after = store.execution_get(&held.execution_id).await.unwrap().unwrap().lease_expires_at.unwrap();
+        assert!(after > lease + chrono::Duration::seconds(300), "{lease} -> {after}");
+        let stale = LeaseExtend { execution_id: held.execution_id.clone(), attempt: 2, for_ms: 600_000 };
+        assert_eq!(store.execution_lease_extend(&[stale]).await.unwrap(), 0, "another attempt's lease is not extended");
+    }
+
+    pub async fn cron_ticks_are_recorded_once(store: Arc<dyn Store>) {
+        endpoint(&*store, "a").await;
+        let tick = chrono::DateTime::parse_from_rfc3339("2026-01-01T09:00:00Z").unwrap().with_timezone(&Utc);
+        let mut j = job("a", "CRON", None, tick - chrono::Duration::hours(1));
+        j.cron_expression = Some("0 0 9 * * *".to_owned());
+        j.cron_timezone = Some("UTC".to_owned());
+        j.cron_starts_at = Some(j.created_at);
+        j.cron_next_run_at = Some(tick);
+        store.job_insert(&j, None).await.unwrap();
+        let advance = |_: usize| {
+            let mut e = execution(&j, "PENDING", tick);
+            e.idempotency_key = Some(format!("tick:{}", tick.timestamp()));
+            CronAdvance {
+                job_id: j.job_id.clone(),
+                tick,
+                next: Some(tick + chrono::Duration::days(1)),
+                execution: Some(e),
+            }
+        };
+        // Two schedulers record the same tick at once: one wins.
+        let racers: Vec<_> = (0..2)
+            .map(|i| {
+                let store = store.clone();
+                let a = advance(i);
+                tokio::spawn(async move { store.cron_advance_many(&[a]).await.unwrap() })
+            })
+            .collect();
+        let mut won = 0;
+        for r in racers {
+            won += r.await.unwrap().iter().filter(|w| **w).count();
+        }
+        assert_eq!(won, 1, "the tick was recorded {won} times");
+        let page = PageRequest { after: None, limit: 10 };
+        assert_eq!(store.execution_list(&j.job_id, None, &page).await.unwrap().len(), 1);
+        let job = store.job_get(&j.job_id).await.unwrap().unwrap();
+        assert_eq!(job.cron_next_run_at, Some(tick + chrono::Duration::days(1)));
+        assert_eq!(job.cron_last_tick_at, Some(tick));
+        // A stale advance (its tick is no longer the job's next) changes nothing.
+        assert_eq!(store.cron_advance_many(&[advance(3)]).await.unwrap(), [false]);
+    }
+
+    pub async fn inserts_are_idempotent(store: Arc<dyn Store>) {
+        endpoint(&*store, "a").await;
+        let at = now();
+        let first = job("a", "IMMEDIATE", Some("once"), at);
+        let created = store.job_insert(&first, Some(&execution(&first, "QUEUED", at))).await.unwrap();
+        let Inserted::Created(created) = created else { panic!("the first insert creates") };
+        let again = job("a", "IMMEDIATE", Some("once"), at);
+        match store.job_insert(&again, Some(&execution(&again, "QUEUED", at))).await.unwrap() {
+            Inserted::Existing(existing) => assert_eq!(existing.job_id, created.job_id),
+            Inserted::Created(_) => panic!("a repeat with the same idempotency key created a second job"),
+        }
+        let page = PageRequest { after: None, limit: 10 };
+        assert_eq!(store.execution_list(&created.job_id, None, &page).await.unwrap().len(), 1);
+        assert!(matches!(store.config_insert("c", &json!({"a": 1})).await.unwrap(), Inserted::Created(_)));
+        match store.config_insert("c", &json!({"a": 2})).await.unwrap() {
+            Inserted::Existing(c) => assert_eq!(c.values, json!({"a": 1}), "the existing row is returned unchanged"),
+            Inserted::Created(_) => panic!("a second config under one name"),
+        }
+    }
+
+    pub async fn pages_follow_creation_order(store: Arc<dyn Store>) {
+        for i in 0..25 {
+            store.config_insert(&format!("cfg-{i:02}"), &json!({})).await.unwrap();
+        }
+        let mut seen: Vec<(DateTime<Utc>, String)> = Vec::new();
+        let mut after = None;
+        loop {
+            let page = store.config_list(&PageRequest { after: after.clone(), limit: 10 }).await.unwrap();
+            if page.is_empty() {
+                break;
+            }
+            let last = page.last().unwrap();
+            after = Some(PageKey { created_at: last.created_at, key: last.name.clone() });
+            seen.extend(page.into_iter().map(|c| (c.created_at, c.name)));
+        }
+        assert_eq!(seen.len(), 25, "every row once");
+        assert!(seen.windows(2).all(|w| w[0] < w[1]), "pages in (created_at, key) order: {seen:?}");
+    }
+
+    pub async fn batch_results_write_winners_with_their_attempts_and_logs(store: Arc<dyn Store>) {
+        endpoint(&*store, "a").await;
+        queued(&*store, "a", 3).await;
+        let held = store.execution_claim(&claim("w", 3, Duration::from_secs(60))).await.unwrap();
+        assert_eq!(held.len(), 3);
+        // The middle one is already finished (as by a worker whose lease was taken over):
+        // the batch's write of it is fenced out, and its batch-mates are written.
+        assert_eq!(store.execution_finish_many(&[finish(&held[1], "FAILED")]).await.unwrap(), [true]);
+        let mut retrying = finish(&held[2], "RETRYING");
+        retrying.retry_at = Some(now() + chrono::Duration::seconds(30));
+        let written = store
+            .execution_finish_many(&[finish(&held[0], "SUCCESS"), finish(&held[1], "SUCCESS"), retrying])
+            .await
+            .unwrap();
+        assert_eq!(written, [true, false, true]);
+        let page = PageRequest { after: None, limit: 10 };
+        for (e, status, attempts) in [(&held[0], "SUCCESS", 1), (&held[1], "FAILED", 1), (&held[2], "RETRYING", 1)] {
+            let now_is = store.execution_get(&e.execution_id).await.unwrap().unwrap();
+            assert_eq!(now_is.status, status, "{}", e.execution_id);
+            assert_eq!(store.attempt_list(&e.execution_id, &page).await.unwrap().len(), attempts);
+            assert_eq!(
+                store.log_list(&e.execution_id, &page).await.unwrap().len(),
+                1,
+                "one log line per written attempt"
+            );
+        }
+        let retried = store.execution_get(&held[2].execution_id).await.unwrap().unwrap();
+        assert!(retried.run_at > now() + chrono::Duration::seconds(20), "the retry waits for its time");
+        assert!(store.execution_claim(&claim("w", 3, Duration::from_secs(60))).await.unwrap().is_empty());
+    }
+}
