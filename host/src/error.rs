@@ -1,6 +1,7 @@
-//! The API's error type: a status, a stable `code` from the brief's table, and a message for
+//! The API's error type: a stable [`ErrorCode`] (which owns its HTTP status) and a message for
 //! the user. Every error body has the brief's shape
-//! `{ "error": { "code", "message", "request_id" } }`.
+//! `{ "error": { "code", "message", "request_id" } }`. docs/api.md's table of codes is checked
+//! against [`ErrorCode`] by a test.
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -12,18 +13,87 @@ use crate::store::StoreError;
 
 pub type ApiResult<T, E = ApiError> = Result<T, E>;
 
+/// Every error code the API answers with, each with its HTTP status, from one table.
+macro_rules! error_codes {
+    ($($(#[$doc:meta])* $variant:ident => ($text:literal, $status:ident)),+ $(,)?) => {
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum ErrorCode {
+            $($(#[$doc])* $variant),+
+        }
+
+        impl ErrorCode {
+            pub const ALL: &'static [Self] = &[$(Self::$variant),+];
+
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(Self::$variant => $text),+
+                }
+            }
+
+            pub fn status(self) -> StatusCode {
+                match self {
+                    $(Self::$variant => StatusCode::$status),+
+                }
+            }
+        }
+    };
+}
+
+error_codes! {
+    /// Malformed JSON, a wrong field, a bad name, `limit` or `cursor`, a NUL anywhere.
+    InvalidRequest => ("INVALID_REQUEST", BAD_REQUEST),
+    Unauthorized => ("UNAUTHORIZED", UNAUTHORIZED),
+    PayloadSpecNotFound => ("PAYLOAD_SPEC_NOT_FOUND", NOT_FOUND),
+    ConfigNotFound => ("CONFIG_NOT_FOUND", NOT_FOUND),
+    SecretNotFound => ("SECRET_NOT_FOUND", NOT_FOUND),
+    EndpointNotFound => ("ENDPOINT_NOT_FOUND", NOT_FOUND),
+    JobNotFound => ("JOB_NOT_FOUND", NOT_FOUND),
+    ExecutionNotFound => ("EXECUTION_NOT_FOUND", NOT_FOUND),
+    PluginNotFound => ("PLUGIN_NOT_FOUND", NOT_FOUND),
+    /// No such route.
+    NotFound => ("NOT_FOUND", NOT_FOUND),
+    MethodNotAllowed => ("METHOD_NOT_ALLOWED", METHOD_NOT_ALLOWED),
+    /// Another resource has the name, or dependents block a delete.
+    Conflict => ("CONFLICT", CONFLICT),
+    JobNotUpdatable => ("JOB_NOT_UPDATABLE", CONFLICT),
+    ExecutionNotCancellable => ("EXECUTION_NOT_CANCELLABLE", CONFLICT),
+    PayloadTooLarge => ("PAYLOAD_TOO_LARGE", PAYLOAD_TOO_LARGE),
+    InvalidSchema => ("INVALID_SCHEMA", UNPROCESSABLE_ENTITY),
+    InvalidPayloadSpecRef => ("INVALID_PAYLOAD_SPEC_REF", UNPROCESSABLE_ENTITY),
+    InvalidConfigRef => ("INVALID_CONFIG_REF", UNPROCESSABLE_ENTITY),
+    InvalidTemplate => ("INVALID_TEMPLATE", UNPROCESSABLE_ENTITY),
+    TemplateResolutionFailed => ("TEMPLATE_RESOLUTION_FAILED", UNPROCESSABLE_ENTITY),
+    InputValidationFailed => ("INPUT_VALIDATION_FAILED", UNPROCESSABLE_ENTITY),
+    InvalidPlugin => ("INVALID_PLUGIN", UNPROCESSABLE_ENTITY),
+    InvalidPluginRef => ("INVALID_PLUGIN_REF", UNPROCESSABLE_ENTITY),
+    InvalidSpec => ("INVALID_SPEC", UNPROCESSABLE_ENTITY),
+    InvalidCron => ("INVALID_CRON", UNPROCESSABLE_ENTITY),
+    InternalError => ("INTERNAL_ERROR", INTERNAL_SERVER_ERROR),
+    /// `/readyz` cannot reach the database.
+    NotReady => ("NOT_READY", SERVICE_UNAVAILABLE),
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 #[derive(Debug)]
 pub struct ApiError {
-    pub status: StatusCode,
-    pub code: &'static str,
+    pub code: ErrorCode,
     pub message: String,
     /// Structured detail beside the message (each failing input path, say).
     pub details: Option<serde_json::Value>,
 }
 
 impl ApiError {
-    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
-        Self { status, code, message: message.into(), details: None }
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self { code, message: message.into(), details: None }
+    }
+
+    pub fn status(&self) -> StatusCode {
+        self.code.status()
     }
 
     pub fn with_details(mut self, details: serde_json::Value) -> Self {
@@ -33,31 +103,19 @@ impl ApiError {
 
     /// 400 INVALID_REQUEST, naming the field at fault.
     pub fn invalid_field(field: &str, problem: impl std::fmt::Display) -> Self {
-        Self::new(StatusCode::BAD_REQUEST, "INVALID_REQUEST", format!("`{field}`: {problem}"))
+        Self::new(ErrorCode::InvalidRequest, format!("`{field}`: {problem}"))
     }
 
     pub fn invalid_request(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::BAD_REQUEST, "INVALID_REQUEST", message)
-    }
-
-    pub fn not_found(code: &'static str, message: impl Into<String>) -> Self {
-        Self::new(StatusCode::NOT_FOUND, code, message)
+        Self::new(ErrorCode::InvalidRequest, message)
     }
 
     pub fn conflict(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::CONFLICT, "CONFLICT", message)
-    }
-
-    pub fn unprocessable(code: &'static str, message: impl Into<String>) -> Self {
-        Self::new(StatusCode::UNPROCESSABLE_ENTITY, code, message)
+        Self::new(ErrorCode::Conflict, message)
     }
 
     pub fn unauthorized() -> Self {
-        Self::new(
-            StatusCode::UNAUTHORIZED,
-            "UNAUTHORIZED",
-            "Missing or invalid API key: send `Authorization: Bearer <key>`.",
-        )
+        Self::new(ErrorCode::Unauthorized, "Missing or invalid API key: send `Authorization: Bearer <key>`.")
     }
 
     /// A failure the user cannot fix: the details go to the log with the request id, the user
@@ -72,8 +130,7 @@ impl ApiError {
         }
         tracing::error!(request_id = %request_id::current(), error = %chain, "Request failed.");
         Self::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "INTERNAL_ERROR",
+            ErrorCode::InternalError,
             "The server failed to handle this request; quote the request id when reporting it.",
         )
     }
@@ -88,11 +145,40 @@ impl From<StoreError> for ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let mut body = json!({
-            "error": { "code": self.code, "message": self.message, "request_id": request_id::current() }
+            "error": { "code": self.code.as_str(), "message": self.message, "request_id": request_id::current() }
         });
         if let Some(details) = self.details {
             body["error"]["details"] = details;
         }
-        (self.status, Json(body)).into_response()
+        (self.code.status(), Json(body)).into_response()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    /// docs/api.md's table of error codes: each code with its status.
+    fn documented() -> BTreeMap<String, u16> {
+        let doc = include_str!("../../docs/api.md");
+        let table = doc.split("## Error codes").nth(1).expect("docs/api.md has an Error codes section");
+        let mut codes = BTreeMap::new();
+        for row in table.lines().take_while(|l| !l.starts_with("## ")).filter(|l| l.starts_with("| ")) {
+            let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+            let Ok(status) = cells[1].parse::<u16>() else { continue };
+            for code in cells[2].split(',').map(str::trim) {
+                codes.insert(code.to_owned(), status);
+            }
+        }
+        codes
+    }
+
+    #[test]
+    fn the_documented_codes_are_the_codes_with_their_statuses() {
+        let in_code: BTreeMap<String, u16> =
+            ErrorCode::ALL.iter().map(|c| (c.as_str().to_owned(), c.status().as_u16())).collect();
+        assert_eq!(documented(), in_code, "docs/api.md's error table and ErrorCode disagree");
     }
 }

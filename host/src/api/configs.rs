@@ -13,7 +13,7 @@ use super::names::check_name;
 use super::pagination::{paginate, ListOut, ListParams};
 use super::state::AppState;
 use super::{check_path_name, conflict_in_use, created_or_existing, Created};
-use crate::error::{ApiError, ApiResult};
+use crate::error::{ApiError, ApiResult, ErrorCode};
 use crate::store::{Config, Deleted, PageKey};
 
 pub fn router() -> Router<AppState> {
@@ -53,7 +53,7 @@ impl From<Config> for ConfigOut {
 }
 
 fn not_found(name: &str) -> ApiError {
-    ApiError::not_found("CONFIG_NOT_FOUND", format!("Config '{name}' does not exist."))
+    ApiError::new(ErrorCode::ConfigNotFound, format!("Config '{name}' does not exist."))
 }
 
 async fn create(State(state): State<AppState>, ApiJson(body): ApiJson<ConfigIn>) -> ApiResult<Created<ConfigOut>> {

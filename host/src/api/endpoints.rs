@@ -16,7 +16,7 @@ use super::names::check_name;
 use super::pagination::{paginate, ListOut, ListParams};
 use super::state::AppState;
 use super::{check_path_name, conflict_in_use, created_or_existing, Created};
-use crate::error::{ApiError, ApiResult};
+use crate::error::{ApiError, ApiResult, ErrorCode};
 use crate::plugin::{WasmRenderer, World};
 use crate::retry::RetryPolicy;
 use crate::store::{Deleted, Endpoint, EndpointWrite, PageKey, StoreError};
@@ -53,7 +53,7 @@ pub struct EndpointIn {
 pub struct EndpointOut {
     pub name: String,
     #[serde(rename = "type")]
-    pub endpoint_type: String,
+    pub endpoint_type: EndpointType,
     pub payload_spec: Option<String>,
     pub config: Option<String>,
     pub spec: Value,
@@ -95,7 +95,7 @@ impl From<Endpoint> for EndpointOut {
 const MAX_CONCURRENCY_LIMIT: u32 = 10_000;
 
 fn not_found(name: &str) -> ApiError {
-    ApiError::not_found("ENDPOINT_NOT_FOUND", format!("Endpoint '{name}' does not exist."))
+    ApiError::new(ErrorCode::EndpointNotFound, format!("Endpoint '{name}' does not exist."))
 }
 
 /// A reference vanished between our checks and the write (the foreign keys caught it).
@@ -107,12 +107,10 @@ fn reference_race() -> ApiError {
 async fn require_plugin(state: &AppState, field: &str, name: &str, world: World) -> ApiResult<()> {
     match state.store.plugin_latest(name).await? {
         Some(p) if p.world == world.as_str() => Ok(()),
-        Some(p) => Err(ApiError::unprocessable(
-            "INVALID_PLUGIN_REF",
+        Some(p) => Err(ApiError::new(ErrorCode::InvalidPluginRef,
             format!("`{field}`: plugin '{name}' is a {}, not a {}", p.world, world.as_str()),
         )),
-        None => Err(ApiError::unprocessable(
-            "INVALID_PLUGIN_REF",
+        None => Err(ApiError::new(ErrorCode::InvalidPluginRef,
             format!("`{field}`: no plugin named '{name}'; install it with `taskexec plugin install` or POST /plugins first."),
         )),
     }
@@ -149,7 +147,7 @@ async fn prepare(state: &AppState, name: String, body: EndpointIn) -> ApiResult<
         .map_err(|e| ApiError::invalid_field(&e.field, e.message))?;
     let spec = transport.validate(&body.spec).await.map_err(|e| {
         if body.endpoint_type == EndpointType::Plugin {
-            ApiError::unprocessable("INVALID_SPEC", format!("`{}`: {}", e.field, e.message))
+            ApiError::new(ErrorCode::InvalidSpec, format!("`{}`: {}", e.field, e.message))
         } else {
             ApiError::invalid_field(&e.field, e.message)
         }
@@ -159,8 +157,8 @@ async fn prepare(state: &AppState, name: String, body: EndpointIn) -> ApiResult<
 
     if let Some(spec_name) = &body.payload_spec {
         if state.store.payload_spec_get(spec_name).await?.is_none() {
-            return Err(ApiError::unprocessable(
-                "INVALID_PAYLOAD_SPEC_REF",
+            return Err(ApiError::new(
+                ErrorCode::InvalidPayloadSpecRef,
                 format!(
                     "`payload_spec`: no payload spec named '{spec_name}'; create it with POST /payload-specs first."
                 ),
@@ -170,8 +168,8 @@ async fn prepare(state: &AppState, name: String, body: EndpointIn) -> ApiResult<
     let config = match &body.config {
         None => None,
         Some(config_name) => Some(state.store.config_get(config_name).await?.ok_or_else(|| {
-            ApiError::unprocessable(
-                "INVALID_CONFIG_REF",
+            ApiError::new(
+                ErrorCode::InvalidConfigRef,
                 format!("`config`: no config named '{config_name}'; create it with POST /configs first."),
             )
         })?),
@@ -187,11 +185,10 @@ async fn prepare(state: &AppState, name: String, body: EndpointIn) -> ApiResult<
         }
         None => state.renderer.check("spec", &spec).await,
     }
-    .map_err(|e| ApiError::unprocessable("INVALID_TEMPLATE", format!("`{}`: {}", e.field, e.message)))?;
+    .map_err(|e| ApiError::new(ErrorCode::InvalidTemplate, format!("`{}`: {}", e.field, e.message)))?;
     for path in &refs.config_paths {
-        let unresolvable = |why: String| {
-            ApiError::unprocessable("TEMPLATE_RESOLUTION_FAILED", format!("{{{{config.{path}}}}}: {why}"))
-        };
+        let unresolvable =
+            |why: String| ApiError::new(ErrorCode::TemplateResolutionFailed, format!("{{{{config.{path}}}}}: {why}"));
         match &config {
             None => return Err(unresolvable("the endpoint names no `config`".into())),
             Some(config) if template::lookup_path(&config.values, path).is_none() => {
@@ -203,15 +200,15 @@ async fn prepare(state: &AppState, name: String, body: EndpointIn) -> ApiResult<
     let wanted: Vec<String> = refs.secrets.into_iter().collect();
     let existing = state.store.secret_names_existing(&wanted).await?;
     if let Some(missing) = wanted.iter().find(|s| !existing.contains(s)) {
-        return Err(ApiError::unprocessable(
-            "TEMPLATE_RESOLUTION_FAILED",
+        return Err(ApiError::new(
+            ErrorCode::TemplateResolutionFailed,
             format!("{{{{secret.{missing}}}}}: no secret named '{missing}'; create it with POST /secrets first."),
         ));
     }
 
     Ok(EndpointWrite {
         name,
-        endpoint_type: body.endpoint_type.as_str().to_owned(),
+        endpoint_type: body.endpoint_type,
         payload_spec: body.payload_spec,
         config: body.config,
         spec,

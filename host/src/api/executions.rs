@@ -1,7 +1,6 @@
 //! `/executions`: the fires of a job, their attempts and their logs.
 
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use chrono::{DateTime, Utc};
@@ -12,7 +11,7 @@ use super::extract::ApiQuery;
 use super::pagination::{paginate, ListOut, ListParams};
 use super::state::AppState;
 use super::timestamp;
-use crate::error::{ApiError, ApiResult};
+use crate::error::{ApiError, ApiResult, ErrorCode};
 use crate::store::{Attempt, Execution, ExecutionLog, PageKey};
 
 pub fn router() -> Router<AppState> {
@@ -37,8 +36,8 @@ pub struct ExecutionOut {
     pub endpoint: String,
     /// The endpoint version it is delivered with (its job's).
     pub endpoint_version: Option<i32>,
-    pub endpoint_type: String,
-    pub status: String,
+    pub endpoint_type: crate::domain::EndpointType,
+    pub status: crate::domain::ExecutionStatus,
     pub idempotency_key: Option<String>,
     pub input: Option<Value>,
     /// The receipt of the successful attempt, or `{ "error": … }` of the last failed one.
@@ -83,7 +82,7 @@ impl From<Execution> for ExecutionOut {
 pub struct AttemptOut {
     pub attempt_id: String,
     pub attempt_number: i32,
-    pub status: String,
+    pub status: crate::domain::AttemptStatus,
     #[serde(serialize_with = "timestamp")]
     pub started_at: DateTime<Utc>,
     #[serde(serialize_with = "optional_timestamp")]
@@ -132,7 +131,7 @@ impl From<ExecutionLog> for LogOut {
 }
 
 fn not_found(id: &str) -> ApiError {
-    ApiError::not_found("EXECUTION_NOT_FOUND", format!("Execution with ID '{id}' does not exist."))
+    ApiError::new(ErrorCode::ExecutionNotFound, format!("Execution with ID '{id}' does not exist."))
 }
 
 async fn load(state: &AppState, id: &str) -> ApiResult<Execution> {
@@ -148,10 +147,9 @@ async fn read(State(state): State<AppState>, Path(id): Path<String>) -> ApiResul
 async fn cancel(State(state): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<ExecutionOut>> {
     if !state.store.execution_cancel(&id).await? {
         let execution = load(&state, &id).await?;
-        if execution.status != "CANCELLED" {
+        if execution.status != crate::domain::ExecutionStatus::Cancelled {
             return Err(ApiError::new(
-                StatusCode::CONFLICT,
-                "EXECUTION_NOT_CANCELLABLE",
+                ErrorCode::ExecutionNotCancellable,
                 format!("Execution '{id}' is {} and can no longer be cancelled.", execution.status),
             ));
         }

@@ -8,7 +8,7 @@ use axum::http::request::Parts;
 use axum::http::StatusCode;
 use serde::de::DeserializeOwned;
 
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 
 /// A JSON body, parsed with the path of any failing field.
 pub struct ApiJson<T>(pub T);
@@ -38,9 +38,7 @@ impl<S: Send + Sync> FromRequest<S> for ApiBytes {
     async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
         Bytes::from_request(request, state).await.map(ApiBytes).map_err(|rejection| {
             if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                ApiError::new(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    "PAYLOAD_TOO_LARGE",
+                ApiError::new(ErrorCode::PayloadTooLarge,
                     "The request body is larger than the server accepts (TE_MAX_BODY_BYTES; TE_PLUGIN_MAX_BYTES for plugins).",
                 )
             } else {

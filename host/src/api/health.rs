@@ -13,7 +13,7 @@ use axum::{Json, Router};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use crate::error::{ApiError, ApiResult};
+use crate::error::{ApiError, ApiResult, ErrorCode};
 use crate::health::Liveness;
 use crate::store::Store;
 
@@ -43,7 +43,7 @@ async fn healthz(State(state): State<HealthState>) -> Response {
 async fn readyz(State(state): State<HealthState>) -> ApiResult<Json<serde_json::Value>> {
     state.store.ping().await.map_err(|e| {
         tracing::warn!(error = %e, "Readiness check failed: the database is unreachable.");
-        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "NOT_READY", "The database is unreachable.")
+        ApiError::new(ErrorCode::NotReady, "The database is unreachable.")
     })?;
     Ok(Json(json!({ "status": "ready" })))
 }

@@ -10,7 +10,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use chrono::{DateTime, SecondsFormat, Utc};
 use chrono_tz::Tz;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::executions::ExecutionOut;
@@ -18,7 +18,9 @@ use super::extract::{ApiJson, ApiQuery};
 use super::pagination::{paginate, ListOut, ListParams};
 use super::state::AppState;
 use super::Created;
-use crate::error::{ApiError, ApiResult};
+pub use crate::domain::Trigger;
+use crate::domain::{ExecutionStatus, JobStatus};
+use crate::error::{ApiError, ApiResult, ErrorCode};
 use crate::ids::{new_id, EXECUTION, JOB};
 use crate::retry::RetryPolicy;
 use crate::scheduler::schedule::CronSchedule;
@@ -32,24 +34,6 @@ pub fn router() -> Router<AppState> {
         .route("/jobs/{job_id}/status", get(status))
         .route("/jobs/{job_id}/versions", get(versions))
         .route("/jobs/{job_id}/executions", get(executions))
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum Trigger {
-    Immediate,
-    Delayed,
-    Cron,
-}
-
-impl Trigger {
-    fn as_str(self) -> &'static str {
-        match self {
-            Self::Immediate => "IMMEDIATE",
-            Self::Delayed => "DELAYED",
-            Self::Cron => "CRON",
-        }
-    }
 }
 
 #[derive(Deserialize)]
@@ -97,10 +81,9 @@ pub struct ExecutionListParams {
 
 /// The longest key a client may choose.
 const MAX_IDEMPOTENCY_KEY_LEN: usize = 255;
-const EXECUTION_STATUSES: [&str; 7] = ["PENDING", "QUEUED", "RUNNING", "RETRYING", "SUCCESS", "FAILED", "CANCELLED"];
 
 fn not_found(job_id: &str) -> ApiError {
-    ApiError::not_found("JOB_NOT_FOUND", format!("Job with ID '{job_id}' does not exist."))
+    ApiError::new(ErrorCode::JobNotFound, format!("Job with ID '{job_id}' does not exist."))
 }
 
 fn utc(t: &DateTime<Utc>) -> String {
@@ -117,16 +100,16 @@ fn local(t: &DateTime<Utc>, timezone: Option<&str>) -> String {
 
 /// The status a one-shot job's execution was created with (what a create, and its idempotent
 /// repeats, answer), derived from the job so every repeat shows the same body.
-fn initial_status(job: &Job) -> &'static str {
+fn initial_status(job: &Job) -> ExecutionStatus {
     match job.run_at {
-        Some(run_at) if job.trigger_type == "DELAYED" && run_at > job.created_at => "PENDING",
-        _ => "QUEUED",
+        Some(run_at) if job.trigger_type == Trigger::Delayed && run_at > job.created_at => ExecutionStatus::Pending,
+        _ => ExecutionStatus::Queued,
     }
 }
 
 /// A job as the API shows it. `execution` is the one-shot job's execution: at creation (for
 /// creates) or as it is now (for reads).
-pub fn job_out(job: &Job, execution: Option<(&Execution, Option<&str>)>) -> Value {
+pub fn job_out(job: &Job, execution: Option<(&Execution, Option<ExecutionStatus>)>) -> Value {
     let mut out = json!({
         "job_id": job.job_id,
         "endpoint": job.endpoint,
@@ -148,11 +131,11 @@ pub fn job_out(job: &Job, execution: Option<(&Execution, Option<&str>)>) -> Valu
     if let Some((execution, status)) = execution {
         out["execution"] = json!({
             "execution_id": execution.execution_id,
-            "status": status.unwrap_or(&execution.status),
+            "status": status.unwrap_or(execution.status),
             "created_at": utc(&execution.created_at),
         });
     }
-    if job.trigger_type == "CRON" {
+    if job.trigger_type == Trigger::Cron {
         let tz = job.cron_timezone.as_deref();
         out["cron"] = json!(job.cron_expression);
         out["timezone"] = json!(job.cron_timezone);
@@ -173,7 +156,7 @@ pub fn job_out(job: &Job, execution: Option<(&Execution, Option<&str>)>) -> Valu
 fn cron_ticks(job: &Job) -> (Option<DateTime<Utc>>, Option<DateTime<Utc>>) {
     match job.cron_last_tick_at {
         Some(waiting) if waiting > now() => {
-            let next = if job.status == "ACTIVE" { Some(waiting) } else { job.cron_next_run_at };
+            let next = if job.status == JobStatus::Active { Some(waiting) } else { job.cron_next_run_at };
             (next, job.cron_prev_tick_at)
         }
         last => (job.cron_next_run_at, last),
@@ -199,8 +182,8 @@ async fn validate_input(state: &AppState, payload_spec: Option<&str>, input: &Va
         .iter()
         .map(|f| format!("{}: {}", f["path"].as_str().unwrap_or(""), f["message"].as_str().unwrap_or("")))
         .collect();
-    Err(ApiError::unprocessable(
-        "INPUT_VALIDATION_FAILED",
+    Err(ApiError::new(
+        ErrorCode::InputValidationFailed,
         format!("`input` does not match payload spec '{name}': {}", summary.join("; ")),
     )
     .with_details(json!(failures)))
@@ -223,7 +206,7 @@ impl Validators {
             }
         }
         let validator = Arc::new(jsonschema::validator_for(schema).map_err(|e| {
-            ApiError::unprocessable("INVALID_SCHEMA", format!("payload spec '{name}' no longer compiles: {e}"))
+            ApiError::new(ErrorCode::InvalidSchema, format!("payload spec '{name}' no longer compiles: {e}"))
         })?);
         self.compiled.lock().expect("validator cache lock").insert(name.to_owned(), (updated_at, validator.clone()));
         Ok(validator)
@@ -251,7 +234,7 @@ fn plan_cron(
         ApiError::invalid_field("timezone", "is required for a CRON job (an IANA name such as `UTC`)")
     })?;
     let schedule =
-        CronSchedule::parse(&expression, &timezone).map_err(|e| ApiError::unprocessable("INVALID_CRON", e.0))?;
+        CronSchedule::parse(&expression, &timezone).map_err(|e| ApiError::new(ErrorCode::InvalidCron, e.0))?;
     let starts_at = starts_at.unwrap_or(at);
     if let Some(end) = ends_at {
         if end <= starts_at {
@@ -261,14 +244,14 @@ fn plan_cron(
     // The first tick at or after the later of starts_at and now.
     let from = starts_at.max(at) - chrono::Duration::milliseconds(1);
     let next_run_at = schedule.next_after(from).filter(|t| ends_at.is_none_or(|end| *t < end)).ok_or_else(|| {
-        ApiError::unprocessable("INVALID_CRON", format!("`{expression}` has no tick between starts_at and ends_at"))
+        ApiError::new(ErrorCode::InvalidCron, format!("`{expression}` has no tick between starts_at and ends_at"))
     })?;
     Ok(CronPlan { expression, timezone, starts_at, ends_at, next_run_at })
 }
 
 async fn create(State(state): State<AppState>, ApiJson(body): ApiJson<JobIn>) -> ApiResult<Created<Value>> {
     let endpoint = state.store.endpoint_get(&body.endpoint).await?.ok_or_else(|| {
-        ApiError::not_found("ENDPOINT_NOT_FOUND", format!("Endpoint '{}' does not exist.", body.endpoint))
+        ApiError::new(ErrorCode::EndpointNotFound, format!("Endpoint '{}' does not exist.", body.endpoint))
     })?;
     let trigger = body.trigger;
     let refuse = |field: &str, present: bool| {
@@ -312,8 +295,8 @@ async fn create(State(state): State<AppState>, ApiJson(body): ApiJson<JobIn>) ->
         job_id: job_id.clone(),
         endpoint: endpoint.name.clone(),
         endpoint_version: endpoint.version,
-        endpoint_type: endpoint.endpoint_type.clone(),
-        trigger_type: trigger.as_str().to_owned(),
+        endpoint_type: endpoint.endpoint_type,
+        trigger_type: trigger,
         version: 1,
         previous_version_id: None,
         idempotency_key: body.idempotency_key.clone(),
@@ -361,10 +344,10 @@ async fn create(State(state): State<AppState>, ApiJson(body): ApiJson<JobIn>) ->
                 job_id: job_id.clone(),
                 endpoint: endpoint.name.clone(),
                 endpoint_version: Some(endpoint.version),
-                endpoint_type: endpoint.endpoint_type.clone(),
+                endpoint_type: endpoint.endpoint_type,
                 idempotency_key: body.idempotency_key.clone(),
                 // A run_at in the past fires at once.
-                status: if run_at > at { "PENDING" } else { "QUEUED" },
+                status: if run_at > at { ExecutionStatus::Pending } else { ExecutionStatus::Queued },
                 input,
                 max_attempts,
                 run_at,
@@ -377,7 +360,7 @@ async fn create(State(state): State<AppState>, ApiJson(body): ApiJson<JobIn>) ->
     let (status, job, first) = match inserted {
         Inserted::Created(job) => {
             match execution.as_ref().map(|e| e.status) {
-                Some("QUEUED") => state.wakeups.work_ready(&state.store).await,
+                Some(ExecutionStatus::Queued) => state.wakeups.work_ready(&state.store).await,
                 Some(_) => state.wakeups.pending_changed.notify_one(),
                 None => state.wakeups.cron_changed.notify_one(),
             }
@@ -389,7 +372,7 @@ async fn create(State(state): State<AppState>, ApiJson(body): ApiJson<JobIn>) ->
                 endpoint_version: e.endpoint_version,
                 endpoint_type: e.endpoint_type,
                 idempotency_key: e.idempotency_key,
-                status: e.status.to_owned(),
+                status: e.status,
                 input: Some(e.input),
                 output: None,
                 attempt_count: 0,
@@ -418,17 +401,11 @@ async fn list(
     ApiQuery(params): ApiQuery<JobListParams>,
 ) -> ApiResult<Json<ListOut<Value>>> {
     let page = ListParams { limit: params.limit, cursor: params.cursor }.page_request()?;
-    if let Some(status) = &params.status {
-        if !["ACTIVE", "RETIRED"].contains(&status.as_str()) {
-            return Err(ApiError::invalid_field("status", "must be ACTIVE or RETIRED"));
-        }
-    }
-    if let Some(trigger) = &params.trigger {
-        if !["IMMEDIATE", "DELAYED", "CRON"].contains(&trigger.as_str()) {
-            return Err(ApiError::invalid_field("trigger", "must be IMMEDIATE, DELAYED or CRON"));
-        }
-    }
-    let filter = JobFilter { endpoint: params.endpoint, status: params.status, trigger_type: params.trigger };
+    let status = params.status.as_deref().map(str::parse::<JobStatus>).transpose();
+    let status = status.map_err(|_| ApiError::invalid_field("status", "must be ACTIVE or RETIRED"))?;
+    let trigger = params.trigger.as_deref().map(str::parse::<Trigger>).transpose();
+    let trigger = trigger.map_err(|_| ApiError::invalid_field("trigger", "must be IMMEDIATE, DELAYED or CRON"))?;
+    let filter = JobFilter { endpoint: params.endpoint, status, trigger_type: trigger };
     let rows = state.store.job_list(&filter, &page).await?;
     Ok(Json(paginate(
         rows,
@@ -444,7 +421,7 @@ async fn load(state: &AppState, job_id: &str) -> ApiResult<Job> {
 
 async fn read(State(state): State<AppState>, Path(job_id): Path<String>) -> ApiResult<Json<Value>> {
     let job = load(&state, &job_id).await?;
-    let execution = if job.trigger_type == "CRON" { None } else { state.store.execution_first(&job_id).await? };
+    let execution = if job.trigger_type == Trigger::Cron { None } else { state.store.execution_first(&job_id).await? };
     Ok(Json(job_out(&job, execution.as_ref().map(|e| (e, None)))))
 }
 
@@ -454,24 +431,19 @@ async fn update(
     ApiJson(body): ApiJson<JobUpdateIn>,
 ) -> ApiResult<Json<Value>> {
     let old = load(&state, &job_id).await?;
-    if old.trigger_type != "CRON" {
+    if old.trigger_type != Trigger::Cron {
         return Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "JOB_NOT_UPDATABLE",
+            ErrorCode::JobNotUpdatable,
             format!(
                 "Job '{job_id}' is a {} job; only CRON jobs can be updated. Create a new job instead.",
                 old.trigger_type
             ),
         ));
     }
-    if old.status != "ACTIVE" {
+    if old.status != JobStatus::Active {
         let latest =
             old.replaced_by_id.as_deref().map(|id| format!(" Its newer version is '{id}'.")).unwrap_or_default();
-        return Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "JOB_NOT_UPDATABLE",
-            format!("Job '{job_id}' is retired.{latest}"),
-        ));
+        return Err(ApiError::new(ErrorCode::JobNotUpdatable, format!("Job '{job_id}' is retired.{latest}")));
     }
     let endpoint = state.store.endpoint_get(&old.endpoint).await?;
     let input = body.input.unwrap_or_else(|| old.input.clone().unwrap_or_default());
@@ -489,8 +461,8 @@ async fn update(
         endpoint: old.endpoint.clone(),
         // A new version is a new job: it is delivered with the endpoint as it is now.
         endpoint_version: endpoint.as_ref().map(|e| e.version).or(old.endpoint_version).unwrap_or(1),
-        endpoint_type: old.endpoint_type.clone(),
-        trigger_type: "CRON".into(),
+        endpoint_type: old.endpoint_type,
+        trigger_type: Trigger::Cron,
         version: old.version + 1,
         previous_version_id: Some(old.job_id.clone()),
         // The key belongs to the first version: a repeat of its create still finds it.
@@ -505,11 +477,7 @@ async fn update(
         created_at: at,
     };
     let created = state.store.job_replace(&job_id, &new).await?.ok_or_else(|| {
-        ApiError::new(
-            StatusCode::CONFLICT,
-            "JOB_NOT_UPDATABLE",
-            format!("Job '{job_id}' was retired while this update ran."),
-        )
+        ApiError::new(ErrorCode::JobNotUpdatable, format!("Job '{job_id}' was retired while this update ran."))
     })?;
     state.wakeups.cron_changed.notify_one();
     Ok(Json(job_out(&created, None)))
@@ -519,23 +487,20 @@ async fn update(
 /// has not started; 409 once it is running or done.
 async fn cancel(State(state): State<AppState>, Path(job_id): Path<String>) -> ApiResult<Json<Value>> {
     let job = load(&state, &job_id).await?;
-    if job.trigger_type == "CRON" {
+    if job.trigger_type == Trigger::Cron {
         state.store.job_retire(&job_id).await?;
         return Ok(Json(job_out(&load(&state, &job_id).await?, None)));
     }
     state.store.job_cancel_waiting(&job_id).await?;
     let execution = state.store.execution_first(&job_id).await?;
-    match execution.as_ref().map(|e| e.status.as_str()) {
-        Some("RUNNING") => Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "EXECUTION_NOT_CANCELLABLE",
+    match execution.as_ref().map(|e| e.status) {
+        Some(ExecutionStatus::Running) => Err(ApiError::new(
+            ErrorCode::ExecutionNotCancellable,
             format!("Job '{job_id}' is being delivered right now and cannot be cancelled."),
         )),
-        Some(done @ ("SUCCESS" | "FAILED")) => Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "EXECUTION_NOT_CANCELLABLE",
-            format!("Job '{job_id}' already finished ({done})."),
-        )),
+        Some(done @ (ExecutionStatus::Success | ExecutionStatus::Failed)) => {
+            Err(ApiError::new(ErrorCode::ExecutionNotCancellable, format!("Job '{job_id}' already finished ({done}).")))
+        }
         _ => Ok(Json(job_out(&load(&state, &job_id).await?, execution.as_ref().map(|e| (e, None))))),
     }
 }
@@ -588,7 +553,7 @@ async fn status(State(state): State<AppState>, Path(job_id): Path<String>) -> Ap
             "avg_duration_ms": avg, "p99_duration_ms": p99,
         }},
     });
-    if job.trigger_type == "CRON" {
+    if job.trigger_type == Trigger::Cron {
         let tz = job.cron_timezone.as_deref();
         let (next, last) = cron_ticks(&job);
         out["cron"] = json!({
@@ -625,12 +590,9 @@ async fn executions(
 ) -> ApiResult<Json<ListOut<ExecutionOut>>> {
     load(&state, &job_id).await?;
     let page = ListParams { limit: params.limit, cursor: params.cursor }.page_request()?;
-    if let Some(status) = &params.status {
-        if !EXECUTION_STATUSES.contains(&status.as_str()) {
-            return Err(ApiError::invalid_field("status", format!("must be one of {}", EXECUTION_STATUSES.join(", "))));
-        }
-    }
-    let rows = state.store.execution_list(&job_id, params.status.as_deref(), &page).await?;
+    let status = params.status.as_deref().map(str::parse::<ExecutionStatus>).transpose();
+    let status = status.map_err(|e| ApiError::invalid_field("status", format!("must be one of {}", e.expected)))?;
+    let rows = state.store.execution_list(&job_id, status, &page).await?;
     Ok(Json(paginate(
         rows,
         &page,
@@ -666,7 +628,7 @@ mod tests {
         )
         .err()
         .unwrap();
-        assert_eq!(err.code, "INVALID_CRON");
-        assert_eq!(plan_cron(None, Some("UTC".into()), None, None, at).err().unwrap().status, 400);
+        assert_eq!(err.code, ErrorCode::InvalidCron);
+        assert_eq!(plan_cron(None, Some("UTC".into()), None, None, at).err().unwrap().status(), 400);
     }
 }

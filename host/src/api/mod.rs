@@ -25,7 +25,7 @@ use axum::response::{IntoResponse, Response};
 use axum::{middleware, Json, Router};
 use serde::Serialize;
 
-use crate::error::{ApiError, ApiResult};
+use crate::error::{ApiError, ApiResult, ErrorCode};
 use crate::store::Inserted;
 pub use auth::ApiKeys;
 pub use state::AppState;
@@ -43,9 +43,9 @@ pub fn router(state: AppState, api_keys: Arc<ApiKeys>, max_body_bytes: usize, ma
     Router::new()
         .merge(health::router())
         .merge(authenticated)
-        .fallback(|| async { ApiError::not_found("NOT_FOUND", "No such route.") })
+        .fallback(|| async { ApiError::new(ErrorCode::NotFound, "No such route.") })
         .method_not_allowed_fallback(|| async {
-            ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "METHOD_NOT_ALLOWED", "This route does not take that method.")
+            ApiError::new(ErrorCode::MethodNotAllowed, "This route does not take that method.")
         })
         .layer(middleware::from_fn(extract::reject_nul))
         .layer(DefaultBodyLimit::max(max_body_bytes))

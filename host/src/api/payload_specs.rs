@@ -13,7 +13,7 @@ use super::names::check_name;
 use super::pagination::{paginate, ListOut, ListParams};
 use super::state::AppState;
 use super::{check_path_name, conflict_in_use, created_or_existing, Created};
-use crate::error::{ApiError, ApiResult};
+use crate::error::{ApiError, ApiResult, ErrorCode};
 use crate::store::{Deleted, PageKey, PayloadSpec};
 
 pub fn router() -> Router<AppState> {
@@ -54,7 +54,7 @@ impl From<PayloadSpec> for PayloadSpecOut {
 }
 
 fn not_found(name: &str) -> ApiError {
-    ApiError::not_found("PAYLOAD_SPEC_NOT_FOUND", format!("Payload spec '{name}' does not exist."))
+    ApiError::new(ErrorCode::PayloadSpecNotFound, format!("Payload spec '{name}' does not exist."))
 }
 
 /// The schema must itself be valid JSON Schema (checked against its draft's meta-schema), and
@@ -62,7 +62,7 @@ fn not_found(name: &str) -> ApiError {
 /// fetched, so a schema cannot make the server call out.
 fn check_schema(schema: &Value) -> ApiResult<()> {
     let invalid = |detail: String| {
-        ApiError::unprocessable("INVALID_SCHEMA", format!("`schema` is not a valid JSON Schema: {detail}"))
+        ApiError::new(ErrorCode::InvalidSchema, format!("`schema` is not a valid JSON Schema: {detail}"))
     };
     if !schema.is_object() && !schema.is_boolean() {
         return Err(invalid("a schema is a JSON object (or true/false)".into()));
@@ -148,7 +148,7 @@ mod tests {
             json!({"$ref": "http://127.0.0.1:1/schema.json"}),
         ] {
             let err = check_schema(&bad).unwrap_err();
-            assert_eq!((err.status.as_u16(), err.code), (422, "INVALID_SCHEMA"), "{bad}");
+            assert_eq!((err.status().as_u16(), err.code), (422, ErrorCode::InvalidSchema), "{bad}");
         }
     }
 }

@@ -19,7 +19,7 @@ use super::names::check_name;
 use super::pagination::{paginate, ListOut, ListParams};
 use super::state::AppState;
 use super::{conflict_in_use, Created};
-use crate::error::{ApiError, ApiResult};
+use crate::error::{ApiError, ApiResult, ErrorCode};
 use crate::plugin::{Grants, PluginHost, PluginLimits, World};
 use crate::store::{Deleted, PageKey, PluginRecord, PluginWrite};
 
@@ -47,7 +47,7 @@ fn host(state: &AppState) -> ApiResult<&PluginHost> {
 }
 
 fn not_found(name: &str) -> ApiError {
-    ApiError::not_found("PLUGIN_NOT_FOUND", format!("Plugin '{name}' is not installed."))
+    ApiError::new(ErrorCode::PluginNotFound, format!("Plugin '{name}' is not installed."))
 }
 
 /// Plugin uploads compiled at once, per process; the others wait.
@@ -104,7 +104,7 @@ async fn install(
     let inspected = tokio::task::spawn_blocking(move || runtime.inspect(&bytes, world).map(|(i, _)| i))
         .await
         .map_err(|e| ApiError::internal(&e))?
-        .map_err(|message| ApiError::unprocessable("INVALID_PLUGIN", message))?;
+        .map_err(|message| ApiError::new(ErrorCode::InvalidPlugin, message))?;
     drop(_turn);
 
     if let Some(current) = state.store.plugin_latest(&name).await? {
@@ -114,8 +114,8 @@ async fn install(
             return Ok(Created(StatusCode::OK, plugin_out(&current)));
         }
         if current.world != inspected.world.as_str() {
-            return Err(ApiError::unprocessable(
-                "INVALID_PLUGIN",
+            return Err(ApiError::new(
+                ErrorCode::InvalidPlugin,
                 format!(
                     "plugin '{name}' is a {}; a new version cannot be a {}",
                     current.world,

@@ -15,7 +15,7 @@ use super::names::check_secret_name;
 use super::pagination::{paginate, ListOut, ListParams};
 use super::state::AppState;
 use super::{check_path_name, conflict_in_use, created_or_existing, Created};
-use crate::error::{ApiError, ApiResult};
+use crate::error::{ApiError, ApiResult, ErrorCode};
 use crate::secret::SecretValue;
 use crate::store::{Deleted, PageKey, Secret};
 
@@ -61,7 +61,7 @@ impl From<Secret> for SecretOut {
 }
 
 fn not_found(name: &str) -> ApiError {
-    ApiError::not_found("SECRET_NOT_FOUND", format!("Secret '{name}' does not exist."))
+    ApiError::new(ErrorCode::SecretNotFound, format!("Secret '{name}' does not exist."))
 }
 
 fn secret_value(value: Value) -> ApiResult<SecretValue> {

@@ -24,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::schedule::CronSchedule;
 use super::{SchedulerConfig, Wakeups};
+use crate::domain::ExecutionStatus;
 use crate::health::Beat;
 use crate::ids::{new_id, EXECUTION};
 use crate::retry::RetryPolicy;
@@ -121,10 +122,10 @@ pub async fn materialize_due(
         let recorded = store.cron_advance_many(&advances).await?;
         let made: Vec<&ExecutionWrite> =
             advances.iter().zip(&recorded).filter(|(_, won)| **won).filter_map(|(a, _)| a.execution.as_ref()).collect();
-        if made.iter().any(|e| e.status == "QUEUED") {
+        if made.iter().any(|e| e.status == ExecutionStatus::Queued) {
             wakeups.work_ready(store).await;
         }
-        if made.iter().any(|e| e.status == "PENDING") {
+        if made.iter().any(|e| e.status == ExecutionStatus::Pending) {
             wakeups.pending_changed.notify_one();
         }
         created += made.len();
@@ -145,10 +146,10 @@ fn plan_tick(job: &Job, schedule: &CronSchedule, max_attempts: i32, now: DateTim
         job_id: job.job_id.clone(),
         endpoint: job.endpoint.clone(),
         endpoint_version: job.endpoint_version,
-        endpoint_type: job.endpoint_type.clone(),
+        endpoint_type: job.endpoint_type,
         idempotency_key: Some(tick_key(&job.job_id, tick)),
         // A tick still ahead waits for the promoter; a due (or missed) one is claimable now.
-        status: if tick > now { "PENDING" } else { "QUEUED" },
+        status: if tick > now { ExecutionStatus::Pending } else { ExecutionStatus::Queued },
         input: job.input.clone().unwrap_or_default(),
         max_attempts,
         run_at: tick,

@@ -558,11 +558,11 @@ macro_rules! impl_store {
                     if let Some(endpoint) = &filter.endpoint {
                         filters.push(("endpoint", endpoint));
                     }
-                    if let Some(status) = &filter.status {
-                        filters.push(("status", status));
+                    if let Some(status) = filter.status {
+                        filters.push(("status", status.as_str()));
                     }
-                    if let Some(trigger) = &filter.trigger_type {
-                        filters.push(("trigger_type", trigger));
+                    if let Some(trigger) = filter.trigger_type {
+                        filters.push(("trigger_type", trigger.as_str()));
                     }
                     self.list_page(JOB_COLUMNS, "jobs", "created_at", "job_id", &filters, page).await
                 }
@@ -658,7 +658,7 @@ macro_rules! impl_store {
                 }
 
                 async fn job_stats(&self, job_id: &str, completed_since: DateTime<Utc>) -> StoreResult<JobStats> {
-                    let active: Vec<(String, i64)> = sqlx::query_as(
+                    let active: Vec<(crate::domain::ExecutionStatus, i64)> = sqlx::query_as(
                         "SELECT status, COUNT(*) FROM executions
                          WHERE job_id = $1 AND status IN ('PENDING', 'QUEUED', 'RUNNING', 'RETRYING')
                          GROUP BY status",
@@ -690,12 +690,13 @@ macro_rules! impl_store {
                     .bind(JobStats::SAMPLE)
                     .fetch_all(&self.pool)
                     .await?;
-                    let count = |s: &str| active.iter().find(|(status, _)| status == s).map_or(0, |(_, n)| *n);
+                    use crate::domain::ExecutionStatus as S;
+                    let count = |s: S| active.iter().find(|(status, _)| *status == s).map_or(0, |(_, n)| *n);
                     Ok(JobStats {
-                        pending: count("PENDING"),
-                        queued: count("QUEUED"),
-                        running: count("RUNNING"),
-                        retrying: count("RETRYING"),
+                        pending: count(S::Pending),
+                        queued: count(S::Queued),
+                        running: count(S::Running),
+                        retrying: count(S::Retrying),
                         succeeded: completed - failed,
                         failed,
                         avg_duration_ms,
@@ -718,9 +719,9 @@ macro_rules! impl_store {
                     self.execution_by(job_id, true).await
                 }
 
-                async fn execution_list(&self, job_id: &str, status: Option<&str>, page: &PageRequest) -> StoreResult<Vec<Execution>> {
+                async fn execution_list(&self, job_id: &str, status: Option<crate::domain::ExecutionStatus>, page: &PageRequest) -> StoreResult<Vec<Execution>> {
                     let mut filters = vec![("job_id", job_id)];
-                    filters.extend(status.map(|s| ("status", s)));
+                    filters.extend(status.map(|s| ("status", s.as_str())));
                     self.list_page(EXECUTION_COLUMNS, "executions", "created_at", "execution_id", &filters, page).await
                 }
 

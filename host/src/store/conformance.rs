@@ -12,6 +12,7 @@ use chrono::{DateTime, Utc};
 use serde_json::json;
 
 use super::*;
+use crate::domain::{AttemptStatus, EndpointType, ExecutionStatus, Trigger};
 use crate::ids::{new_id, EXECUTION, JOB};
 
 /// A migrated store of each backend, each on a database of its own; the guards keep them.
@@ -61,7 +62,7 @@ impl Drop for DropDatabase {
 async fn endpoint(store: &dyn Store, name: &str) {
     let write = EndpointWrite {
         name: name.to_owned(),
-        endpoint_type: "HTTP".to_owned(),
+        endpoint_type: EndpointType::Http,
         payload_spec: None,
         config: None,
         spec: json!({"url": "http://127.0.0.1:9/", "method": "POST"}),
@@ -74,13 +75,13 @@ async fn endpoint(store: &dyn Store, name: &str) {
     store.endpoint_insert(&write).await.unwrap();
 }
 
-fn job(endpoint: &str, trigger: &str, key: Option<&str>, at: DateTime<Utc>) -> JobWrite {
+fn job(endpoint: &str, trigger: Trigger, key: Option<&str>, at: DateTime<Utc>) -> JobWrite {
     JobWrite {
         job_id: new_id(JOB),
         endpoint: endpoint.to_owned(),
         endpoint_version: 1,
-        endpoint_type: "HTTP".to_owned(),
-        trigger_type: trigger.to_owned(),
+        endpoint_type: EndpointType::Http,
+        trigger_type: trigger,
         version: 1,
         previous_version_id: None,
         idempotency_key: key.map(str::to_owned),
@@ -95,13 +96,13 @@ fn job(endpoint: &str, trigger: &str, key: Option<&str>, at: DateTime<Utc>) -> J
     }
 }
 
-fn execution(job: &JobWrite, status: &'static str, run_at: DateTime<Utc>) -> ExecutionWrite {
+fn execution(job: &JobWrite, status: ExecutionStatus, run_at: DateTime<Utc>) -> ExecutionWrite {
     ExecutionWrite {
         execution_id: new_id(EXECUTION),
         job_id: job.job_id.clone(),
         endpoint: job.endpoint.clone(),
         endpoint_version: Some(1),
-        endpoint_type: "HTTP".to_owned(),
+        endpoint_type: EndpointType::Http,
         idempotency_key: job.idempotency_key.clone(),
         status,
         input: json!({}),
@@ -116,8 +117,8 @@ async fn queued(store: &dyn Store, endpoint: &str, n: usize) -> Vec<String> {
     let at = now() - chrono::Duration::seconds(1);
     let mut ids = Vec::new();
     for _ in 0..n {
-        let j = job(endpoint, "IMMEDIATE", None, at);
-        let e = execution(&j, "QUEUED", at);
+        let j = job(endpoint, Trigger::Immediate, None, at);
+        let e = execution(&j, ExecutionStatus::Queued, at);
         ids.push(e.execution_id.clone());
         store.job_insert(&j, Some(&e)).await.unwrap();
     }
@@ -134,12 +135,12 @@ fn claim(worker: &str, limit: i64, lease: Duration) -> ClaimParams {
     }
 }
 
-fn finish(execution: &Execution, status: &'static str) -> AttemptFinish {
+fn finish(execution: &Execution, status: ExecutionStatus) -> AttemptFinish {
     AttemptFinish {
         execution_id: execution.execution_id.clone(),
         attempt_number: execution.attempt_count,
         execution_status: status,
-        attempt_status: if status == "SUCCESS" { "SUCCESS" } else { "FAILED" },
+        attempt_status: if status == ExecutionStatus::Success { AttemptStatus::Success } else { AttemptStatus::Failed },
         output: Some(json!({"status_code": 200})),
         error: None,
         started_at: now(),
@@ -215,7 +216,7 @@ mod checks {
         assert_eq!(ids.len(), claimed.len(), "an execution was claimed twice");
         assert_eq!(ids, all, "every execution was claimed");
         for e in &claimed {
-            assert_eq!((e.status.as_str(), e.attempt_count), ("RUNNING", 1), "{e:?}");
+            assert_eq!((e.status, e.attempt_count), (ExecutionStatus::Running, 1), "{e:?}");
             assert!(e.worker_id.is_some() && e.lease_expires_at.is_some(), "{e:?}");
         }
     }
@@ -224,8 +225,8 @@ mod checks {
         endpoint(&*store, "a").await;
         let due = queued(&*store, "a", 3).await;
         let later = now() + chrono::Duration::seconds(3600);
-        let j = job("a", "DELAYED", None, now());
-        store.job_insert(&j, Some(&execution(&j, "PENDING", later))).await.unwrap();
+        let j = job("a", Trigger::Delayed, None, now());
+        store.job_insert(&j, Some(&execution(&j, ExecutionStatus::Pending, later))).await.unwrap();
         let before = now();
         let got = store.execution_claim(&claim("w", 10, Duration::from_secs(60))).await.unwrap();
         let got_ids: HashSet<_> = got.iter().map(|e| e.execution_id.clone()).collect();
@@ -249,19 +250,19 @@ mod checks {
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert_eq!(store.execution_reclaim_expired(now()).await.unwrap(), 1);
         let reclaimed = store.execution_get(&first.execution_id).await.unwrap().unwrap();
-        assert_eq!(reclaimed.status, "RETRYING");
+        assert_eq!(reclaimed.status, ExecutionStatus::Retrying);
         let attempts = store.attempt_list(&first.execution_id, &PageRequest { after: None, limit: 10 }).await.unwrap();
         assert_eq!(attempts.len(), 1);
         assert_eq!(attempts[0].error.as_ref().unwrap()["type"], "WORKER_LOST");
         // The lost worker's late result is fenced out.
-        assert_eq!(store.execution_finish_many(&[finish(&first, "SUCCESS")]).await.unwrap(), [false]);
+        assert_eq!(store.execution_finish_many(&[finish(&first, ExecutionStatus::Success)]).await.unwrap(), [false]);
         // The next claim is attempt 2; its result is written once, and never again.
         let second = store.execution_claim(&claim("w2", 1, Duration::from_secs(60))).await.unwrap().remove(0);
         assert_eq!(second.attempt_count, 2);
-        assert_eq!(store.execution_finish_many(&[finish(&second, "SUCCESS")]).await.unwrap(), [true]);
-        assert_eq!(store.execution_finish_many(&[finish(&second, "FAILED")]).await.unwrap(), [false]);
+        assert_eq!(store.execution_finish_many(&[finish(&second, ExecutionStatus::Success)]).await.unwrap(), [true]);
+        assert_eq!(store.execution_finish_many(&[finish(&second, ExecutionStatus::Failed)]).await.unwrap(), [false]);
         let done = store.execution_get(&first.execution_id).await.unwrap().unwrap();
-        assert_eq!((done.status.as_str(), done.attempt_count), ("SUCCESS", 2));
+        assert_eq!((done.status, done.attempt_count), (ExecutionStatus::Success, 2));
         assert_eq!(store.execution_reclaim_expired(now()).await.unwrap(), 0, "a finished execution is not reclaimed");
     }
 
@@ -285,14 +286,14 @@ mod checks {
     pub async fn cron_ticks_are_recorded_once(store: Arc<dyn Store>) {
         endpoint(&*store, "a").await;
         let tick = chrono::DateTime::parse_from_rfc3339("2026-01-01T09:00:00Z").unwrap().with_timezone(&Utc);
-        let mut j = job("a", "CRON", None, tick - chrono::Duration::hours(1));
+        let mut j = job("a", Trigger::Cron, None, tick - chrono::Duration::hours(1));
         j.cron_expression = Some("0 0 9 * * *".to_owned());
         j.cron_timezone = Some("UTC".to_owned());
         j.cron_starts_at = Some(j.created_at);
         j.cron_next_run_at = Some(tick);
         store.job_insert(&j, None).await.unwrap();
         let advance = |_: usize| {
-            let mut e = execution(&j, "PENDING", tick);
+            let mut e = execution(&j, ExecutionStatus::Pending, tick);
             e.idempotency_key = Some(format!("tick:{}", tick.timestamp()));
             CronAdvance {
                 job_id: j.job_id.clone(),
@@ -326,11 +327,11 @@ mod checks {
     pub async fn inserts_are_idempotent(store: Arc<dyn Store>) {
         endpoint(&*store, "a").await;
         let at = now();
-        let first = job("a", "IMMEDIATE", Some("once"), at);
-        let created = store.job_insert(&first, Some(&execution(&first, "QUEUED", at))).await.unwrap();
+        let first = job("a", Trigger::Immediate, Some("once"), at);
+        let created = store.job_insert(&first, Some(&execution(&first, ExecutionStatus::Queued, at))).await.unwrap();
         let Inserted::Created(created) = created else { panic!("the first insert creates") };
-        let again = job("a", "IMMEDIATE", Some("once"), at);
-        match store.job_insert(&again, Some(&execution(&again, "QUEUED", at))).await.unwrap() {
+        let again = job("a", Trigger::Immediate, Some("once"), at);
+        match store.job_insert(&again, Some(&execution(&again, ExecutionStatus::Queued, at))).await.unwrap() {
             Inserted::Existing(existing) => assert_eq!(existing.job_id, created.job_id),
             Inserted::Created(_) => panic!("a repeat with the same idempotency key created a second job"),
         }
@@ -369,16 +370,24 @@ mod checks {
         assert_eq!(held.len(), 3);
         // The middle one is already finished (as by a worker whose lease was taken over):
         // the batch's write of it is fenced out, and its batch-mates are written.
-        assert_eq!(store.execution_finish_many(&[finish(&held[1], "FAILED")]).await.unwrap(), [true]);
-        let mut retrying = finish(&held[2], "RETRYING");
+        assert_eq!(store.execution_finish_many(&[finish(&held[1], ExecutionStatus::Failed)]).await.unwrap(), [true]);
+        let mut retrying = finish(&held[2], ExecutionStatus::Retrying);
         retrying.retry_at = Some(now() + chrono::Duration::seconds(30));
         let written = store
-            .execution_finish_many(&[finish(&held[0], "SUCCESS"), finish(&held[1], "SUCCESS"), retrying])
+            .execution_finish_many(&[
+                finish(&held[0], ExecutionStatus::Success),
+                finish(&held[1], ExecutionStatus::Success),
+                retrying,
+            ])
             .await
             .unwrap();
         assert_eq!(written, [true, false, true]);
         let page = PageRequest { after: None, limit: 10 };
-        for (e, status, attempts) in [(&held[0], "SUCCESS", 1), (&held[1], "FAILED", 1), (&held[2], "RETRYING", 1)] {
+        for (e, status, attempts) in [
+            (&held[0], ExecutionStatus::Success, 1),
+            (&held[1], ExecutionStatus::Failed, 1),
+            (&held[2], ExecutionStatus::Retrying, 1),
+        ] {
             let now_is = store.execution_get(&e.execution_id).await.unwrap().unwrap();
             assert_eq!(now_is.status, status, "{}", e.execution_id);
             assert_eq!(store.attempt_list(&e.execution_id, &page).await.unwrap().len(), attempts);

@@ -4,6 +4,8 @@
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
+use crate::domain::{AttemptStatus, EndpointType, ExecutionStatus, JobStatus, Trigger};
+
 pub const JOB_COLUMNS: &str =
     "job_id, endpoint, endpoint_version, endpoint_type, trigger_type, status, version, previous_version_id, \
      replaced_by_id, idempotency_key, input, run_at, cron_expression, cron_timezone, cron_starts_at, cron_ends_at, \
@@ -23,9 +25,9 @@ pub struct Job {
     /// The endpoint version the job was created against: its executions are delivered with
     /// it, whatever later updates change (None only for rows older than versioning).
     pub endpoint_version: Option<i32>,
-    pub endpoint_type: String,
-    pub trigger_type: String,
-    pub status: String,
+    pub endpoint_type: EndpointType,
+    pub trigger_type: Trigger,
+    pub status: JobStatus,
     pub version: i32,
     pub previous_version_id: Option<String>,
     pub replaced_by_id: Option<String>,
@@ -53,9 +55,9 @@ pub struct Execution {
     pub endpoint: String,
     /// Its job's endpoint version (None: the endpoint's newest, for rows older than versioning).
     pub endpoint_version: Option<i32>,
-    pub endpoint_type: String,
+    pub endpoint_type: EndpointType,
     pub idempotency_key: Option<String>,
-    pub status: String,
+    pub status: ExecutionStatus,
     #[sqlx(json(nullable))]
     pub input: Option<Value>,
     #[sqlx(json(nullable))]
@@ -77,7 +79,7 @@ pub struct Attempt {
     pub attempt_id: String,
     pub execution_id: String,
     pub attempt_number: i32,
-    pub status: String,
+    pub status: AttemptStatus,
     pub started_at: DateTime<Utc>,
     pub completed_at: Option<DateTime<Utc>>,
     pub duration_ms: Option<i32>,
@@ -104,8 +106,8 @@ pub struct JobWrite {
     pub job_id: String,
     pub endpoint: String,
     pub endpoint_version: i32,
-    pub endpoint_type: String,
-    pub trigger_type: String,
+    pub endpoint_type: EndpointType,
+    pub trigger_type: Trigger,
     pub version: i32,
     pub previous_version_id: Option<String>,
     pub idempotency_key: Option<String>,
@@ -126,10 +128,10 @@ pub struct ExecutionWrite {
     pub job_id: String,
     pub endpoint: String,
     pub endpoint_version: Option<i32>,
-    pub endpoint_type: String,
+    pub endpoint_type: EndpointType,
     pub idempotency_key: Option<String>,
     /// PENDING (waits for `run_at`) or QUEUED (claimable now).
-    pub status: &'static str,
+    pub status: ExecutionStatus,
     pub input: Value,
     pub max_attempts: i32,
     pub run_at: DateTime<Utc>,
@@ -140,8 +142,8 @@ pub struct ExecutionWrite {
 #[derive(Debug, Clone, Default)]
 pub struct JobFilter {
     pub endpoint: Option<String>,
-    pub status: Option<String>,
-    pub trigger_type: Option<String>,
+    pub status: Option<JobStatus>,
+    pub trigger_type: Option<Trigger>,
 }
 
 /// One log line of an attempt.
@@ -159,9 +161,8 @@ pub struct AttemptFinish {
     pub execution_id: String,
     pub attempt_number: i32,
     /// SUCCESS, RETRYING or FAILED.
-    pub execution_status: &'static str,
-    /// SUCCESS or FAILED.
-    pub attempt_status: &'static str,
+    pub execution_status: ExecutionStatus,
+    pub attempt_status: AttemptStatus,
     pub output: Option<Value>,
     pub error: Option<Value>,
     pub started_at: DateTime<Utc>,
@@ -214,7 +215,7 @@ impl AttemptFinish {
         let error = serde_json::json!({
             "type": "RESULT_UNSTORABLE",
             "message": format!("The attempt's result could not be stored ({why}); its status is kept."),
-            "retryable": self.execution_status == "RETRYING",
+            "retryable": self.execution_status == ExecutionStatus::Retrying,
         });
         Self {
             output: self.output.as_ref().map(|_| serde_json::json!({ "error": error.clone() })),

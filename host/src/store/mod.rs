@@ -177,7 +177,7 @@ impl std::fmt::Debug for Secret {
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct Endpoint {
     pub name: String,
-    pub endpoint_type: String,
+    pub endpoint_type: crate::domain::EndpointType,
     #[sqlx(rename = "payload_spec_ref")]
     pub payload_spec: Option<String>,
     #[sqlx(rename = "config_ref")]
@@ -201,7 +201,7 @@ pub struct Endpoint {
 #[derive(Debug, Clone)]
 pub struct EndpointWrite {
     pub name: String,
-    pub endpoint_type: String,
+    pub endpoint_type: crate::domain::EndpointType,
     pub payload_spec: Option<String>,
     pub config: Option<String>,
     pub spec: Value,
@@ -213,7 +213,6 @@ pub struct EndpointWrite {
     pub max_concurrency: Option<i32>,
 }
 
-/// The storage interface. Methods are named noun-then-verb.
 /// What one process tells the others through the database.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Signal {
@@ -233,6 +232,7 @@ impl Signal {
     }
 }
 
+/// The storage interface. Methods are named noun-then-verb.
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
     fn backend(&self) -> Backend;
@@ -321,7 +321,7 @@ pub trait Store: Send + Sync + 'static {
     async fn execution_list(
         &self,
         job_id: &str,
-        status: Option<&str>,
+        status: Option<crate::domain::ExecutionStatus>,
         page: &PageRequest,
     ) -> StoreResult<Vec<Execution>>;
     /// PENDING, QUEUED or RETRYING to CANCELLED; whether it changed.

@@ -145,11 +145,13 @@ impl PgStore {
     ) -> StoreResult<Vec<bool>> {
         let ids: Vec<&str> = finishes.iter().map(|f| f.execution_id.as_str()).collect();
         let attempts: Vec<i32> = finishes.iter().map(|f| f.attempt_number).collect();
-        let statuses: Vec<&str> = finishes.iter().map(|f| f.execution_status).collect();
+        let statuses: Vec<&str> = finishes.iter().map(|f| f.execution_status.as_str()).collect();
         let outputs: Vec<Option<sqlx::types::Json<&serde_json::Value>>> =
             finishes.iter().map(|f| f.output.as_ref().map(sqlx::types::Json)).collect();
-        let completed: Vec<Option<chrono::DateTime<chrono::Utc>>> =
-            finishes.iter().map(|f| (f.execution_status != "RETRYING").then_some(f.completed_at)).collect();
+        let completed: Vec<Option<chrono::DateTime<chrono::Utc>>> = finishes
+            .iter()
+            .map(|f| (f.execution_status != crate::domain::ExecutionStatus::Retrying).then_some(f.completed_at))
+            .collect();
         let durations: Vec<i32> = finishes.iter().map(|f| f.duration_ms).collect();
         let retry_at: Vec<Option<chrono::DateTime<chrono::Utc>>> = finishes.iter().map(|f| f.retry_at).collect();
         let rows: Vec<(String,)> = sqlx::query_as(
@@ -218,9 +220,9 @@ impl PgStore {
             .bind(column(|e| e.execution_id.clone()))
             .bind(column(|e| e.job_id.clone()))
             .bind(column(|e| e.endpoint.clone()))
-            .bind(column(|e| e.endpoint_type.clone()))
+            .bind(column(|e| e.endpoint_type.as_str().to_owned()))
             .bind(&idempotency)
-            .bind(column(|e| e.status.to_owned()))
+            .bind(column(|e| e.status.as_str().to_owned()))
             .bind(&inputs)
             .bind(&attempts)
             .bind(&run_at)

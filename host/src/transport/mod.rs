@@ -17,10 +17,11 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::{json, Value};
 
 use crate::contract::{Failure, FailureKind, Message, Receipt};
+pub use crate::domain::EndpointType;
 use crate::template;
 
 /// A way to deliver a message. Mirrors the WIT `transport` interface.
@@ -157,38 +158,6 @@ pub fn rendered_spec<S: DeserializeOwned>(message: &Message) -> Result<S, Failur
 /// A successful receipt carrying `output` as JSON text.
 pub fn receipt(output: Value) -> Receipt {
     Receipt { output_json: output.to_string() }
-}
-
-/// The kinds of delivery target an endpoint can be.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum EndpointType {
-    Http,
-    Kafka,
-    RedisStream,
-    /// Delivered by a WebAssembly transport plugin the endpoint names.
-    Plugin,
-}
-
-impl EndpointType {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Http => "HTTP",
-            Self::Kafka => "KAFKA",
-            Self::RedisStream => "REDIS_STREAM",
-            Self::Plugin => "PLUGIN",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "HTTP" => Some(Self::Http),
-            "KAFKA" => Some(Self::Kafka),
-            "REDIS_STREAM" => Some(Self::RedisStream),
-            "PLUGIN" => Some(Self::Plugin),
-            _ => None,
-        }
-    }
 }
 
 /// A spec that cannot be used: which field, and why.

@@ -23,13 +23,14 @@ use super::cache::TtlCache;
 use super::completer::Completer;
 use super::lease::{Leases, LEASE_MARGIN};
 use crate::contract::{Failure, Message, RenderError};
+use crate::domain::{AttemptStatus, ExecutionStatus};
 use crate::plugin::{PluginHost, WasmRenderer};
 use crate::retry::RetryPolicy;
 use crate::secret::redact::Redactor;
 use crate::secret::{SecretCipher, SecretValue};
 use crate::store::{now, AttemptFinish, Endpoint, Execution, LogWrite, Store, StoreError};
 use crate::template::{self, MinijinjaRenderer, RenderContext, Renderer, TemplateKey};
-use crate::transport::{DeliveryLog, EndpointType, Transports};
+use crate::transport::{DeliveryLog, Transports};
 
 /// Time a transport gets beyond its own timeout before the host stops waiting.
 const DEADLINE_GRACE: Duration = Duration::from_secs(2);
@@ -164,7 +165,7 @@ impl Pipeline {
         let status = finish.execution_status;
         match self.completer.finish(finish).await {
             Ok(true) => {
-                tracing::debug!(execution_id = %execution.execution_id, attempt, status, duration_ms, "Attempt recorded.")
+                tracing::debug!(execution_id = %execution.execution_id, attempt, %status, duration_ms, "Attempt recorded.")
             }
             Ok(false) => tracing::warn!(
                 execution_id = %execution.execution_id, attempt,
@@ -193,10 +194,7 @@ impl Pipeline {
             return Ok((Outcome::permanent("ENDPOINT_NOT_FOUND", message), RetryPolicy::default(), Vec::new()));
         };
         let policy = RetryPolicy::parse(Some(&endpoint.retry_policy)).unwrap_or_default();
-        let Some(endpoint_type) = EndpointType::parse(&endpoint.endpoint_type) else {
-            let message = format!("Endpoint type {} has no transport.", endpoint.endpoint_type);
-            return Ok((Outcome::permanent("INVALID_SPEC", message), policy, Vec::new()));
-        };
+        let endpoint_type = endpoint.endpoint_type;
 
         let context = match self.context(execution, &endpoint).await? {
             Ok(context) => context,
@@ -395,12 +393,14 @@ impl Pipeline {
             logs: Vec::new(),
         };
         let mut finish = match outcome {
-            Outcome::Delivered { output } => base("SUCCESS", "SUCCESS", Some(output), None, None),
+            Outcome::Delivered { output } => {
+                base(ExecutionStatus::Success, AttemptStatus::Success, Some(output), None, None)
+            }
             Outcome::NotSent { error } => {
                 let delay = policy.next_delay_ms(attempt.max(1) as u32, None, &mut rand::thread_rng());
                 logs.push("INFO", format!("Retrying in {delay} ms; this attempt sent nothing."));
                 let retry_at = completed_at + chrono::Duration::milliseconds(delay as i64);
-                base("RETRYING", "FAILED", None, Some(error), Some(retry_at))
+                base(ExecutionStatus::Retrying, AttemptStatus::Failed, None, Some(error), Some(retry_at))
             }
             Outcome::Failed { error, retryable, retry_after_ms, message } => {
                 if retryable && attempt < execution.max_attempts {
@@ -410,7 +410,7 @@ impl Pipeline {
                         format!("Retrying in {delay} ms (attempt {} of {}).", attempt + 1, execution.max_attempts),
                     );
                     let retry_at = completed_at + chrono::Duration::milliseconds(delay as i64);
-                    base("RETRYING", "FAILED", None, Some(error), Some(retry_at))
+                    base(ExecutionStatus::Retrying, AttemptStatus::Failed, None, Some(error), Some(retry_at))
                 } else {
                     let why = if retryable {
                         format!("no attempts left ({attempt} of {})", execution.max_attempts)
@@ -418,7 +418,13 @@ impl Pipeline {
                         "not retryable".to_owned()
                     };
                     logs.push("ERROR", format!("Execution failed, {why}: {message}"));
-                    base("FAILED", "FAILED", Some(json!({ "error": error.clone() })), Some(error), None)
+                    base(
+                        ExecutionStatus::Failed,
+                        AttemptStatus::Failed,
+                        Some(json!({ "error": error.clone() })),
+                        Some(error),
+                        None,
+                    )
                 }
             }
         };

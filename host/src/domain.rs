@@ -1,0 +1,193 @@
+//! The engine's vocabulary as types: execution, attempt and job statuses, triggers and endpoint
+//! types. Each is stored as the TEXT the brief names (`"PENDING"`, `"CRON"`, …), written in
+//! JSON the same way, and read back strictly: a value no variant names is an error, never a
+//! silent default.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// A stored or received name that no variant has.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{kind} '{value}' is unknown (one of: {expected})")]
+pub struct UnknownName {
+    pub kind: &'static str,
+    pub value: String,
+    pub expected: &'static str,
+}
+
+/// An enum of fixed names, stored as TEXT on every backend: `as_str`, `FromStr`, `Display`,
+/// serde, and sqlx's `Type`/`Encode`/`Decode` for any database that stores `&str` (with
+/// PostgreSQL arrays), so rows and binds carry the enum itself.
+macro_rules! text_enum {
+    ($(#[$meta:meta])* $vis:vis enum $name:ident ($kind:literal) { $($(#[$vmeta:meta])* $variant:ident => $text:literal),+ $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+        $vis enum $name {
+            $($(#[$vmeta])* #[serde(rename = $text)] $variant),+
+        }
+
+        impl $name {
+            pub const ALL: &'static [Self] = &[$(Self::$variant),+];
+
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(Self::$variant => $text),+
+                }
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = UnknownName;
+
+            fn from_str(s: &str) -> Result<Self, UnknownName> {
+                match s {
+                    $($text => Ok(Self::$variant),)+
+                    _ => Err(UnknownName {
+                        kind: $kind,
+                        value: s.to_owned(),
+                        expected: concat!($($text, " "),+).trim_ascii_end(),
+                    }),
+                }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl<DB: sqlx::Database> sqlx::Type<DB> for $name
+        where
+            str: sqlx::Type<DB>,
+        {
+            fn type_info() -> DB::TypeInfo {
+                <str as sqlx::Type<DB>>::type_info()
+            }
+
+            fn compatible(ty: &DB::TypeInfo) -> bool {
+                <str as sqlx::Type<DB>>::compatible(ty)
+            }
+        }
+
+        impl<'q, DB: sqlx::Database> sqlx::Encode<'q, DB> for $name
+        where
+            &'q str: sqlx::Encode<'q, DB>,
+        {
+            fn encode_by_ref(
+                &self,
+                buf: &mut <DB as sqlx::Database>::ArgumentBuffer<'q>,
+            ) -> Result<sqlx::encode::IsNull, sqlx::error::BoxDynError> {
+                <&'q str as sqlx::Encode<'q, DB>>::encode(self.as_str(), buf)
+            }
+        }
+
+        impl<'r, DB: sqlx::Database> sqlx::Decode<'r, DB> for $name
+        where
+            &'r str: sqlx::Decode<'r, DB>,
+        {
+            fn decode(value: <DB as sqlx::Database>::ValueRef<'r>) -> Result<Self, sqlx::error::BoxDynError> {
+                Ok(<&'r str as sqlx::Decode<'r, DB>>::decode(value)?.parse()?)
+            }
+        }
+
+        impl sqlx::postgres::PgHasArrayType for $name {
+            fn array_type_info() -> sqlx::postgres::PgTypeInfo {
+                <&str as sqlx::postgres::PgHasArrayType>::array_type_info()
+            }
+        }
+    };
+}
+
+text_enum! {
+    /// Where an execution is in its life: PENDING → QUEUED → RUNNING → SUCCESS | RETRYING → … |
+    /// FAILED, and CANCELLED from PENDING, QUEUED or RETRYING.
+    pub enum ExecutionStatus ("execution status") {
+        /// Waits for its `run_at` (a delayed job, a cron tick made ahead).
+        Pending => "PENDING",
+        /// Claimable now.
+        Queued => "QUEUED",
+        /// Held by a worker under a lease.
+        Running => "RUNNING",
+        /// Failed an attempt; claimable again at its `run_at`.
+        Retrying => "RETRYING",
+        Success => "SUCCESS",
+        Failed => "FAILED",
+        Cancelled => "CANCELLED",
+    }
+}
+
+impl ExecutionStatus {
+    /// No attempt will change it again.
+    pub fn is_final(self) -> bool {
+        matches!(self, Self::Success | Self::Failed | Self::Cancelled)
+    }
+}
+
+text_enum! {
+    /// How one attempt ended.
+    pub enum AttemptStatus ("attempt status") {
+        Success => "SUCCESS",
+        Failed => "FAILED",
+    }
+}
+
+text_enum! {
+    /// A job is ACTIVE until it is cancelled, replaced by a new version, or (one-shot) done.
+    pub enum JobStatus ("job status") {
+        Active => "ACTIVE",
+        Retired => "RETIRED",
+    }
+}
+
+text_enum! {
+    /// When a job fires.
+    pub enum Trigger ("trigger") {
+        /// Now.
+        Immediate => "IMMEDIATE",
+        /// At its `run_at`.
+        Delayed => "DELAYED",
+        /// On every tick of its cron schedule.
+        Cron => "CRON",
+    }
+}
+
+text_enum! {
+    /// The kinds of delivery target an endpoint can be.
+    pub enum EndpointType ("endpoint type") {
+        Http => "HTTP",
+        Kafka => "KAFKA",
+        RedisStream => "REDIS_STREAM",
+        /// Delivered by a WebAssembly transport plugin the endpoint names.
+        Plugin => "PLUGIN",
+    }
+}
+
+impl EndpointType {
+    pub fn parse(s: &str) -> Option<Self> {
+        s.parse().ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_through_text_and_json() {
+        for s in ExecutionStatus::ALL {
+            assert_eq!(s.as_str().parse::<ExecutionStatus>(), Ok(*s));
+            assert_eq!(serde_json::to_value(s).unwrap(), serde_json::json!(s.as_str()));
+        }
+        for t in Trigger::ALL {
+            assert_eq!(serde_json::from_value::<Trigger>(serde_json::json!(t.as_str())).unwrap(), *t);
+        }
+        let err = "DONE".parse::<ExecutionStatus>().unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "execution status 'DONE' is unknown (one of: PENDING QUEUED RUNNING RETRYING SUCCESS FAILED CANCELLED)"
+        );
+        assert!(err.expected.contains("PENDING") && err.expected.contains("CANCELLED"));
+        assert!(ExecutionStatus::Failed.is_final() && !ExecutionStatus::Retrying.is_final());
+    }
+}
