@@ -9,7 +9,7 @@ use base64::Engine;
 use serde_json::{json, Value};
 
 use crate::both_backends;
-use crate::e2e_jobs::{http_endpoint, immediate, wait_for_status};
+use crate::support::fixtures::{http_endpoint, immediate, wait_for_status};
 use crate::support::{eventually, Backend, Client, Receiver, Server, ServerOptions, TestDb};
 
 both_backends!(

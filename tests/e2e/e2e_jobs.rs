@@ -6,7 +6,8 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::both_backends;
-use crate::support::{eventually, Backend, Client, Receiver, Server, ServerOptions, TestDb};
+use crate::support::fixtures::{http_endpoint, immediate, wait_for_status, SECRET};
+use crate::support::{eventually, Backend, Receiver, Server, ServerOptions, TestDb};
 
 both_backends!(
     immediate_job_delivers_and_records_everything,
@@ -21,59 +22,6 @@ both_backends!(
     redis_stream_job_delivers,
     delayed_job_delivers_to_redis,
 );
-
-const SECRET: &str = "sk-live-engine-7f3a";
-
-/// A config, a secret, a payload spec, and an HTTP endpoint `name` posting to `path` on the
-/// receiver with `retry_policy`.
-pub async fn http_endpoint(api: &Client, receiver: &Receiver, name: &str, path: &str, retry_policy: Value) {
-    if api.get("/configs/receiver").await.status == 404 {
-        api.create(
-            "/configs",
-            &json!({"name": "receiver", "values": {"base_url": receiver.base_url, "sender": "noreply@example.com"}}),
-        )
-        .await;
-        api.create("/secrets", &json!({"name": "api_key", "value": SECRET})).await;
-        api.create("/payload-specs", &json!({"name": "user-input", "schema": {
-            "type": "object", "properties": {"user_id": {"type": "string"}, "amount": {"type": "number"}}, "required": ["user_id"]
-        }})).await;
-    }
-    api.create(
-        "/endpoints",
-        &json!({
-            "name": name, "type": "HTTP", "payload_spec": "user-input", "config": "receiver",
-            "spec": {
-                "url": format!("{{{{config.base_url}}}}{path}"),
-                "method": "POST",
-                "headers": {"Authorization": "Bearer {{secret.api_key}}"},
-                "body_template": {"user_id": "{{input.user_id}}", "amount": "{{input.amount}}", "sender": "{{config.sender}}"},
-                "timeout_ms": 10000
-            },
-            "retry_policy": retry_policy,
-        }),
-    )
-    .await;
-}
-
-pub async fn wait_for_status(api: &Client, execution_id: &str, status: &str) -> Value {
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        let execution = api.get(&format!("/executions/{execution_id}")).await.body;
-        if execution["status"] == status {
-            return execution;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "execution {execution_id} is {}, not {status}",
-            execution["status"]
-        );
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-}
-
-pub fn immediate(endpoint: &str, key: &str, input: Value) -> Value {
-    json!({"endpoint": endpoint, "trigger": "IMMEDIATE", "idempotency_key": key, "input": input})
-}
 
 async fn immediate_job_delivers_and_records_everything(backend: Backend) {
     let db = TestDb::new(backend).await;

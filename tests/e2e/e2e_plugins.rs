@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
 use crate::both_backends;
-use crate::e2e_jobs::{http_endpoint, immediate, wait_for_status};
+use crate::support::fixtures::{http_endpoint, immediate, wait_for_status};
 use crate::support::server::{command, API_KEY};
 use crate::support::{eventually, Backend, Client, Receiver, Server, ServerOptions, TestDb};
 

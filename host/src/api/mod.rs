@@ -16,6 +16,7 @@ pub mod plugins;
 pub mod request_id;
 pub mod secrets;
 pub mod state;
+pub mod validators;
 
 use std::sync::Arc;
 

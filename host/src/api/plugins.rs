@@ -11,6 +11,8 @@ use axum::extract::{DefaultBodyLimit, Path, RawQuery, State};
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use chrono::{DateTime, Utc};
+use serde::Serialize;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
@@ -29,17 +31,45 @@ pub fn router(max_plugin_bytes: usize) -> Router<AppState> {
         .route("/plugins/{name}", get(read).delete(remove))
 }
 
-pub fn plugin_out(p: &PluginRecord) -> Value {
-    json!({
-        "name": p.name,
-        "version": p.version,
-        "sha256": p.sha256,
-        "world": p.world,
-        "grants": p.grants,
-        "limits": p.limits,
-        "size_bytes": p.size_bytes,
-        "created_at": p.created_at.to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
-    })
+/// A plugin version as the API shows it.
+#[derive(Debug, Serialize)]
+pub struct PluginOut {
+    pub name: String,
+    pub version: i32,
+    pub sha256: String,
+    pub world: String,
+    /// The hosts it may reach, as installed (`scheme://host[:port]` patterns).
+    pub grants: Value,
+    pub limits: Value,
+    pub size_bytes: i64,
+    #[serde(serialize_with = "super::timestamp")]
+    pub created_at: DateTime<Utc>,
+    /// On install: the interfaces the component exports and imports.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exports: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub imports: Option<Vec<String>>,
+    /// On `GET /plugins/{name}`: every installed version, oldest first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub versions: Option<Vec<PluginOut>>,
+}
+
+impl From<&PluginRecord> for PluginOut {
+    fn from(p: &PluginRecord) -> Self {
+        Self {
+            name: p.name.clone(),
+            version: p.version,
+            sha256: p.sha256.clone(),
+            world: p.world.clone(),
+            grants: p.grants.clone(),
+            limits: p.limits.clone(),
+            size_bytes: p.size_bytes,
+            created_at: p.created_at,
+            exports: None,
+            imports: None,
+            versions: None,
+        }
+    }
 }
 
 fn host(state: &AppState) -> ApiResult<&PluginHost> {
@@ -58,7 +88,7 @@ async fn install(
     State(state): State<AppState>,
     RawQuery(query): RawQuery,
     ApiBytes(body): ApiBytes,
-) -> ApiResult<Created<Value>> {
+) -> ApiResult<Created<PluginOut>> {
     let host = host(&state)?.clone();
     let (mut name, mut world, mut allow, mut memory_mb) = (None, None, Vec::new(), None);
     for (key, value) in url::form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
@@ -111,7 +141,7 @@ async fn install(
         let same_grants = current.grants == json!(allow);
         if current.sha256 == sha256 && same_grants && current.limits == serde_json::to_value(limits).unwrap_or_default()
         {
-            return Ok(Created(StatusCode::OK, plugin_out(&current)));
+            return Ok(Created(StatusCode::OK, PluginOut::from(&current)));
         }
         if current.world != inspected.world.as_str() {
             return Err(ApiError::new(
@@ -136,28 +166,30 @@ async fn install(
         })
         .await?;
     host.versions_changed().await;
-    let mut out = plugin_out(&record);
-    out["exports"] = json!(inspected.exports);
-    out["imports"] = json!(inspected.imports);
+    let out =
+        PluginOut { exports: Some(inspected.exports), imports: Some(inspected.imports), ..PluginOut::from(&record) };
     Ok(Created(StatusCode::CREATED, out))
 }
 
 async fn list(
     State(state): State<AppState>,
     ApiQuery(params): ApiQuery<ListParams>,
-) -> ApiResult<Json<ListOut<Value>>> {
+) -> ApiResult<Json<ListOut<PluginOut>>> {
     let page = params.page_request()?;
     let rows = state.store.plugin_list(&page).await?;
-    Ok(Json(paginate(rows, &page, |p| PageKey { created_at: p.created_at, key: p.name.clone() }, |p| plugin_out(&p))))
+    Ok(Json(paginate(
+        rows,
+        &page,
+        |p| PageKey { created_at: p.created_at, key: p.name.clone() },
+        |p| PluginOut::from(&p),
+    )))
 }
 
 /// The newest version, with every version listed.
-async fn read(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<Json<Value>> {
+async fn read(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<Json<PluginOut>> {
     let versions = state.store.plugin_versions(&name).await?;
     let latest = versions.last().ok_or_else(|| not_found(&name))?;
-    let mut out = plugin_out(latest);
-    out["versions"] = json!(versions.iter().map(plugin_out).collect::<Vec<_>>());
-    Ok(Json(out))
+    Ok(Json(PluginOut { versions: Some(versions.iter().map(PluginOut::from).collect()), ..PluginOut::from(latest) }))
 }
 
 async fn remove(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<StatusCode> {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use axum::extract::FromRef;
 
 use super::health::HealthState;
-use super::jobs::Validators;
+use super::validators::Validators;
 use crate::plugin::PluginHost;
 use crate::scheduler::Wakeups;
 use crate::secret::SecretCipher;

@@ -2,6 +2,7 @@
 //! `taskexec` binary started against it, and an HTTP client for its API.
 
 pub mod db;
+pub mod fixtures;
 pub mod hostile;
 pub mod postgres;
 pub mod receiver;

@@ -1,0 +1,346 @@
+//! `/jobs`: invocations of an endpoint — now (IMMEDIATE), later (DELAYED), or on a schedule
+//! (CRON). Jobs are immutable; a cron job is "updated" by a new version that retires the old.
+
+//!
+//! - [`requests`]: the bodies and query parameters the routes accept;
+//! - [`responses`]: what they answer ([`responses::JobOut`], [`responses::JobStatusOut`]);
+//! - [`cron_plan`]: a cron schedule checked and its first tick found;
+//! - [`status`]: `GET /jobs/{id}/status`.
+//!
+//! Input is checked against the endpoint's payload spec by [`crate::api::validators`].
+
+mod cron_plan;
+pub mod requests;
+pub mod responses;
+mod status;
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde_json::json;
+
+use self::cron_plan::plan_cron;
+use self::requests::{ExecutionListParams, JobIn, JobListParams, JobUpdateIn};
+use self::responses::{initial_status, JobOut};
+use self::status::status;
+use super::executions::ExecutionOut;
+use super::extract::{ApiJson, ApiQuery};
+use super::pagination::{paginate, ListOut, ListParams};
+use super::state::AppState;
+use super::validators::validate_input;
+use super::Created;
+use crate::domain::{ExecutionStatus, JobStatus, Trigger};
+use crate::error::{ApiError, ApiResult, ErrorCode};
+use crate::ids::{new_id, EXECUTION, JOB};
+use crate::retry::RetryPolicy;
+use crate::store::{now, Execution, ExecutionWrite, Inserted, Job, JobFilter, JobWrite, PageKey};
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/jobs", post(create).get(list))
+        .route("/jobs/{job_id}", get(read).put(update))
+        .route("/jobs/{job_id}/cancel", post(cancel))
+        .route("/jobs/{job_id}/status", get(status))
+        .route("/jobs/{job_id}/versions", get(versions))
+        .route("/jobs/{job_id}/executions", get(executions))
+}
+
+/// The longest key a client may choose.
+const MAX_IDEMPOTENCY_KEY_LEN: usize = 255;
+
+fn not_found(job_id: &str) -> ApiError {
+    ApiError::new(ErrorCode::JobNotFound, format!("Job with ID '{job_id}' does not exist."))
+}
+
+async fn create(State(state): State<AppState>, ApiJson(body): ApiJson<JobIn>) -> ApiResult<Created<JobOut>> {
+    let endpoint = state.store.endpoint_get(&body.endpoint).await?.ok_or_else(|| {
+        ApiError::new(ErrorCode::EndpointNotFound, format!("Endpoint '{}' does not exist.", body.endpoint))
+    })?;
+    let trigger = body.trigger;
+    let refuse = |field: &str, present: bool| {
+        if present {
+            Err(ApiError::invalid_field(field, format!("does not apply to a {} job", trigger.as_str())))
+        } else {
+            Ok(())
+        }
+    };
+    if trigger != Trigger::Cron {
+        refuse("cron", body.cron.is_some())?;
+        refuse("timezone", body.timezone.is_some())?;
+        refuse("starts_at", body.starts_at.is_some())?;
+        refuse("ends_at", body.ends_at.is_some())?;
+    }
+    if trigger != Trigger::Delayed {
+        refuse("run_at", body.run_at.is_some())?;
+    }
+    match &body.idempotency_key {
+        None if trigger != Trigger::Cron => {
+            return Err(ApiError::invalid_field(
+                "idempotency_key",
+                format!("is required for a {} job", trigger.as_str()),
+            ))
+        }
+        Some(key) if key.is_empty() || key.len() > MAX_IDEMPOTENCY_KEY_LEN => {
+            return Err(ApiError::invalid_field(
+                "idempotency_key",
+                format!("must be 1-{MAX_IDEMPOTENCY_KEY_LEN} characters"),
+            ))
+        }
+        _ => {}
+    }
+    let input = body.input.unwrap_or_else(|| json!({}));
+    validate_input(&*state.store, &state.validators, endpoint.payload_spec.as_deref(), &input).await?;
+
+    let at = now();
+    let max_attempts = RetryPolicy::parse(Some(&endpoint.retry_policy)).map(|p| p.max_attempts as i32).unwrap_or(1);
+    let job_id = new_id(JOB);
+    let mut job = JobWrite {
+        job_id: job_id.clone(),
+        endpoint: endpoint.name.clone(),
+        endpoint_version: endpoint.version,
+        endpoint_type: endpoint.endpoint_type,
+        trigger_type: trigger,
+        version: 1,
+        previous_version_id: None,
+        idempotency_key: body.idempotency_key.clone(),
+        input: input.clone(),
+        run_at: None,
+        cron_expression: None,
+        cron_timezone: None,
+        cron_starts_at: None,
+        cron_ends_at: None,
+        cron_next_run_at: None,
+        created_at: at,
+    };
+    let execution = match trigger {
+        Trigger::Cron => {
+            let plan = plan_cron(body.cron, body.timezone, body.starts_at, body.ends_at, at)?;
+            job.cron_expression = Some(plan.expression);
+            job.cron_timezone = Some(plan.timezone);
+            job.cron_starts_at = Some(plan.starts_at);
+            job.cron_ends_at = plan.ends_at;
+            job.cron_next_run_at = Some(plan.next_run_at);
+            None
+        }
+        Trigger::Immediate | Trigger::Delayed => {
+            let run_at = match trigger {
+                Trigger::Delayed => {
+                    let run_at = body
+                        .run_at
+                        .ok_or_else(|| ApiError::invalid_field("run_at", "is required for a DELAYED job"))?;
+                    if run_at > at + state.max_schedule_ahead {
+                        return Err(ApiError::invalid_field(
+                            "run_at",
+                            format!(
+                                "is more than {} days ahead (TE_MAX_SCHEDULE_AHEAD_DAYS); schedule it closer or use a CRON job",
+                                state.max_schedule_ahead.num_days()
+                            ),
+                        ));
+                    }
+                    job.run_at = Some(run_at);
+                    run_at
+                }
+                _ => at,
+            };
+            Some(ExecutionWrite {
+                execution_id: new_id(EXECUTION),
+                job_id: job_id.clone(),
+                endpoint: endpoint.name.clone(),
+                endpoint_version: Some(endpoint.version),
+                endpoint_type: endpoint.endpoint_type,
+                idempotency_key: body.idempotency_key.clone(),
+                // A run_at in the past fires at once.
+                status: if run_at > at { ExecutionStatus::Pending } else { ExecutionStatus::Queued },
+                input,
+                max_attempts,
+                run_at,
+                created_at: at,
+            })
+        }
+    };
+
+    let inserted = state.store.job_insert(&job, execution.as_ref()).await?;
+    let (status, job, first) = match inserted {
+        Inserted::Created(job) => {
+            match execution.as_ref().map(|e| e.status) {
+                Some(ExecutionStatus::Queued) => state.wakeups.work_ready(&state.store).await,
+                Some(_) => state.wakeups.pending_changed.notify_one(),
+                None => state.wakeups.cron_changed.notify_one(),
+            }
+            // The execution just written is the job's first: no need to read it back.
+            let first = execution.map(|e| Execution {
+                execution_id: e.execution_id,
+                job_id: e.job_id,
+                endpoint: e.endpoint,
+                endpoint_version: e.endpoint_version,
+                endpoint_type: e.endpoint_type,
+                idempotency_key: e.idempotency_key,
+                status: e.status,
+                input: Some(e.input),
+                output: None,
+                attempt_count: 0,
+                max_attempts: e.max_attempts,
+                worker_id: None,
+                run_at: e.run_at,
+                started_at: None,
+                completed_at: None,
+                lease_expires_at: None,
+                duration_ms: None,
+                created_at: e.created_at,
+            });
+            (StatusCode::CREATED, job, first)
+        }
+        Inserted::Existing(job) => {
+            let first = state.store.execution_first(&job.job_id).await?;
+            (StatusCode::OK, job, first)
+        }
+    };
+    let created_status = initial_status(&job);
+    Ok(Created(status, JobOut::new(&job, first.as_ref().map(|e| (e, Some(created_status))))))
+}
+
+async fn list(
+    State(state): State<AppState>,
+    ApiQuery(params): ApiQuery<JobListParams>,
+) -> ApiResult<Json<ListOut<JobOut>>> {
+    let page = ListParams { limit: params.limit, cursor: params.cursor }.page_request()?;
+    let status = params.status.as_deref().map(str::parse::<JobStatus>).transpose();
+    let status = status.map_err(|_| ApiError::invalid_field("status", "must be ACTIVE or RETIRED"))?;
+    let trigger = params.trigger.as_deref().map(str::parse::<Trigger>).transpose();
+    let trigger = trigger.map_err(|_| ApiError::invalid_field("trigger", "must be IMMEDIATE, DELAYED or CRON"))?;
+    let filter = JobFilter { endpoint: params.endpoint, status, trigger_type: trigger };
+    let rows = state.store.job_list(&filter, &page).await?;
+    Ok(Json(paginate(
+        rows,
+        &page,
+        |j| PageKey { created_at: j.created_at, key: j.job_id.clone() },
+        |j| JobOut::new(&j, None),
+    )))
+}
+
+pub(super) async fn load(state: &AppState, job_id: &str) -> ApiResult<Job> {
+    state.store.job_get(job_id).await?.ok_or_else(|| not_found(job_id))
+}
+
+async fn read(State(state): State<AppState>, Path(job_id): Path<String>) -> ApiResult<Json<JobOut>> {
+    let job = load(&state, &job_id).await?;
+    let execution = if job.trigger_type == Trigger::Cron { None } else { state.store.execution_first(&job_id).await? };
+    Ok(Json(JobOut::new(&job, execution.as_ref().map(|e| (e, None)))))
+}
+
+async fn update(
+    State(state): State<AppState>,
+    Path(job_id): Path<String>,
+    ApiJson(body): ApiJson<JobUpdateIn>,
+) -> ApiResult<Json<JobOut>> {
+    let old = load(&state, &job_id).await?;
+    if old.trigger_type != Trigger::Cron {
+        return Err(ApiError::new(
+            ErrorCode::JobNotUpdatable,
+            format!(
+                "Job '{job_id}' is a {} job; only CRON jobs can be updated. Create a new job instead.",
+                old.trigger_type
+            ),
+        ));
+    }
+    if old.status != JobStatus::Active {
+        let latest =
+            old.replaced_by_id.as_deref().map(|id| format!(" Its newer version is '{id}'.")).unwrap_or_default();
+        return Err(ApiError::new(ErrorCode::JobNotUpdatable, format!("Job '{job_id}' is retired.{latest}")));
+    }
+    let endpoint = state.store.endpoint_get(&old.endpoint).await?;
+    let input = body.input.unwrap_or_else(|| old.input.clone().unwrap_or_default());
+    let payload_spec = endpoint.as_ref().and_then(|e| e.payload_spec.as_deref());
+    validate_input(&*state.store, &state.validators, payload_spec, &input).await?;
+    let at = now();
+    let plan = plan_cron(
+        Some(body.cron.or(old.cron_expression.clone()).unwrap_or_default()),
+        Some(body.timezone.or(old.cron_timezone.clone()).unwrap_or_default()),
+        body.starts_at.or(old.cron_starts_at),
+        body.ends_at.or(old.cron_ends_at),
+        at,
+    )?;
+    let new = JobWrite {
+        job_id: new_id(JOB),
+        endpoint: old.endpoint.clone(),
+        // A new version is a new job: it is delivered with the endpoint as it is now.
+        endpoint_version: endpoint.as_ref().map(|e| e.version).or(old.endpoint_version).unwrap_or(1),
+        endpoint_type: old.endpoint_type,
+        trigger_type: Trigger::Cron,
+        version: old.version + 1,
+        previous_version_id: Some(old.job_id.clone()),
+        // The key belongs to the first version: a repeat of its create still finds it.
+        idempotency_key: None,
+        input,
+        run_at: None,
+        cron_expression: Some(plan.expression),
+        cron_timezone: Some(plan.timezone),
+        cron_starts_at: Some(plan.starts_at),
+        cron_ends_at: plan.ends_at,
+        cron_next_run_at: Some(plan.next_run_at),
+        created_at: at,
+    };
+    let created = state.store.job_replace(&job_id, &new).await?.ok_or_else(|| {
+        ApiError::new(ErrorCode::JobNotUpdatable, format!("Job '{job_id}' was retired while this update ran."))
+    })?;
+    state.wakeups.cron_changed.notify_one();
+    Ok(Json(JobOut::new(&created, None)))
+}
+
+/// CRON: retire (in-flight executions run to completion). One-shot: cancel its execution if it
+/// has not started; 409 once it is running or done.
+async fn cancel(State(state): State<AppState>, Path(job_id): Path<String>) -> ApiResult<Json<JobOut>> {
+    let job = load(&state, &job_id).await?;
+    if job.trigger_type == Trigger::Cron {
+        state.store.job_retire(&job_id).await?;
+        return Ok(Json(JobOut::new(&load(&state, &job_id).await?, None)));
+    }
+    state.store.job_cancel_waiting(&job_id).await?;
+    let execution = state.store.execution_first(&job_id).await?;
+    match execution.as_ref().map(|e| e.status) {
+        Some(ExecutionStatus::Running) => Err(ApiError::new(
+            ErrorCode::ExecutionNotCancellable,
+            format!("Job '{job_id}' is being delivered right now and cannot be cancelled."),
+        )),
+        Some(done @ (ExecutionStatus::Success | ExecutionStatus::Failed)) => {
+            Err(ApiError::new(ErrorCode::ExecutionNotCancellable, format!("Job '{job_id}' already finished ({done}).")))
+        }
+        _ => Ok(Json(JobOut::new(&load(&state, &job_id).await?, execution.as_ref().map(|e| (e, None))))),
+    }
+}
+
+/// Every version of the job's lineage, oldest first, whichever version is asked for.
+async fn versions(
+    State(state): State<AppState>,
+    Path(job_id): Path<String>,
+    ApiQuery(params): ApiQuery<ListParams>,
+) -> ApiResult<Json<ListOut<JobOut>>> {
+    let page = params.page_request()?;
+    load(&state, &job_id).await?;
+    let rows = state.store.job_versions(&job_id, &page).await?;
+    Ok(Json(paginate(
+        rows,
+        &page,
+        |j| PageKey { created_at: j.created_at, key: j.job_id.clone() },
+        |j| JobOut::new(&j, None),
+    )))
+}
+
+async fn executions(
+    State(state): State<AppState>,
+    Path(job_id): Path<String>,
+    ApiQuery(params): ApiQuery<ExecutionListParams>,
+) -> ApiResult<Json<ListOut<ExecutionOut>>> {
+    load(&state, &job_id).await?;
+    let page = ListParams { limit: params.limit, cursor: params.cursor }.page_request()?;
+    let status = params.status.as_deref().map(str::parse::<ExecutionStatus>).transpose();
+    let status = status.map_err(|e| ApiError::invalid_field("status", format!("must be one of {}", e.expected)))?;
+    let rows = state.store.execution_list(&job_id, status, &page).await?;
+    Ok(Json(paginate(
+        rows,
+        &page,
+        |e| PageKey { created_at: e.created_at, key: e.execution_id.clone() },
+        ExecutionOut::from,
+    )))
+}

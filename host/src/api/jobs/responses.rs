@@ -1,0 +1,214 @@
+//! What the jobs routes answer: a job ([`JobOut`]) and a job's status ([`JobStatusOut`]).
+//! Times are UTC RFC 3339 with microseconds, except a cron job's ticks, which are shown in the
+//! job's own timezone (as the brief shows `next_run_at`).
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use chrono_tz::Tz;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::domain::{EndpointType, ExecutionStatus, JobStatus, Trigger};
+use crate::store::{now, Execution, Job};
+
+#[derive(Debug, Serialize)]
+pub struct JobOut {
+    pub job_id: String,
+    pub endpoint: String,
+    pub endpoint_version: Option<i32>,
+    pub endpoint_type: EndpointType,
+    pub trigger: Trigger,
+    pub status: JobStatus,
+    pub version: i32,
+    pub idempotency_key: Option<String>,
+    pub input: Value,
+    pub created_at: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retired_at: Option<String>,
+    /// A DELAYED job's time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_at: Option<String>,
+    /// A one-shot job's execution.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub execution: Option<JobExecutionOut>,
+    /// A CRON job's schedule, beside the other fields.
+    #[serde(flatten)]
+    pub schedule: Option<CronScheduleOut>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct JobExecutionOut {
+    pub execution_id: String,
+    pub status: ExecutionStatus,
+    pub created_at: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct CronScheduleOut {
+    pub cron: Option<String>,
+    pub timezone: Option<String>,
+    pub starts_at: Option<String>,
+    pub ends_at: Option<String>,
+    pub next_run_at: Option<String>,
+    pub last_tick_at: Option<String>,
+    pub previous_version_id: Option<String>,
+    pub replaced_by_id: Option<String>,
+}
+
+impl JobOut {
+    /// A job as the API shows it. `execution` is the one-shot job's execution, with the status
+    /// to show for it: as created (for creates and their repeats) or as it is now (for reads).
+    pub fn new(job: &Job, execution: Option<(&Execution, Option<ExecutionStatus>)>) -> Self {
+        let schedule = (job.trigger_type == Trigger::Cron).then(|| {
+            let tz = job.cron_timezone.as_deref();
+            let (next, last) = cron_ticks(job);
+            CronScheduleOut {
+                cron: job.cron_expression.clone(),
+                timezone: job.cron_timezone.clone(),
+                starts_at: job.cron_starts_at.as_ref().map(utc),
+                ends_at: job.cron_ends_at.as_ref().map(utc),
+                next_run_at: next.as_ref().map(|t| local(t, tz)),
+                last_tick_at: last.as_ref().map(|t| local(t, tz)),
+                previous_version_id: job.previous_version_id.clone(),
+                replaced_by_id: job.replaced_by_id.clone(),
+            }
+        });
+        Self {
+            job_id: job.job_id.clone(),
+            endpoint: job.endpoint.clone(),
+            endpoint_version: job.endpoint_version,
+            endpoint_type: job.endpoint_type,
+            trigger: job.trigger_type,
+            status: job.status,
+            version: job.version,
+            idempotency_key: job.idempotency_key.clone(),
+            input: job.input.clone().unwrap_or_default(),
+            created_at: utc(&job.created_at),
+            retired_at: job.retired_at.as_ref().map(utc),
+            run_at: job.run_at.as_ref().map(utc),
+            execution: execution.map(|(e, status)| JobExecutionOut {
+                execution_id: e.execution_id.clone(),
+                status: status.unwrap_or(e.status),
+                created_at: utc(&e.created_at),
+            }),
+            schedule,
+        }
+    }
+}
+
+/// `GET /jobs/{id}/status`.
+#[derive(Debug, Serialize)]
+pub struct JobStatusOut {
+    pub job_id: String,
+    pub endpoint: String,
+    pub endpoint_type: EndpointType,
+    pub trigger: Trigger,
+    pub status: JobStatus,
+    /// IDLE, HEALTHY, DEGRADED or FAILING, from the last 24 hours' failure rate.
+    pub health: &'static str,
+    pub version: i32,
+    pub last_execution: Option<LastExecutionOut>,
+    pub active_executions: ActiveExecutionsOut,
+    pub stats: StatsOut,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cron: Option<StatusCronOut>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct LastExecutionOut {
+    pub execution_id: String,
+    pub status: ExecutionStatus,
+    pub started_at: Option<String>,
+    pub completed_at: Option<String>,
+    pub attempt_number: i32,
+}
+
+impl From<&Execution> for LastExecutionOut {
+    fn from(e: &Execution) -> Self {
+        Self {
+            execution_id: e.execution_id.clone(),
+            status: e.status,
+            started_at: e.started_at.as_ref().map(utc),
+            completed_at: e.completed_at.as_ref().map(utc),
+            attempt_number: e.attempt_count,
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct ActiveExecutionsOut {
+    /// PENDING, QUEUED and RETRYING.
+    pub pending: i64,
+    pub running: i64,
+    pub total: i64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct StatsOut {
+    pub last_24h: WindowStatsOut,
+}
+
+#[derive(Debug, Serialize)]
+pub struct WindowStatsOut {
+    pub total: usize,
+    pub succeeded: usize,
+    pub failed: usize,
+    pub avg_duration_ms: Option<i64>,
+    pub p99_duration_ms: Option<i64>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct StatusCronOut {
+    pub expression: Option<String>,
+    pub timezone: Option<String>,
+    pub next_run_at: Option<String>,
+    pub last_tick_at: Option<String>,
+}
+
+impl StatusCronOut {
+    pub fn new(job: &Job) -> Option<Self> {
+        (job.trigger_type == Trigger::Cron).then(|| {
+            let tz = job.cron_timezone.as_deref();
+            let (next, last) = cron_ticks(job);
+            Self {
+                expression: job.cron_expression.clone(),
+                timezone: job.cron_timezone.clone(),
+                next_run_at: next.as_ref().map(|t| local(t, tz)),
+                last_tick_at: last.as_ref().map(|t| local(t, tz)),
+            }
+        })
+    }
+}
+
+pub fn utc(t: &DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Micros, true)
+}
+
+/// A cron time in the job's own timezone, as the brief shows `next_run_at`.
+pub fn local(t: &DateTime<Utc>, timezone: Option<&str>) -> String {
+    match timezone.and_then(|tz| tz.parse::<Tz>().ok()) {
+        Some(tz) => t.with_timezone(&tz).to_rfc3339_opts(SecondsFormat::Secs, false),
+        None => utc(t),
+    }
+}
+
+/// The status a one-shot job's execution was created with (what a create, and its idempotent
+/// repeats, answer), derived from the job so every repeat shows the same body.
+pub fn initial_status(job: &Job) -> ExecutionStatus {
+    match job.run_at {
+        Some(run_at) if job.trigger_type == Trigger::Delayed && run_at > job.created_at => ExecutionStatus::Pending,
+        _ => ExecutionStatus::Queued,
+    }
+}
+
+/// A cron job's next and last tick as a user means them. The scheduler materializes a tick
+/// ahead of its time, so the stored last tick may still be waiting: then it is the next tick,
+/// and the one before it the last (a retired job's waiting tick was cancelled, so it is neither).
+fn cron_ticks(job: &Job) -> (Option<DateTime<Utc>>, Option<DateTime<Utc>>) {
+    match job.cron_last_tick_at {
+        Some(waiting) if waiting > now() => {
+            let next = if job.status == JobStatus::Active { Some(waiting) } else { job.cron_next_run_at };
+            (next, job.cron_prev_tick_at)
+        }
+        last => (job.cron_next_run_at, last),
+    }
+}
