@@ -55,7 +55,7 @@ pub enum PluginCommand {
         /// The plugin's name (lowercase letters, digits and hyphens).
         #[arg(long)]
         name: String,
-        /// A URL pattern the plugin may call (scheme://host[:port], `*` per part); repeatable.
+        /// A URL pattern the plugin may call (`scheme://host[:port]`, `*` per part); repeatable.
         #[arg(long = "allow-host", value_name = "URL")]
         allow_host: Vec<String>,
         /// Linear memory for each call, in MiB (default 64).

@@ -3,7 +3,7 @@
 //! - [`postgres`]: PostgreSQL, and through it CockroachDB (the production, scale-out backend).
 //! - [`sqlite`]: embedded SQLite in WAL mode (the default: one file, no other service).
 //!
-//! Queries both databases accept are written once in [`common`] and stamped onto each backend
+//! Queries both databases accept are written once in `common` and stamped onto each backend
 //! by `impl_store!`; a query the two databases must phrase differently lives in its backend's
 //! module under the same method name. No scheduling or validation logic lives below the trait:
 //! the store persists and fetches, the callers decide.

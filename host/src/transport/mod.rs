@@ -4,7 +4,7 @@
 //! implementations live in `http/`, `kafka/` and `redis_stream/`, each with the same shape:
 //! `spec.rs` (the endpoint spec, its defaults and registration checks), `mod.rs` (the
 //! delivery), and tests against a real peer. A wasm plugin implements the same trait, so
-//! callers never ask which kind they hold. [`Transports::for_type`] is the one place that
+//! callers never ask which kind they hold. [`Transports::for_endpoint`] is the one place that
 //! picks an implementation by endpoint type.
 
 pub mod clients;

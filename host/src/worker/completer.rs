@@ -1,7 +1,7 @@
 //! The completer: writes finished attempts in batches, and does not lose them.
 //!
 //! Every pipeline hands its attempt's outcome here and waits for the answer. The completer
-//! takes whatever has queued up (up to [`BATCH`]) and writes it in one transaction, so under
+//! takes whatever has queued up (up to `BATCH`) and writes it in one transaction, so under
 //! load a hundred executions cost one commit instead of a hundred; when idle, a batch is the
 //! one outcome that arrived, written at once — no timer adds latency.
 //!

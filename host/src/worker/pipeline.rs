@@ -7,7 +7,7 @@
 //!    resolve fails the execution at once: a retry would fail the same way.
 //! 3. Dispatch through the endpoint type's [`Transport`](crate::transport::Transport).
 //! 4. Record the attempt, its log lines, and the execution's new state in one transaction,
-//!    fenced by the attempt number (see [`Store::execution_finish`]).
+//!    fenced by the attempt number (see [`Store::execution_finish_many`]).
 //!
 //! Secret values used by the attempt are scrubbed from everything stored — outputs, errors,
 //! log lines — in every form a receiver may echo them (`secret::redact`).

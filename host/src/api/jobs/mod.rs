@@ -4,8 +4,8 @@
 //!
 //! - [`requests`]: the bodies and query parameters the routes accept;
 //! - [`responses`]: what they answer ([`responses::JobOut`], [`responses::JobStatusOut`]);
-//! - [`cron_plan`]: a cron schedule checked and its first tick found;
-//! - [`status`]: `GET /jobs/{id}/status`.
+//! - `cron_plan`: a cron schedule checked and its first tick found;
+//! - `status`: `GET /jobs/{id}/status`.
 //!
 //! Input is checked against the endpoint's payload spec by [`crate::api::validators`].
 
