@@ -117,13 +117,6 @@ text_enum! {
     }
 }
 
-impl ExecutionStatus {
-    /// No attempt will change it again.
-    pub fn is_final(self) -> bool {
-        matches!(self, Self::Success | Self::Failed | Self::Cancelled)
-    }
-}
-
 text_enum! {
     /// How one attempt ended.
     pub enum AttemptStatus ("attempt status") {
@@ -163,12 +156,6 @@ text_enum! {
     }
 }
 
-impl EndpointType {
-    pub fn parse(s: &str) -> Option<Self> {
-        s.parse().ok()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -188,6 +175,5 @@ mod tests {
             "execution status 'DONE' is unknown (one of: PENDING QUEUED RUNNING RETRYING SUCCESS FAILED CANCELLED)"
         );
         assert!(err.expected.contains("PENDING") && err.expected.contains("CANCELLED"));
-        assert!(ExecutionStatus::Failed.is_final() && !ExecutionStatus::Retrying.is_final());
     }
 }

@@ -22,6 +22,7 @@ macro_rules! error_codes {
         }
 
         impl ErrorCode {
+            #[cfg(test)]
             pub const ALL: &'static [Self] = &[$(Self::$variant),+];
 
             pub fn as_str(self) -> &'static str {
@@ -90,10 +91,6 @@ pub struct ApiError {
 impl ApiError {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         Self { code, message: message.into(), details: None }
-    }
-
-    pub fn status(&self) -> StatusCode {
-        self.code.status()
     }
 
     pub fn with_details(mut self, details: serde_json::Value) -> Self {

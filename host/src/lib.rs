@@ -29,21 +29,21 @@
 //! - [`error`]: the API's error codes, each with its HTTP status, and the error response shape.
 //! - [`cli`]: the `taskexec` command line (`serve`, `migrate`, `secrets rotate`, `plugin`).
 
-pub mod api;
+pub(crate) mod api;
 pub mod cli;
-pub mod config;
+pub(crate) mod config;
 pub mod contract;
 pub mod domain;
 pub mod egress;
-pub mod error;
-pub mod health;
-pub mod ids;
+pub(crate) mod error;
+pub(crate) mod health;
+pub(crate) mod ids;
 pub mod plugin;
-pub mod region;
-pub mod retry;
-pub mod scheduler;
+pub(crate) mod region;
+pub(crate) mod retry;
+pub(crate) mod scheduler;
 pub mod secret;
 pub mod store;
 pub mod template;
 pub mod transport;
-pub mod worker;
+pub(crate) mod worker;

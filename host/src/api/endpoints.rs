@@ -177,11 +177,7 @@ async fn prepare(state: &AppState, name: String, body: EndpointIn) -> ApiResult<
 
     let refs = match &body.renderer {
         Some(plugin) => {
-            let host = state
-                .plugins
-                .clone()
-                .ok_or_else(|| ApiError::invalid_field("renderer", "plugins are not enabled on this server"))?;
-            WasmRenderer { host, plugin: plugin.clone() }.check("spec", &spec).await
+            WasmRenderer { host: state.plugins.clone(), plugin: plugin.clone() }.check("spec", &spec).await
         }
         None => state.renderer.check("spec", &spec).await,
     }

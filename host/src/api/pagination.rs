@@ -88,7 +88,7 @@ mod tests {
         let key = PageKey { created_at: crate::store::now(), key: "a-name".into() };
         assert_eq!(decode_cursor(&encode_cursor(&key)).unwrap(), key);
         let err = decode_cursor("not!base64").unwrap_err();
-        assert_eq!(err.status(), 400);
+        assert_eq!(err.code.status(), 400);
         assert!(err.message.contains("`cursor`"));
     }
 

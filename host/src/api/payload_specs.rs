@@ -148,7 +148,7 @@ mod tests {
             json!({"$ref": "http://127.0.0.1:1/schema.json"}),
         ] {
             let err = check_schema(&bad).unwrap_err();
-            assert_eq!((err.status().as_u16(), err.code), (422, ErrorCode::InvalidSchema), "{bad}");
+            assert_eq!((err.code.status().as_u16(), err.code), (422, ErrorCode::InvalidSchema), "{bad}");
         }
     }
 }

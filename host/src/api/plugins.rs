@@ -22,7 +22,7 @@ use super::pagination::{paginate, ListOut, ListParams};
 use super::state::AppState;
 use super::{conflict_in_use, Created};
 use crate::error::{ApiError, ApiResult, ErrorCode};
-use crate::plugin::{Grants, PluginHost, PluginLimits, World};
+use crate::plugin::{Grants, PluginLimits, World};
 use crate::store::{Deleted, PageKey, PluginRecord, PluginWrite};
 
 pub fn router(max_plugin_bytes: usize) -> Router<AppState> {
@@ -72,9 +72,6 @@ impl From<&PluginRecord> for PluginOut {
     }
 }
 
-fn host(state: &AppState) -> ApiResult<&PluginHost> {
-    state.plugins.as_ref().ok_or_else(|| ApiError::invalid_request("Plugins are not enabled on this server."))
-}
 
 fn not_found(name: &str) -> ApiError {
     ApiError::new(ErrorCode::PluginNotFound, format!("Plugin '{name}' is not installed."))
@@ -89,7 +86,7 @@ async fn install(
     RawQuery(query): RawQuery,
     ApiBytes(body): ApiBytes,
 ) -> ApiResult<Created<PluginOut>> {
-    let host = host(&state)?.clone();
+    let host = state.plugins.clone();
     let (mut name, mut world, mut allow, mut memory_mb) = (None, None, Vec::new(), None);
     for (key, value) in url::form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
         match key.as_ref() {
@@ -195,9 +192,7 @@ async fn read(State(state): State<AppState>, Path(name): Path<String>) -> ApiRes
 async fn remove(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<StatusCode> {
     match state.store.plugin_delete(&name).await? {
         Deleted::Deleted => {
-            if let Some(host) = &state.plugins {
-                host.versions_changed().await;
-            }
+            state.plugins.versions_changed().await;
             Ok(StatusCode::NO_CONTENT)
         }
         Deleted::NotFound => Err(not_found(&name)),

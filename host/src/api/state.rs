@@ -28,7 +28,7 @@ pub struct AppState {
     /// Compiled payload-spec validators.
     pub validators: Arc<Validators>,
     /// The plugin runtime and store, for /plugins and PLUGIN endpoints.
-    pub plugins: Option<PluginHost>,
+    pub plugins: PluginHost,
     /// For `/healthz` and `/readyz`.
     pub health: HealthState,
 }

@@ -14,7 +14,7 @@ use crate::config::{parse_api_keys, Role, ServeArgs};
 use crate::egress::EgressPolicy;
 use crate::health::Liveness;
 use crate::plugin::{PluginHost, PluginRuntime};
-use crate::region::{evaluator, heartbeat, RegionFilter};
+use crate::region::heartbeat;
 use crate::scheduler::{self, SchedulerConfig, Wakeups};
 use crate::store::{Backend, Store};
 use crate::template::MinijinjaRenderer;
@@ -53,7 +53,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     );
     let plugins = PluginHost::new(runtime, store.clone()).with_egress_policy(egress.clone());
     plugins.follow_changes().await;
-    let transports = Transports::with_egress(Some(plugins.clone()), egress);
+    let transports = Transports::with_egress(plugins.clone(), egress);
     let renderer = Arc::new(MinijinjaRenderer::new());
     let wakeups = Wakeups::default();
     let shutdown = CancellationToken::new();
@@ -93,7 +93,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
                 config: Duration::from_secs(w.config_cache_ttl_sec),
                 secret: Duration::from_secs(w.secret_cache_ttl_sec),
             },
-            Some(plugins.clone()),
+            plugins.clone(),
         ));
         let config = WorkerConfig {
             worker_id: worker_id.clone(),
@@ -113,10 +113,6 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         background.push(tokio::spawn(heartbeat::run(store.clone(), worker_id, shutdown.clone())));
         tracing::info!(max_concurrent = w.worker_max_concurrent, lease_s = args.lease().as_secs(), "Worker running.");
     }
-    if args.roles.contains(&Role::Scheduler) || args.roles.contains(&Role::Worker) {
-        background.push(tokio::spawn(RegionFilter::default().refresh_loop(store.clone(), shutdown.clone())));
-        background.push(tokio::spawn(evaluator::run(shutdown.clone())));
-    }
 
     if args.roles.contains(&Role::Api) {
         let state = AppState {
@@ -127,7 +123,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             wakeups,
             max_schedule_ahead: chrono::Duration::days(i64::from(args.max_schedule_ahead_days)),
             validators: Arc::default(),
-            plugins: Some(plugins),
+            plugins,
             health: health.clone(),
         };
         let max_body_bytes =

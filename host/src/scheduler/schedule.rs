@@ -40,10 +40,6 @@ impl CronSchedule {
         Ok(Self { schedule, timezone })
     }
 
-    pub fn timezone(&self) -> Tz {
-        self.timezone
-    }
-
     /// The first tick strictly after `after`.
     pub fn next_after(&self, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
         // Start an hour and a bit before `after` in wall-clock time: in a fall-back hour the
@@ -140,7 +136,7 @@ mod tests {
         (0..n)
             .map(|_| {
                 at = s.next_after(at).unwrap();
-                at.with_timezone(&s.timezone()).to_rfc3339()
+                at.with_timezone(&s.timezone).to_rfc3339()
             })
             .collect()
     }

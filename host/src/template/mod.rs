@@ -15,9 +15,6 @@ pub use render::{percent_encode, redact, CompiledTemplate, MinijinjaRenderer, Re
 use minijinja::{Environment, UndefinedBehavior};
 use serde_json::Value;
 
-/// The namespaces a template may read.
-pub const NAMESPACES: [&str; 3] = ["input", "config", "secret"];
-
 /// What a spec's templates refer to, gathered at registration.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct TemplateRefs {

@@ -97,17 +97,12 @@ pub struct Transports {
     http: Arc<http::HttpTransport>,
     kafka: Arc<kafka::KafkaTransport>,
     redis_stream: Arc<redis_stream::RedisStreamTransport>,
-    plugins: Option<crate::plugin::PluginHost>,
+    plugins: crate::plugin::PluginHost,
 }
 
 impl Transports {
-    /// Under the default egress policy.
-    pub fn new(plugins: Option<crate::plugin::PluginHost>) -> Self {
-        Self::with_egress(plugins, Arc::default())
-    }
-
     /// Deliveries held to the operator's egress `policy` (plugins get it through their host).
-    pub fn with_egress(plugins: Option<crate::plugin::PluginHost>, policy: Arc<crate::egress::EgressPolicy>) -> Self {
+    pub fn with_egress(plugins: crate::plugin::PluginHost, policy: Arc<crate::egress::EgressPolicy>) -> Self {
         Self {
             http: Arc::new(http::HttpTransport::with_policy(policy.clone())),
             kafka: Arc::new(kafka::KafkaTransport::with_policy(policy.clone())),
@@ -128,11 +123,7 @@ impl Transports {
             EndpointType::RedisStream => self.redis_stream.clone(),
             EndpointType::Plugin => {
                 let plugin = plugin.ok_or_else(|| SpecError::new("plugin", "is required for a PLUGIN endpoint"))?;
-                let host = self
-                    .plugins
-                    .clone()
-                    .ok_or_else(|| SpecError::new("plugin", "plugins are not enabled on this server"))?;
-                Arc::new(crate::plugin::WasmTransport { host, plugin: plugin.to_owned() })
+                Arc::new(crate::plugin::WasmTransport { host: self.plugins.clone(), plugin: plugin.to_owned() })
             }
         })
     }
@@ -270,9 +261,9 @@ pub(crate) mod tests {
     #[test]
     fn endpoint_type_names_round_trip() {
         for t in [EndpointType::Http, EndpointType::Kafka, EndpointType::RedisStream, EndpointType::Plugin] {
-            assert_eq!(EndpointType::parse(t.as_str()), Some(t));
+            assert_eq!(t.as_str().parse::<EndpointType>(), Ok(t));
             assert_eq!(serde_json::to_value(t).unwrap(), json!(t.as_str()));
         }
-        assert_eq!(EndpointType::parse("FTP"), None);
+        assert!("FTP".parse::<EndpointType>().is_err());
     }
 }

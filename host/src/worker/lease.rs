@@ -47,11 +47,6 @@ impl Leases {
         Arc::new(Self { store, lease, held: Mutex::default() })
     }
 
-    /// How long a claim leases an execution for.
-    pub fn lease(&self) -> Duration {
-        self.lease
-    }
-
     /// Register an execution just claimed under `attempt`.
     pub fn hold(self: &Arc<Self>, execution_id: &str, attempt: i32) -> Held {
         self.held.lock().expect("leases lock").insert(execution_id.to_owned(), attempt);

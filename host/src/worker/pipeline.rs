@@ -22,7 +22,7 @@ use serde_json::{json, Value};
 use super::cache::TtlCache;
 use super::completer::Completer;
 use super::lease::{Leases, LEASE_MARGIN};
-use crate::contract::{Failure, Message, RenderError};
+use crate::contract::{Failure, Message};
 use crate::domain::{AttemptStatus, ExecutionStatus};
 use crate::plugin::{PluginHost, WasmRenderer};
 use crate::retry::RetryPolicy;
@@ -47,7 +47,7 @@ pub struct Pipeline {
     configs: TtlCache<String, Value>,
     secrets: TtlCache<String, SecretValue>,
     completer: Completer,
-    plugins: Option<PluginHost>,
+    plugins: PluginHost,
     /// The secret names each endpoint version's templates read: found once per version, not
     /// by re-parsing the spec on every attempt.
     secret_refs: std::sync::RwLock<std::collections::HashMap<TemplateKey, Arc<Vec<String>>>>,
@@ -109,7 +109,7 @@ impl Pipeline {
         renderer: Arc<MinijinjaRenderer>,
         worker_id: String,
         ttls: CacheTtls,
-        plugins: Option<PluginHost>,
+        plugins: PluginHost,
     ) -> Self {
         Self {
             store: store.clone(),
@@ -205,14 +205,12 @@ impl Pipeline {
         };
         let secrets: Vec<SecretValue> = context.secrets.values().cloned().collect();
         let key = TemplateKey { endpoint: endpoint.name.clone(), version: endpoint.version };
-        let rendered = match (&endpoint.renderer, &self.plugins) {
-            (Some(plugin), Some(host)) => {
-                WasmRenderer { host: host.clone(), plugin: plugin.clone() }.render(&key, &endpoint.spec, &context).await
+        let rendered = match &endpoint.renderer {
+            Some(plugin) => {
+                let renderer = WasmRenderer { host: self.plugins.clone(), plugin: plugin.clone() };
+                renderer.render(&key, &endpoint.spec, &context).await
             }
-            (Some(plugin), None) => {
-                Err(RenderError::new(format!("renderer plugin '{plugin}' cannot run: plugins are not enabled"), None))
-            }
-            (None, _) => self.renderer.render(&key, &endpoint.spec, &context).await,
+            None => self.renderer.render(&key, &endpoint.spec, &context).await,
         };
         let rendered = match rendered {
             Ok(rendered) => rendered,

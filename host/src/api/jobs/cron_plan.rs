@@ -61,6 +61,6 @@ mod tests {
         .err()
         .unwrap();
         assert_eq!(err.code, ErrorCode::InvalidCron);
-        assert_eq!(plan_cron(None, Some("UTC".into()), None, None, at).err().unwrap().status(), 400);
+        assert_eq!(plan_cron(None, Some("UTC".into()), None, None, at).err().unwrap().code.status(), 400);
     }
 }
