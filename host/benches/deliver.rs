@@ -24,11 +24,12 @@ use axum::routing::post;
 use axum::Router;
 use serde_json::{json, Value};
 use taskexec::contract::Message;
-use taskexec::plugin::{PluginHost, PluginRuntime, WasmTransport};
+use taskexec::plugin::{PluginHost, PluginRuntime};
 use taskexec::secret::SecretValue;
 use taskexec::store::{PluginWrite, Store};
 use taskexec::template::{MinijinjaRenderer, RenderContext, Renderer, TemplateKey};
 use taskexec::transport::http::HttpTransport;
+use taskexec::transport::wasm::WasmTransport;
 use taskexec::transport::{normalize_spec, DeliveryLog, EndpointType, Transport};
 
 struct Bench {

@@ -13,7 +13,7 @@ use rand::RngCore;
 use sha2::{Digest, Sha256};
 use subtle::{Choice, ConstantTimeEq};
 
-use crate::error::ApiError;
+use crate::api::error::ApiError;
 
 pub type KeyHash = [u8; 32];
 

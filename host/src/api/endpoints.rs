@@ -16,11 +16,12 @@ use super::names::check_name;
 use super::pagination::{paginate, ListOut, ListParams};
 use super::state::AppState;
 use super::{check_path_name, conflict_in_use, created_or_existing, Created};
-use crate::error::{ApiError, ApiResult, ErrorCode};
-use crate::plugin::{WasmRenderer, World};
+use crate::api::error::{ApiError, ApiResult, ErrorCode};
+use crate::plugin::World;
 use crate::retry::RetryPolicy;
 use crate::store::{Deleted, Endpoint, EndpointWrite, PageKey, StoreError};
 use crate::template;
+use crate::template::wasm::WasmRenderer;
 use crate::template::Renderer;
 use crate::transport::EndpointType;
 
@@ -176,9 +177,7 @@ async fn prepare(state: &AppState, name: String, body: EndpointIn) -> ApiResult<
     };
 
     let refs = match &body.renderer {
-        Some(plugin) => {
-            WasmRenderer { host: state.plugins.clone(), plugin: plugin.clone() }.check("spec", &spec).await
-        }
+        Some(plugin) => WasmRenderer { host: state.plugins.clone(), plugin: plugin.clone() }.check("spec", &spec).await,
         None => state.renderer.check("spec", &spec).await,
     }
     .map_err(|e| ApiError::new(ErrorCode::InvalidTemplate, format!("`{}`: {}", e.field, e.message)))?;

@@ -11,7 +11,7 @@ use super::extract::ApiQuery;
 use super::pagination::{paginate, ListOut, ListParams};
 use super::state::AppState;
 use super::timestamp;
-use crate::error::{ApiError, ApiResult, ErrorCode};
+use crate::api::error::{ApiError, ApiResult, ErrorCode};
 use crate::store::{Attempt, Execution, ExecutionLog, PageKey};
 
 pub fn router() -> Router<AppState> {

@@ -8,7 +8,7 @@ use axum::http::request::Parts;
 use axum::http::StatusCode;
 use serde::de::DeserializeOwned;
 
-use crate::error::{ApiError, ErrorCode};
+use crate::api::error::{ApiError, ErrorCode};
 
 /// A JSON body, parsed with the path of any failing field.
 pub struct ApiJson<T>(pub T);

@@ -13,7 +13,7 @@ use axum::{Json, Router};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use crate::error::{ApiError, ApiResult, ErrorCode};
+use crate::api::error::{ApiError, ApiResult, ErrorCode};
 use crate::health::Liveness;
 use crate::store::Store;
 

@@ -5,6 +5,7 @@
 pub mod auth;
 pub mod configs;
 pub mod endpoints;
+pub mod error;
 pub mod executions;
 pub mod extract;
 pub mod health;
@@ -26,7 +27,7 @@ use axum::response::{IntoResponse, Response};
 use axum::{middleware, Json, Router};
 use serde::Serialize;
 
-use crate::error::{ApiError, ApiResult, ErrorCode};
+use crate::api::error::{ApiError, ApiResult, ErrorCode};
 use crate::store::Inserted;
 pub use auth::ApiKeys;
 pub use state::AppState;

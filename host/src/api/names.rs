@@ -1,6 +1,6 @@
 //! Resource names: URL-safe and template-safe.
 
-use crate::error::ApiError;
+use crate::api::error::ApiError;
 
 pub const MAX_NAME_LEN: usize = 100;
 

@@ -8,7 +8,7 @@ use base64::Engine;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::error::ApiError;
+use crate::api::error::ApiError;
 use crate::store::{PageKey, PageRequest};
 
 pub const DEFAULT_LIMIT: u32 = 50;

@@ -13,7 +13,7 @@ use super::names::check_name;
 use super::pagination::{paginate, ListOut, ListParams};
 use super::state::AppState;
 use super::{check_path_name, conflict_in_use, created_or_existing, Created};
-use crate::error::{ApiError, ApiResult, ErrorCode};
+use crate::api::error::{ApiError, ApiResult, ErrorCode};
 use crate::store::{Deleted, PageKey, PayloadSpec};
 
 pub fn router() -> Router<AppState> {

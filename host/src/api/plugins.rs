@@ -21,7 +21,7 @@ use super::names::check_name;
 use super::pagination::{paginate, ListOut, ListParams};
 use super::state::AppState;
 use super::{conflict_in_use, Created};
-use crate::error::{ApiError, ApiResult, ErrorCode};
+use crate::api::error::{ApiError, ApiResult, ErrorCode};
 use crate::plugin::{Grants, PluginLimits, World};
 use crate::store::{Deleted, PageKey, PluginRecord, PluginWrite};
 
@@ -71,7 +71,6 @@ impl From<&PluginRecord> for PluginOut {
         }
     }
 }
-
 
 fn not_found(name: &str) -> ApiError {
     ApiError::new(ErrorCode::PluginNotFound, format!("Plugin '{name}' is not installed."))

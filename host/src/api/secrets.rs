@@ -15,7 +15,7 @@ use super::names::check_secret_name;
 use super::pagination::{paginate, ListOut, ListParams};
 use super::state::AppState;
 use super::{check_path_name, conflict_in_use, created_or_existing, Created};
-use crate::error::{ApiError, ApiResult, ErrorCode};
+use crate::api::error::{ApiError, ApiResult, ErrorCode};
 use crate::secret::SecretValue;
 use crate::store::{Deleted, PageKey, Secret};
 

@@ -8,17 +8,21 @@
 //!   plugin request goes through.
 //! - [`grants`]: which URLs a plugin may call, checked again after DNS.
 //! - [`limits`]: memory and I/O limits per plugin.
-//! - [`transport`]: a transport plugin behind the same [`Transport`](crate::transport::Transport)
-//!   trait as the built-in ones, and a renderer plugin behind [`Renderer`](crate::template::Renderer).
+//! - [`host`]: the plugin host: the runtime, the plugin store, and each plugin's newest version.
+//!
+//! A transport plugin is called through the same [`Transport`](crate::transport::Transport)
+//! trait as the built-in transports (`transport::wasm`), and a renderer plugin through
+//! [`Renderer`](crate::template::Renderer) (`template::wasm`): those depend on this module,
+//! never the other way round.
 
 pub mod grants;
+pub mod host;
 pub mod limits;
 pub mod outbound;
 pub mod runtime;
 pub mod sandbox;
-pub mod transport;
 
 pub use grants::{Grant, Grants};
+pub use host::PluginHost;
 pub use limits::PluginLimits;
 pub use runtime::{Inspection, PluginRuntime, World};
-pub use transport::{PluginHost, WasmRenderer, WasmTransport};

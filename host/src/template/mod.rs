@@ -7,6 +7,7 @@
 //! - [`render`]: the [`Renderer`] trait and the built-in minijinja renderer.
 
 pub mod render;
+pub mod wasm;
 
 use std::collections::BTreeSet;
 

@@ -11,6 +11,7 @@ pub mod clients;
 pub mod http;
 pub mod kafka;
 pub mod redis_stream;
+pub mod wasm;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -123,7 +124,7 @@ impl Transports {
             EndpointType::RedisStream => self.redis_stream.clone(),
             EndpointType::Plugin => {
                 let plugin = plugin.ok_or_else(|| SpecError::new("plugin", "is required for a PLUGIN endpoint"))?;
-                Arc::new(crate::plugin::WasmTransport { host: self.plugins.clone(), plugin: plugin.to_owned() })
+                Arc::new(wasm::WasmTransport { host: self.plugins.clone(), plugin: plugin.to_owned() })
             }
         })
     }

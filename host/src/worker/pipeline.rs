@@ -24,11 +24,12 @@ use super::completer::Completer;
 use super::lease::{Leases, LEASE_MARGIN};
 use crate::contract::{Failure, Message};
 use crate::domain::{AttemptStatus, ExecutionStatus};
-use crate::plugin::{PluginHost, WasmRenderer};
+use crate::plugin::PluginHost;
 use crate::retry::RetryPolicy;
 use crate::secret::redact::Redactor;
 use crate::secret::{SecretCipher, SecretValue};
 use crate::store::{now, AttemptFinish, Endpoint, Execution, LogWrite, Store, StoreError};
+use crate::template::wasm::WasmRenderer;
 use crate::template::{self, MinijinjaRenderer, RenderContext, Renderer, TemplateKey};
 use crate::transport::{DeliveryLog, Transports};
 

@@ -2,7 +2,7 @@
 
 use chrono::{DateTime, Utc};
 
-use crate::error::{ApiError, ApiResult, ErrorCode};
+use crate::api::error::{ApiError, ApiResult, ErrorCode};
 use crate::scheduler::schedule::CronSchedule;
 
 /// A parsed cron job schedule and its first tick.

@@ -5,8 +5,8 @@ use axum::Json;
 
 use super::load;
 use super::responses::{ActiveExecutionsOut, JobStatusOut, LastExecutionOut, StatsOut, StatusCronOut, WindowStatsOut};
+use crate::api::error::ApiResult;
 use crate::api::state::AppState;
-use crate::error::ApiResult;
 use crate::store::now;
 
 /// Health thresholds over the last 24 hours of completed executions.

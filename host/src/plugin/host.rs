@@ -1,6 +1,7 @@
-//! Plugins behind the service's own traits: a transport plugin is a [`Transport`], a renderer
-//! plugin a [`Renderer`]. Each call runs the plugin's newest version, so installing a new
-//! version applies from the next attempt; the version that ran is logged with the attempt.
+//! The plugin host: the runtime, the store plugins are kept in, and the newest version of each
+//! plugin this process has looked up. Each call runs the plugin's newest version, so installing
+//! a new version applies from the next attempt. The plugins behind the service's own traits
+//! live with those traits: `transport::wasm` and `template::wasm`.
 
 use crate::egress::EgressPolicy;
 use std::collections::HashMap;
@@ -8,17 +9,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use async_trait::async_trait;
-use serde_json::{json, Value};
-
 use super::grants::Grants;
 use super::limits::PluginLimits;
 use super::outbound::Egress;
 use super::runtime::{Loaded, PluginRuntime, SpareInstance};
-use crate::contract::{Failure, Message, Receipt, RenderError};
 use crate::store::{PluginRecord, Signal, Store};
-use crate::template::{RenderContext, Renderer, TemplateError, TemplateKey, TemplateRefs};
-use crate::transport::{error_json, DeliveryLog, SpecError, Transport};
 
 /// How long a process trusts its cached newest version of a plugin without hearing of a change.
 /// Installs in this process (and, on PostgreSQL, in any process, by NOTIFY) take effect at once;
@@ -152,11 +147,6 @@ impl PluginHost {
     }
 }
 
-pub struct WasmTransport {
-    pub host: PluginHost,
-    pub plugin: String,
-}
-
 /// Whether two records are one installed version (a reinstall after removal may reuse the number).
 fn same_version(a: &PluginRecord, b: &PluginRecord) -> bool {
     a.version == b.version && a.sha256 == b.sha256 && a.grants == b.grants && a.limits == b.limits
@@ -166,97 +156,4 @@ fn same_version(a: &PluginRecord, b: &PluginRecord) -> bool {
 fn grants_of(record: &PluginRecord) -> Grants {
     let texts: Vec<String> = serde_json::from_value(record.grants.clone()).unwrap_or_default();
     Grants::parse(&texts).unwrap_or_default()
-}
-
-#[async_trait]
-impl Transport for WasmTransport {
-    async fn validate(&self, spec: &Value) -> Result<Value, SpecError> {
-        if !spec.is_object() {
-            return Err(SpecError::new("spec", "must be an object"));
-        }
-        let plugin = self.host.latest(&self.plugin).await.map_err(|e| SpecError::new("plugin", e))?;
-        match self.host.runtime.validate(&plugin.loaded, &plugin.limits, spec.to_string()).await {
-            Ok(Ok(())) => Ok(spec.clone()),
-            Ok(Err(message)) => {
-                Err(SpecError::new("spec", format!("plugin '{}' refused the spec: {message}", self.plugin)))
-            }
-            Err(message) => {
-                Err(SpecError::new("spec", format!("plugin '{}' failed to validate the spec: {message}", self.plugin)))
-            }
-        }
-    }
-
-    async fn deliver(&self, message: Message, log: &DeliveryLog) -> Result<Receipt, Failure> {
-        let plugin = self.host.latest(&self.plugin).await.map_err(Failure::invalid_spec)?;
-        let record = &plugin.record;
-        log.push(
-            "INFO",
-            format!("Plugin {} version {} (sha256 {}).", record.name, record.version, &record.sha256[..12]),
-        );
-        let now_ms = u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or(0);
-        let timeout = Duration::from_millis(message.deadline_ms.saturating_sub(now_ms).max(1));
-        let outcome = self
-            .host
-            .runtime
-            .deliver(&plugin.loaded, &plugin.spare, &plugin.egress, &plugin.limits, message, timeout)
-            .await;
-        for (level, line) in &outcome.logs.records {
-            log.push(level, format!("[plugin {}] {line}", record.name));
-        }
-        if outcome.logs.suppressed > 0 {
-            log.push(
-                "WARN",
-                format!(
-                    "[plugin {}] {} more log records suppressed (rate limit).",
-                    record.name, outcome.logs.suppressed
-                ),
-            );
-        }
-        for denial in &outcome.denials {
-            log.push("WARN", format!("[plugin {}] outbound request denied: {denial}", record.name));
-        }
-        outcome.result
-    }
-
-    fn error_json(&self, failure: &Failure) -> Value {
-        let mut error = error_json(failure, "PLUGIN_ERROR", Some("code"));
-        error["plugin"] = json!(self.plugin);
-        error
-    }
-}
-
-/// A renderer plugin. It renders `input` and `config`; secrets are not passed to renderer
-/// plugins (the host cannot know which a foreign template syntax names).
-pub struct WasmRenderer {
-    pub host: PluginHost,
-    pub plugin: String,
-}
-
-#[async_trait]
-impl Renderer for WasmRenderer {
-    async fn check(&self, _root: &str, template: &Value) -> Result<TemplateRefs, TemplateError> {
-        let error = |message: String| TemplateError { field: "renderer".into(), message };
-        let plugin = self.host.latest(&self.plugin).await.map_err(error)?;
-        self.host.runtime.render(&plugin.loaded, &plugin.limits, template.to_string(), None).await.map_err(|e| {
-            TemplateError { field: "spec".into(), message: format!("renderer '{}': {}", self.plugin, e.message) }
-        })?;
-        Ok(TemplateRefs::default())
-    }
-
-    async fn render(
-        &self,
-        _key: &TemplateKey,
-        template: &Value,
-        context: &RenderContext,
-    ) -> Result<Value, RenderError> {
-        let plugin = self.host.latest(&self.plugin).await.map_err(|e| RenderError::new(e, None))?;
-        let context = json!({ "input": context.input, "config": context.config, "secret": {} });
-        let rendered = self
-            .host
-            .runtime
-            .render(&plugin.loaded, &plugin.limits, template.to_string(), Some(context.to_string()))
-            .await?;
-        serde_json::from_str(&rendered)
-            .map_err(|e| RenderError::new(format!("renderer '{}' returned invalid JSON: {e}", self.plugin), None))
-    }
 }

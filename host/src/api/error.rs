@@ -8,7 +8,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::json;
 
-use crate::api::request_id;
+use super::request_id;
 use crate::store::StoreError;
 
 pub type ApiResult<T, E = ApiError> = Result<T, E>;
@@ -159,7 +159,7 @@ mod tests {
 
     /// docs/api.md's table of error codes: each code with its status.
     fn documented() -> BTreeMap<String, u16> {
-        let doc = include_str!("../../docs/api.md");
+        let doc = include_str!("../../../docs/api.md");
         let table = doc.split("## Error codes").nth(1).expect("docs/api.md has an Error codes section");
         let mut codes = BTreeMap::new();
         for row in table.lines().take_while(|l| !l.starts_with("## ")).filter(|l| l.starts_with("| ")) {

@@ -1,0 +1,74 @@
+//! A transport plugin behind the [`Transport`] trait: the worker delivers through it as through
+//! the built-in transports. Each delivery runs the plugin's newest version (the version that
+//! ran is logged with the attempt).
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::{json, Value};
+
+use super::{error_json, DeliveryLog, SpecError, Transport};
+use crate::contract::{Failure, Message, Receipt};
+use crate::plugin::PluginHost;
+
+pub struct WasmTransport {
+    pub host: PluginHost,
+    pub plugin: String,
+}
+
+#[async_trait]
+impl Transport for WasmTransport {
+    async fn validate(&self, spec: &Value) -> Result<Value, SpecError> {
+        if !spec.is_object() {
+            return Err(SpecError::new("spec", "must be an object"));
+        }
+        let plugin = self.host.latest(&self.plugin).await.map_err(|e| SpecError::new("plugin", e))?;
+        match self.host.runtime.validate(&plugin.loaded, &plugin.limits, spec.to_string()).await {
+            Ok(Ok(())) => Ok(spec.clone()),
+            Ok(Err(message)) => {
+                Err(SpecError::new("spec", format!("plugin '{}' refused the spec: {message}", self.plugin)))
+            }
+            Err(message) => {
+                Err(SpecError::new("spec", format!("plugin '{}' failed to validate the spec: {message}", self.plugin)))
+            }
+        }
+    }
+
+    async fn deliver(&self, message: Message, log: &DeliveryLog) -> Result<Receipt, Failure> {
+        let plugin = self.host.latest(&self.plugin).await.map_err(Failure::invalid_spec)?;
+        let record = &plugin.record;
+        log.push(
+            "INFO",
+            format!("Plugin {} version {} (sha256 {}).", record.name, record.version, &record.sha256[..12]),
+        );
+        let now_ms = u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or(0);
+        let timeout = Duration::from_millis(message.deadline_ms.saturating_sub(now_ms).max(1));
+        let outcome = self
+            .host
+            .runtime
+            .deliver(&plugin.loaded, &plugin.spare, &plugin.egress, &plugin.limits, message, timeout)
+            .await;
+        for (level, line) in &outcome.logs.records {
+            log.push(level, format!("[plugin {}] {line}", record.name));
+        }
+        if outcome.logs.suppressed > 0 {
+            log.push(
+                "WARN",
+                format!(
+                    "[plugin {}] {} more log records not kept (at most {} per call).",
+                    record.name, outcome.logs.suppressed, plugin.limits.max_log_records
+                ),
+            );
+        }
+        for denial in &outcome.denials {
+            log.push("WARN", format!("[plugin {}] outbound request denied: {denial}", record.name));
+        }
+        outcome.result
+    }
+
+    fn error_json(&self, failure: &Failure) -> Value {
+        let mut error = error_json(failure, "PLUGIN_ERROR", Some("code"));
+        error["plugin"] = json!(self.plugin);
+        error
+    }
+}
