@@ -21,8 +21,6 @@ use crate::plugin::World;
 use crate::retry::RetryPolicy;
 use crate::store::{Deleted, Endpoint, EndpointWrite, PageKey, StoreError};
 use crate::template;
-use crate::template::wasm::WasmRenderer;
-use crate::template::Renderer;
 use crate::transport::EndpointType;
 
 pub fn router() -> Router<AppState> {
@@ -176,11 +174,12 @@ async fn prepare(state: &AppState, name: String, body: EndpointIn) -> ApiResult<
         })?),
     };
 
-    let refs = match &body.renderer {
-        Some(plugin) => WasmRenderer { host: state.plugins.clone(), plugin: plugin.clone() }.check("spec", &spec).await,
-        None => state.renderer.check("spec", &spec).await,
-    }
-    .map_err(|e| ApiError::new(ErrorCode::InvalidTemplate, format!("`{}`: {}", e.field, e.message)))?;
+    let refs = state
+        .renderers
+        .for_endpoint(body.renderer.as_deref())
+        .check("spec", &spec)
+        .await
+        .map_err(|e| ApiError::new(ErrorCode::InvalidTemplate, format!("`{}`: {}", e.field, e.message)))?;
     for path in &refs.config_paths {
         let unresolvable =
             |why: String| ApiError::new(ErrorCode::TemplateResolutionFailed, format!("{{{{config.{path}}}}}: {why}"));

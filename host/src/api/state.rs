@@ -10,7 +10,7 @@ use crate::plugin::PluginHost;
 use crate::scheduler::Wakeups;
 use crate::secret::SecretCipher;
 use crate::store::Store;
-use crate::template::Renderer;
+use crate::template::Renderers;
 use crate::transport::Transports;
 
 #[derive(Clone)]
@@ -20,7 +20,7 @@ pub struct AppState {
     /// Registration asks each endpoint's transport to check its spec.
     pub transports: Transports,
     /// Registration asks the renderer to check the spec's templates.
-    pub renderer: Arc<dyn Renderer>,
+    pub renderers: Renderers,
     /// New work wakes this process's worker and scheduler at once.
     pub wakeups: Wakeups,
     /// How far ahead a DELAYED job may be scheduled (`TE_MAX_SCHEDULE_AHEAD_DAYS`).

@@ -17,7 +17,7 @@ use crate::plugin::{PluginHost, PluginRuntime};
 use crate::region::heartbeat;
 use crate::scheduler::{self, SchedulerConfig, Wakeups};
 use crate::store::{Backend, Store};
-use crate::template::MinijinjaRenderer;
+use crate::template::Renderers;
 use crate::transport::Transports;
 use crate::worker::{self, CacheTtls, Pipeline, WorkerConfig};
 
@@ -54,7 +54,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let plugins = PluginHost::new(runtime, store.clone()).with_egress_policy(egress.clone());
     plugins.follow_changes().await;
     let transports = Transports::with_egress(plugins.clone(), egress);
-    let renderer = Arc::new(MinijinjaRenderer::new());
+    let renderers = Renderers::new(plugins.clone());
     let wakeups = Wakeups::default();
     let shutdown = CancellationToken::new();
     let liveness = Liveness::new();
@@ -87,13 +87,12 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             store.clone(),
             cipher.clone(),
             transports.clone(),
-            renderer.clone(),
+            renderers.clone(),
             worker_id.clone(),
             CacheTtls {
                 config: Duration::from_secs(w.config_cache_ttl_sec),
                 secret: Duration::from_secs(w.secret_cache_ttl_sec),
             },
-            plugins.clone(),
         ));
         let config = WorkerConfig {
             worker_id: worker_id.clone(),
@@ -119,7 +118,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             store: store.clone(),
             cipher,
             transports,
-            renderer,
+            renderers,
             wakeups,
             max_schedule_ahead: chrono::Duration::days(i64::from(args.max_schedule_ahead_days)),
             validators: Arc::default(),

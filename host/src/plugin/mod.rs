@@ -4,8 +4,10 @@
 //!   and one call per fresh store with its CPU deadline, wall-clock timeout and memory cap.
 //! - [`sandbox`]: a call's store data — WASI with nothing granted, wasi:http behind the grants,
 //!   captured output and `host.log` records.
-//! - [`outbound`]: wasi:http's outgoing handler: the grant checks and the pooled client every
-//!   plugin request goes through.
+//! - [`outbound`]: the policy every plugin request passes (grants, the operator's egress
+//!   policy, checked on the address connected to) and the pooled client it goes through.
+//! - [`wasi_http`]: the host's own `outgoing-handler.handle` and `future-incoming-response.get`,
+//!   linked in place of wasmtime-wasi-http's.
 //! - [`grants`]: which URLs a plugin may call, checked again after DNS.
 //! - [`limits`]: memory and I/O limits per plugin.
 //! - [`host`]: the plugin host: the runtime, the plugin store, and each plugin's newest version.
@@ -21,6 +23,7 @@ pub mod limits;
 pub mod outbound;
 pub mod runtime;
 pub mod sandbox;
+pub mod wasi_http;
 
 pub use grants::{Grant, Grants};
 pub use host::PluginHost;

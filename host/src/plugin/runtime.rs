@@ -144,7 +144,7 @@ impl PluginRuntime {
             &(&http_options).into(),
             <PluginState as wasmtime_wasi_http::WasiHttpView>::http,
         )?;
-        super::outbound::add_to_linker(&mut linker)?;
+        super::wasi_http::add_to_linker(&mut linker)?;
         host_imports::add_to_linker::<PluginState, HasSelf<PluginState>>(&mut linker, |state| state)?;
         if let Some(dir) = &cache_dir {
             std::fs::create_dir_all(dir)?;

@@ -7,11 +7,13 @@
 //! - [`render`]: the [`Renderer`] trait and the built-in minijinja renderer.
 
 pub mod render;
+pub mod renderers;
 pub mod wasm;
 
 use std::collections::BTreeSet;
 
 pub use render::{percent_encode, redact, CompiledTemplate, MinijinjaRenderer, RenderContext, Renderer, TemplateKey};
+pub use renderers::Renderers;
 
 use minijinja::{Environment, UndefinedBehavior};
 use serde_json::Value;

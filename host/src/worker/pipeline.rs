@@ -24,13 +24,11 @@ use super::completer::Completer;
 use super::lease::{Leases, LEASE_MARGIN};
 use crate::contract::{Failure, Message};
 use crate::domain::{AttemptStatus, ExecutionStatus};
-use crate::plugin::PluginHost;
 use crate::retry::RetryPolicy;
 use crate::secret::redact::Redactor;
 use crate::secret::{SecretCipher, SecretValue};
 use crate::store::{now, AttemptFinish, Endpoint, Execution, LogWrite, Store, StoreError};
-use crate::template::wasm::WasmRenderer;
-use crate::template::{self, MinijinjaRenderer, RenderContext, Renderer, TemplateKey};
+use crate::template::{self, RenderContext, Renderers, TemplateKey};
 use crate::transport::{DeliveryLog, Transports};
 
 /// Time a transport gets beyond its own timeout before the host stops waiting.
@@ -40,7 +38,7 @@ pub struct Pipeline {
     store: Arc<dyn Store>,
     cipher: Arc<SecretCipher>,
     transports: Transports,
-    renderer: Arc<MinijinjaRenderer>,
+    renderers: Renderers,
     worker_id: String,
     /// By (name, version): a version never changes, so only executions older than endpoint
     /// versioning (no version: the newest) see an update when the entry expires.
@@ -48,7 +46,6 @@ pub struct Pipeline {
     configs: TtlCache<String, Value>,
     secrets: TtlCache<String, SecretValue>,
     completer: Completer,
-    plugins: PluginHost,
     /// The secret names each endpoint version's templates read: found once per version, not
     /// by re-parsing the spec on every attempt.
     secret_refs: std::sync::RwLock<std::collections::HashMap<TemplateKey, Arc<Vec<String>>>>,
@@ -107,23 +104,21 @@ impl Pipeline {
         store: Arc<dyn Store>,
         cipher: Arc<SecretCipher>,
         transports: Transports,
-        renderer: Arc<MinijinjaRenderer>,
+        renderers: Renderers,
         worker_id: String,
         ttls: CacheTtls,
-        plugins: PluginHost,
     ) -> Self {
         Self {
             store: store.clone(),
             cipher,
             transports,
-            renderer,
+            renderers,
             worker_id,
             // Endpoints change rarely and carry their version; they share the config TTL.
             endpoints: TtlCache::new(ttls.config),
             configs: TtlCache::new(ttls.config),
             secrets: TtlCache::new(ttls.secret),
             completer: Completer::spawn(store),
-            plugins,
             secret_refs: Default::default(),
         }
     }
@@ -206,13 +201,8 @@ impl Pipeline {
         };
         let secrets: Vec<SecretValue> = context.secrets.values().cloned().collect();
         let key = TemplateKey { endpoint: endpoint.name.clone(), version: endpoint.version };
-        let rendered = match &endpoint.renderer {
-            Some(plugin) => {
-                let renderer = WasmRenderer { host: self.plugins.clone(), plugin: plugin.clone() };
-                renderer.render(&key, &endpoint.spec, &context).await
-            }
-            None => self.renderer.render(&key, &endpoint.spec, &context).await,
-        };
+        let renderer = self.renderers.for_endpoint(endpoint.renderer.as_deref());
+        let rendered = renderer.render(&key, &endpoint.spec, &context).await;
         let rendered = match rendered {
             Ok(rendered) => rendered,
             Err(error) => {
