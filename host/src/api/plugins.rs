@@ -130,7 +130,7 @@ async fn install(
     let inspected = tokio::task::spawn_blocking(move || runtime.inspect(&bytes, world).map(|(i, _)| i))
         .await
         .map_err(|e| ApiError::internal(&e))?
-        .map_err(|message| ApiError::new(ErrorCode::InvalidPlugin, message))?;
+        .map_err(|e| ApiError::new(ErrorCode::InvalidPlugin, e.to_string()))?;
     drop(_turn);
 
     if let Some(current) = state.store.plugin_latest(&name).await? {

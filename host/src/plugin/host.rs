@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use super::error::PluginError;
 use super::grants::Grants;
 use super::limits::PluginLimits;
 use super::outbound::Egress;
@@ -98,7 +99,7 @@ impl PluginHost {
     }
 
     /// The newest version of `name`, ready to call.
-    pub async fn latest(&self, name: &str) -> Result<Arc<ReadyPlugin>, String> {
+    pub async fn latest(&self, name: &str) -> Result<Arc<ReadyPlugin>, PluginError> {
         let generation = self.newest.generation.load(Ordering::SeqCst);
         let cached = self.newest.entries.lock().expect("plugin versions lock").get(name).map(|c| {
             let fresh = c.generation == generation && c.fetched.elapsed() < NEWEST_VERSION_TTL;
@@ -111,8 +112,8 @@ impl PluginHost {
             .store
             .plugin_latest(name)
             .await
-            .map_err(|e| format!("cannot read plugin '{name}': {e}"))?
-            .ok_or_else(|| format!("plugin '{name}' is not installed"))?;
+            .map_err(|source| PluginError::Store { name: name.to_owned(), source })?
+            .ok_or_else(|| PluginError::NotInstalled(name.to_owned()))?;
         // The same version as before: keep it, with its spare instance and its connections.
         if let Some((_, ready)) = cached.filter(|(_, ready)| same_version(&ready.record, &record)) {
             self.remember(name, &ready, generation);
@@ -121,7 +122,11 @@ impl PluginHost {
         let loaded = match self.runtime.load(&record.sha256, || None) {
             Ok(loaded) => loaded,
             Err(_) => {
-                let bytes = self.store.plugin_bytes(&record.name, record.version).await.map_err(|e| e.to_string())?;
+                let bytes = self
+                    .store
+                    .plugin_bytes(&record.name, record.version)
+                    .await
+                    .map_err(|source| PluginError::Store { name: name.to_owned(), source })?;
                 self.runtime.load(&record.sha256, || bytes)?
             }
         };

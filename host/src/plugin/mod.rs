@@ -17,6 +17,7 @@
 //! [`Renderer`](crate::template::Renderer) (`template::wasm`): those depend on this module,
 //! never the other way round.
 
+pub mod error;
 pub mod grants;
 pub mod host;
 pub mod limits;
@@ -25,6 +26,7 @@ pub mod runtime;
 pub mod sandbox;
 pub mod wasi_http;
 
+pub use error::PluginError;
 pub use grants::{Grant, Grants};
 pub use host::PluginHost;
 pub use limits::PluginLimits;

@@ -16,6 +16,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, UpdateDeadline};
 
+use super::error::PluginError;
 use super::limits::PluginLimits;
 use super::outbound::Egress;
 use super::sandbox::{CallLogs, PluginState};
@@ -102,8 +103,8 @@ pub struct PluginRuntime {
 }
 
 impl PluginRuntime {
-    pub fn new(cache_dir: Option<PathBuf>, memory_mb_max: u32) -> Result<Arc<Self>, String> {
-        Self::build(cache_dir, memory_mb_max).map_err(|e| format!("{e:#}"))
+    pub fn new(cache_dir: Option<PathBuf>, memory_mb_max: u32) -> Result<Arc<Self>, PluginError> {
+        Self::build(cache_dir, memory_mb_max).map_err(|e| PluginError::Runtime(format!("{e:#}")))
     }
 
     fn build(cache_dir: Option<PathBuf>, memory_mb_max: u32) -> wasmtime::Result<Arc<Self>> {
@@ -164,19 +165,20 @@ impl PluginRuntime {
         }))
     }
 
-    fn compile(&self, bytes: &[u8]) -> Result<Component, String> {
+    fn compile(&self, bytes: &[u8]) -> Result<Component, PluginError> {
         if bytes.len() >= 8 && &bytes[..4] == b"\0asm" && bytes[4..8] == [1, 0, 0, 0] {
             return Err("this is a core WebAssembly module, not a component: build for wasm32-wasip2 (cargo build --target wasm32-wasip2), or wrap it with `wasm-tools component new`".into());
         }
         if bytes.len() < 8 || &bytes[..4] != b"\0asm" {
             return Err("this is not WebAssembly (no \\0asm header)".into());
         }
-        Component::new(&self.engine, bytes).map_err(|e| format!("the component does not compile: {e:#}"))
+        Component::new(&self.engine, bytes)
+            .map_err(|e| PluginError::Invalid(format!("the component does not compile: {e:#}")))
     }
 
     /// Compile and type-check `bytes`: the world it exports, and that every import is one the
     /// host offers. `claimed` (when given) must be that world.
-    pub fn inspect(&self, bytes: &[u8], claimed: Option<World>) -> Result<(Inspection, Component), String> {
+    pub fn inspect(&self, bytes: &[u8], claimed: Option<World>) -> Result<(Inspection, Component), PluginError> {
         let component = self.compile(bytes)?;
         let ty = component.component_type();
         let exports: Vec<String> = ty.exports(&self.engine).map(|(name, _)| name.to_owned()).collect();
@@ -186,18 +188,18 @@ impl PluginRuntime {
         } else if exports.iter().any(|e| e == RENDERER_EXPORT) {
             World::Renderer
         } else {
-            return Err(format!(
+            return Err(PluginError::Invalid(format!(
                 "the component exports neither {TRANSPORT_EXPORT} nor {RENDERER_EXPORT} (it exports: {}); generate its bindings from transports-wit with world transport-plugin or renderer-plugin",
                 if exports.is_empty() { "nothing".to_owned() } else { exports.join(", ") }
-            ));
+            )));
         };
         if let Some(claimed) = claimed {
             if claimed != world {
-                return Err(format!(
+                return Err(PluginError::Invalid(format!(
                     "the component implements {}, not the claimed {}",
                     world.as_str(),
                     claimed.as_str()
-                ));
+                )));
             }
         }
         let pre = self.linker.instantiate_pre(&component).map_err(|e| {
@@ -218,7 +220,7 @@ impl PluginRuntime {
 
     /// The ready-to-instantiate component for `sha256`, from memory, the artifact cache, or by
     /// compiling `bytes()` (fetched only when needed).
-    pub fn load(&self, sha256: &str, bytes: impl FnOnce() -> Option<Vec<u8>>) -> Result<Arc<Loaded>, String> {
+    pub fn load(&self, sha256: &str, bytes: impl FnOnce() -> Option<Vec<u8>>) -> Result<Arc<Loaded>, PluginError> {
         if let Some(loaded) = self.loaded.read().expect("plugin cache lock").get(sha256) {
             return Ok(loaded.clone());
         }
@@ -397,8 +399,10 @@ impl PluginRuntime {
         loaded: &Loaded,
         limits: &PluginLimits,
         spec_json: String,
-    ) -> Result<Result<(), String>, String> {
-        let Loaded::Transport(pre) = loaded else { return Err("this plugin is a renderer, not a transport".into()) };
+    ) -> Result<Result<(), String>, PluginError> {
+        let Loaded::Transport(pre) = loaded else {
+            return Err(PluginError::WrongWorld { actual: "renderer", expected: "transport" });
+        };
         let _slot = self.instance_slot().await;
         let mut store = self.store(limits, VALIDATE_TIMEOUT);
         let call = async {
@@ -406,8 +410,8 @@ impl PluginRuntime {
             plugin.taskexec_plugin_transport().call_validate(&mut store, &spec_json).await
         };
         match tokio::time::timeout(VALIDATE_TIMEOUT + Duration::from_secs(1), call).await {
-            Err(_) => Err("the plugin's validate did not return in time".into()),
-            Ok(Err(trap)) => Err(trap_failure(&trap, VALIDATE_TIMEOUT).message),
+            Err(_) => Err(PluginError::Call("the plugin's validate did not return in time".into())),
+            Ok(Err(trap)) => Err(PluginError::Call(trap_failure(&trap, VALIDATE_TIMEOUT).message)),
             Ok(Ok(result)) => Ok(result),
         }
     }

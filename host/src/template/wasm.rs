@@ -18,7 +18,7 @@ pub struct WasmRenderer {
 #[async_trait]
 impl Renderer for WasmRenderer {
     async fn check(&self, _root: &str, template: &Value) -> Result<TemplateRefs, TemplateError> {
-        let error = |message: String| TemplateError { field: "renderer".into(), message };
+        let error = |e: crate::plugin::PluginError| TemplateError { field: "renderer".into(), message: e.to_string() };
         let plugin = self.host.latest(&self.plugin).await.map_err(error)?;
         self.host.runtime.render(&plugin.loaded, &plugin.limits, template.to_string(), None).await.map_err(|e| {
             TemplateError { field: "spec".into(), message: format!("renderer '{}': {}", self.plugin, e.message) }
@@ -32,7 +32,7 @@ impl Renderer for WasmRenderer {
         template: &Value,
         context: &RenderContext,
     ) -> Result<Value, RenderError> {
-        let plugin = self.host.latest(&self.plugin).await.map_err(|e| RenderError::new(e, None))?;
+        let plugin = self.host.latest(&self.plugin).await.map_err(|e| RenderError::new(e.to_string(), None))?;
         let context = json!({ "input": context.input, "config": context.config, "secret": {} });
         let rendered = self
             .host

@@ -22,7 +22,7 @@ impl Transport for WasmTransport {
         if !spec.is_object() {
             return Err(SpecError::new("spec", "must be an object"));
         }
-        let plugin = self.host.latest(&self.plugin).await.map_err(|e| SpecError::new("plugin", e))?;
+        let plugin = self.host.latest(&self.plugin).await.map_err(|e| SpecError::new("plugin", e.to_string()))?;
         match self.host.runtime.validate(&plugin.loaded, &plugin.limits, spec.to_string()).await {
             Ok(Ok(())) => Ok(spec.clone()),
             Ok(Err(message)) => {
@@ -35,7 +35,12 @@ impl Transport for WasmTransport {
     }
 
     async fn deliver(&self, message: Message, log: &DeliveryLog) -> Result<Receipt, Failure> {
-        let plugin = self.host.latest(&self.plugin).await.map_err(Failure::invalid_spec)?;
+        // A plugin that is not installed, or cannot load, fails the same way next time; a
+        // database that did not answer may answer the next attempt.
+        let plugin = self.host.latest(&self.plugin).await.map_err(|e| match e.is_transient() {
+            true => Failure::internal(true, e.to_string()),
+            false => Failure::invalid_spec(e.to_string()),
+        })?;
         let record = &plugin.record;
         log.push(
             "INFO",
