@@ -31,8 +31,8 @@ fn optional_timestamp<S: serde::Serializer>(t: &Option<DateTime<Utc>>, serialize
 
 #[derive(Serialize)]
 pub struct ExecutionOut {
-    pub execution_id: String,
-    pub job_id: String,
+    pub execution_id: crate::ids::ExecutionId,
+    pub job_id: crate::ids::JobId,
     pub endpoint: String,
     /// The endpoint version it is delivered with (its job's).
     pub endpoint_version: Option<i32>,
@@ -80,7 +80,7 @@ impl From<Execution> for ExecutionOut {
 
 #[derive(Serialize)]
 pub struct AttemptOut {
-    pub attempt_id: String,
+    pub attempt_id: crate::ids::AttemptId,
     pub attempt_number: i32,
     pub status: crate::domain::AttemptStatus,
     #[serde(serialize_with = "timestamp")]
@@ -110,7 +110,7 @@ impl From<Attempt> for AttemptOut {
 
 #[derive(Serialize)]
 pub struct LogOut {
-    pub log_id: String,
+    pub log_id: crate::ids::LogId,
     pub attempt_number: i32,
     pub level: String,
     pub message: String,
@@ -168,7 +168,7 @@ async fn attempts(
     Ok(Json(paginate(
         rows,
         &page,
-        |a| PageKey { created_at: a.created_at, key: a.attempt_id.clone() },
+        |a| PageKey { created_at: a.created_at, key: a.attempt_id.to_string() },
         AttemptOut::from,
     )))
 }
@@ -181,5 +181,5 @@ async fn logs(
     load(&state, &id).await?;
     let page = params.page_request()?;
     let rows = state.store.log_list(&id, &page).await?;
-    Ok(Json(paginate(rows, &page, |l| PageKey { created_at: l.logged_at, key: l.log_id.clone() }, LogOut::from)))
+    Ok(Json(paginate(rows, &page, |l| PageKey { created_at: l.logged_at, key: l.log_id.to_string() }, LogOut::from)))
 }

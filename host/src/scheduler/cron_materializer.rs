@@ -26,7 +26,7 @@ use super::schedule::CronSchedule;
 use super::{SchedulerConfig, Wakeups};
 use crate::domain::ExecutionStatus;
 use crate::health::Beat;
-use crate::ids::{new_id, EXECUTION};
+use crate::ids::ExecutionId;
 use crate::retry::RetryPolicy;
 use crate::store::{now, CronAdvance, ExecutionWrite, Job, Store, StoreResult};
 
@@ -142,7 +142,7 @@ fn plan_tick(job: &Job, schedule: &CronSchedule, max_attempts: i32, now: DateTim
     let tick = job.cron_next_run_at?;
     let before_end = |t: &DateTime<Utc>| job.cron_ends_at.is_none_or(|end| *t < end);
     let execution = before_end(&tick).then(|| ExecutionWrite {
-        execution_id: new_id(EXECUTION),
+        execution_id: ExecutionId::new(),
         job_id: job.job_id.clone(),
         endpoint: job.endpoint.clone(),
         endpoint_version: job.endpoint_version,

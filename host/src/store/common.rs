@@ -19,7 +19,7 @@ macro_rules! impl_store {
             use serde_json::Value;
             use sqlx::types::Json;
             use chrono::{DateTime, Utc};
-            use $crate::ids::{new_id, ATTEMPT, LOG};
+            use $crate::ids::{AttemptId, LogId};
             use $crate::store::engine::{ATTEMPT_COLUMNS, EXECUTION_COLUMNS, JOB_COLUMNS, LOG_COLUMNS, PLUGIN_COLUMNS};
             use $crate::store::{
                 now, Attempt, AttemptFinish, Config, CronAdvance, DbTime, Deleted, Endpoint, EndpointWrite, Execution,
@@ -836,7 +836,7 @@ macro_rules! impl_store {
                              VALUES ($1, $2, $3, 'FAILED', $4, $5, $6, $5)
                              ON CONFLICT (execution_id, attempt_number) DO NOTHING",
                         )
-                        .bind(new_id(ATTEMPT))
+                        .bind(AttemptId::new())
                         .bind(execution_id)
                         .bind(attempt)
                         .bind(DbTime(started_at.unwrap_or(now)))
@@ -863,7 +863,7 @@ macro_rules! impl_store {
                                  duration_ms, output, error, created_at) ",
                         );
                         attempts.push_values(&winners, |mut row, f| {
-                            row.push_bind(new_id(ATTEMPT))
+                            row.push_bind(AttemptId::new())
                                 .push_bind(&f.execution_id)
                                 .push_bind(f.attempt_number)
                                 .push_bind(f.attempt_status)
@@ -883,7 +883,7 @@ macro_rules! impl_store {
                                 "INSERT INTO execution_logs (log_id, execution_id, attempt_number, level, message, logged_at) ",
                             );
                             insert.push_values(logs, |mut row, (f, log)| {
-                                row.push_bind(new_id(LOG))
+                                row.push_bind(LogId::new())
                                     .push_bind(&f.execution_id)
                                     .push_bind(f.attempt_number)
                                     .push_bind(log.level)

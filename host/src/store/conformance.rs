@@ -13,7 +13,7 @@ use serde_json::json;
 
 use super::*;
 use crate::domain::{AttemptStatus, EndpointType, ExecutionStatus, Trigger};
-use crate::ids::{new_id, EXECUTION, JOB};
+use crate::ids::{ExecutionId, JobId};
 
 /// A migrated store of each backend, each on a database of its own; the guards keep them.
 async fn stores() -> Vec<(Arc<dyn Store>, Box<dyn std::any::Any>)> {
@@ -77,7 +77,7 @@ async fn endpoint(store: &dyn Store, name: &str) {
 
 fn job(endpoint: &str, trigger: Trigger, key: Option<&str>, at: DateTime<Utc>) -> JobWrite {
     JobWrite {
-        job_id: new_id(JOB),
+        job_id: JobId::new(),
         endpoint: endpoint.to_owned(),
         endpoint_version: 1,
         endpoint_type: EndpointType::Http,
@@ -98,7 +98,7 @@ fn job(endpoint: &str, trigger: Trigger, key: Option<&str>, at: DateTime<Utc>) -
 
 fn execution(job: &JobWrite, status: ExecutionStatus, run_at: DateTime<Utc>) -> ExecutionWrite {
     ExecutionWrite {
-        execution_id: new_id(EXECUTION),
+        execution_id: ExecutionId::new(),
         job_id: job.job_id.clone(),
         endpoint: job.endpoint.clone(),
         endpoint_version: Some(1),
@@ -113,7 +113,7 @@ fn execution(job: &JobWrite, status: ExecutionStatus, run_at: DateTime<Utc>) -> 
 }
 
 /// `n` claimable (QUEUED, due) executions of `endpoint`; their ids.
-async fn queued(store: &dyn Store, endpoint: &str, n: usize) -> Vec<String> {
+async fn queued(store: &dyn Store, endpoint: &str, n: usize) -> Vec<ExecutionId> {
     let at = now() - chrono::Duration::seconds(1);
     let mut ids = Vec::new();
     for _ in 0..n {
@@ -190,7 +190,7 @@ mod checks {
     pub async fn claims_are_exclusive_under_concurrency(store: Arc<dyn Store>) {
         endpoint(&*store, "a").await;
         endpoint(&*store, "b").await;
-        let mut all: HashSet<String> = queued(&*store, "a", 120).await.into_iter().collect();
+        let mut all: HashSet<ExecutionId> = queued(&*store, "a", 120).await.into_iter().collect();
         all.extend(queued(&*store, "b", 80).await);
         let claimers: Vec<_> = (0..4)
             .map(|w| {
@@ -212,7 +212,7 @@ mod checks {
         for c in claimers {
             claimed.extend(c.await.unwrap());
         }
-        let ids: HashSet<String> = claimed.iter().map(|e| e.execution_id.clone()).collect();
+        let ids: HashSet<ExecutionId> = claimed.iter().map(|e| e.execution_id.clone()).collect();
         assert_eq!(ids.len(), claimed.len(), "an execution was claimed twice");
         assert_eq!(ids, all, "every execution was claimed");
         for e in &claimed {

@@ -5,6 +5,7 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 
 use crate::domain::{AttemptStatus, EndpointType, ExecutionStatus, JobStatus, Trigger};
+use crate::ids::{AttemptId, ExecutionId, JobId, LogId};
 
 pub const JOB_COLUMNS: &str =
     "job_id, endpoint, endpoint_version, endpoint_type, trigger_type, status, version, previous_version_id, \
@@ -20,7 +21,7 @@ pub const LOG_COLUMNS: &str = "log_id, execution_id, attempt_number, level, mess
 
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct Job {
-    pub job_id: String,
+    pub job_id: JobId,
     pub endpoint: String,
     /// The endpoint version the job was created against: its executions are delivered with
     /// it, whatever later updates change (None only for rows older than versioning).
@@ -29,8 +30,8 @@ pub struct Job {
     pub trigger_type: Trigger,
     pub status: JobStatus,
     pub version: i32,
-    pub previous_version_id: Option<String>,
-    pub replaced_by_id: Option<String>,
+    pub previous_version_id: Option<JobId>,
+    pub replaced_by_id: Option<JobId>,
     pub idempotency_key: Option<String>,
     #[sqlx(json(nullable))]
     pub input: Option<Value>,
@@ -50,8 +51,8 @@ pub struct Job {
 
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct Execution {
-    pub execution_id: String,
-    pub job_id: String,
+    pub execution_id: ExecutionId,
+    pub job_id: JobId,
     pub endpoint: String,
     /// Its job's endpoint version (None: the endpoint's newest, for rows older than versioning).
     pub endpoint_version: Option<i32>,
@@ -76,8 +77,8 @@ pub struct Execution {
 
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct Attempt {
-    pub attempt_id: String,
-    pub execution_id: String,
+    pub attempt_id: AttemptId,
+    pub execution_id: ExecutionId,
     pub attempt_number: i32,
     pub status: AttemptStatus,
     pub started_at: DateTime<Utc>,
@@ -92,8 +93,8 @@ pub struct Attempt {
 
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct ExecutionLog {
-    pub log_id: String,
-    pub execution_id: String,
+    pub log_id: LogId,
+    pub execution_id: ExecutionId,
     pub attempt_number: i32,
     pub level: String,
     pub message: String,
@@ -103,13 +104,13 @@ pub struct ExecutionLog {
 /// A new job (a first version, or a cron job's next version).
 #[derive(Debug, Clone)]
 pub struct JobWrite {
-    pub job_id: String,
+    pub job_id: JobId,
     pub endpoint: String,
     pub endpoint_version: i32,
     pub endpoint_type: EndpointType,
     pub trigger_type: Trigger,
     pub version: i32,
-    pub previous_version_id: Option<String>,
+    pub previous_version_id: Option<JobId>,
     pub idempotency_key: Option<String>,
     pub input: Value,
     pub run_at: Option<DateTime<Utc>>,
@@ -124,8 +125,8 @@ pub struct JobWrite {
 /// A new execution.
 #[derive(Debug, Clone)]
 pub struct ExecutionWrite {
-    pub execution_id: String,
-    pub job_id: String,
+    pub execution_id: ExecutionId,
+    pub job_id: JobId,
     pub endpoint: String,
     pub endpoint_version: Option<i32>,
     pub endpoint_type: EndpointType,
@@ -158,7 +159,7 @@ pub struct LogWrite {
 /// if it is still RUNNING under this attempt number: the fence), the attempt, its logs.
 #[derive(Debug, Clone)]
 pub struct AttemptFinish {
-    pub execution_id: String,
+    pub execution_id: ExecutionId,
     pub attempt_number: i32,
     /// SUCCESS, RETRYING or FAILED.
     pub execution_status: ExecutionStatus,
@@ -259,7 +260,7 @@ impl EndpointShares {
 /// database's clock; never shortened), if it is still RUNNING under `attempt`.
 #[derive(Debug, Clone)]
 pub struct LeaseExtend {
-    pub execution_id: String,
+    pub execution_id: ExecutionId,
     pub attempt: i32,
     pub for_ms: i64,
 }
@@ -268,7 +269,7 @@ pub struct LeaseExtend {
 /// and create the tick's execution.
 #[derive(Debug, Clone)]
 pub struct CronAdvance {
-    pub job_id: String,
+    pub job_id: JobId,
     pub tick: DateTime<Utc>,
     /// None when the schedule has no tick left (past `ends_at`).
     pub next: Option<DateTime<Utc>>,

@@ -217,8 +217,8 @@ impl PgStore {
                      $8::int4[], $9::timestamptz[], $10::timestamptz[], $11::int4[])
                  ON CONFLICT (job_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING",
             )
-            .bind(column(|e| e.execution_id.clone()))
-            .bind(column(|e| e.job_id.clone()))
+            .bind(column(|e| e.execution_id.to_string()))
+            .bind(column(|e| e.job_id.to_string()))
             .bind(column(|e| e.endpoint.clone()))
             .bind(column(|e| e.endpoint_type.as_str().to_owned()))
             .bind(&idempotency)

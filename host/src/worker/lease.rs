@@ -66,7 +66,7 @@ impl Leases {
             return Ok(true);
         }
         let for_ms = i64::try_from(needed.as_millis()).unwrap_or(i64::MAX / 2);
-        let lease = LeaseExtend { execution_id: execution_id.to_owned(), attempt, for_ms };
+        let lease = LeaseExtend { execution_id: execution_id.into(), attempt, for_ms };
         Ok(self.store.execution_lease_extend(std::slice::from_ref(&lease)).await? == 1)
     }
 
@@ -78,7 +78,7 @@ impl Leases {
             .lock()
             .expect("leases lock")
             .iter()
-            .map(|(id, attempt)| LeaseExtend { execution_id: id.clone(), attempt: *attempt, for_ms })
+            .map(|(id, attempt)| LeaseExtend { execution_id: id.as_str().into(), attempt: *attempt, for_ms })
             .collect();
         self.store.execution_lease_extend(&leases).await
     }

@@ -227,9 +227,9 @@ impl Pipeline {
             .map_or(crate::transport::MAX_TIMEOUT_MS, |t| t.min(crate::transport::MAX_TIMEOUT_MS));
         let deadline = now() + chrono::Duration::milliseconds(i64::try_from(timeout_ms).unwrap_or(i64::MAX / 2));
         let message = Message {
-            execution_id: execution.execution_id.clone(),
+            execution_id: execution.execution_id.to_string(),
             attempt: u32::try_from(execution.attempt_count).unwrap_or(0),
-            idempotency_key: execution.execution_id.clone(),
+            idempotency_key: execution.execution_id.to_string(),
             deadline_ms: u64::try_from(deadline.timestamp_millis()).unwrap_or(0),
             spec_json: rendered.to_string(),
         };

@@ -32,7 +32,7 @@ use super::validators::validate_input;
 use super::Created;
 use crate::api::error::{ApiError, ApiResult, ErrorCode};
 use crate::domain::{ExecutionStatus, JobStatus, Trigger};
-use crate::ids::{new_id, EXECUTION, JOB};
+use crate::ids::{ExecutionId, JobId};
 use crate::retry::RetryPolicy;
 use crate::store::{now, Execution, ExecutionWrite, Inserted, Job, JobFilter, JobWrite, PageKey};
 
@@ -94,7 +94,7 @@ async fn create(State(state): State<AppState>, ApiJson(body): ApiJson<JobIn>) ->
 
     let at = now();
     let max_attempts = RetryPolicy::parse(Some(&endpoint.retry_policy)).map(|p| p.max_attempts as i32).unwrap_or(1);
-    let job_id = new_id(JOB);
+    let job_id = JobId::new();
     let mut job = JobWrite {
         job_id: job_id.clone(),
         endpoint: endpoint.name.clone(),
@@ -144,7 +144,7 @@ async fn create(State(state): State<AppState>, ApiJson(body): ApiJson<JobIn>) ->
                 _ => at,
             };
             Some(ExecutionWrite {
-                execution_id: new_id(EXECUTION),
+                execution_id: ExecutionId::new(),
                 job_id: job_id.clone(),
                 endpoint: endpoint.name.clone(),
                 endpoint_version: Some(endpoint.version),
@@ -214,7 +214,7 @@ async fn list(
     Ok(Json(paginate(
         rows,
         &page,
-        |j| PageKey { created_at: j.created_at, key: j.job_id.clone() },
+        |j| PageKey { created_at: j.created_at, key: j.job_id.to_string() },
         |j| JobOut::new(&j, None),
     )))
 }
@@ -262,7 +262,7 @@ async fn update(
         at,
     )?;
     let new = JobWrite {
-        job_id: new_id(JOB),
+        job_id: JobId::new(),
         endpoint: old.endpoint.clone(),
         // A new version is a new job: it is delivered with the endpoint as it is now.
         endpoint_version: endpoint.as_ref().map(|e| e.version).or(old.endpoint_version).unwrap_or(1),
@@ -322,7 +322,7 @@ async fn versions(
     Ok(Json(paginate(
         rows,
         &page,
-        |j| PageKey { created_at: j.created_at, key: j.job_id.clone() },
+        |j| PageKey { created_at: j.created_at, key: j.job_id.to_string() },
         |j| JobOut::new(&j, None),
     )))
 }
@@ -340,7 +340,7 @@ async fn executions(
     Ok(Json(paginate(
         rows,
         &page,
-        |e| PageKey { created_at: e.created_at, key: e.execution_id.clone() },
+        |e| PageKey { created_at: e.created_at, key: e.execution_id.to_string() },
         ExecutionOut::from,
     )))
 }

@@ -8,11 +8,12 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::domain::{EndpointType, ExecutionStatus, JobStatus, Trigger};
+use crate::ids::{ExecutionId, JobId};
 use crate::store::{now, Execution, Job};
 
 #[derive(Debug, Serialize)]
 pub struct JobOut {
-    pub job_id: String,
+    pub job_id: JobId,
     pub endpoint: String,
     pub endpoint_version: Option<i32>,
     pub endpoint_type: EndpointType,
@@ -37,7 +38,7 @@ pub struct JobOut {
 
 #[derive(Debug, Serialize)]
 pub struct JobExecutionOut {
-    pub execution_id: String,
+    pub execution_id: ExecutionId,
     pub status: ExecutionStatus,
     pub created_at: String,
 }
@@ -50,8 +51,8 @@ pub struct CronScheduleOut {
     pub ends_at: Option<String>,
     pub next_run_at: Option<String>,
     pub last_tick_at: Option<String>,
-    pub previous_version_id: Option<String>,
-    pub replaced_by_id: Option<String>,
+    pub previous_version_id: Option<JobId>,
+    pub replaced_by_id: Option<JobId>,
 }
 
 impl JobOut {
@@ -98,7 +99,7 @@ impl JobOut {
 /// `GET /jobs/{id}/status`.
 #[derive(Debug, Serialize)]
 pub struct JobStatusOut {
-    pub job_id: String,
+    pub job_id: JobId,
     pub endpoint: String,
     pub endpoint_type: EndpointType,
     pub trigger: Trigger,
@@ -115,7 +116,7 @@ pub struct JobStatusOut {
 
 #[derive(Debug, Serialize)]
 pub struct LastExecutionOut {
-    pub execution_id: String,
+    pub execution_id: ExecutionId,
     pub status: ExecutionStatus,
     pub started_at: Option<String>,
     pub completed_at: Option<String>,
