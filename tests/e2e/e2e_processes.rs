@@ -293,6 +293,14 @@ async fn worker_and_scheduler_processes_answer_health_on_their_own_address(backe
             r.text
         );
         assert_eq!(client.get("/readyz").await.body["status"], "ready");
+        let metrics = client.get("/metrics").await;
+        assert_eq!(metrics.status, 200, "{}", metrics.text);
+        let expected = if roles == "worker" {
+            "taskexec_worker_slots_capacity"
+        } else {
+            "taskexec_scheduler_loop_duration_seconds"
+        };
+        assert!(metrics.text.contains(expected), "{}", metrics.text);
         // Nothing but health is served there.
         assert_eq!(client.get("/jobs").await.status, 404);
         let output = process.stop();

@@ -4,9 +4,15 @@ use reqwest::Method;
 use serde_json::json;
 
 use crate::both_backends;
-use crate::support::{Backend, Client, Server, ServerOptions, TestDb};
+use crate::support::fixtures::{http_endpoint, immediate, wait_for_status};
+use crate::support::{Backend, Client, Receiver, Server, ServerOptions, TestDb};
 
-both_backends!(authentication_is_required, malformed_requests_get_the_error_shape, health_checks);
+both_backends!(
+    authentication_is_required,
+    malformed_requests_get_the_error_shape,
+    health_checks,
+    metrics_describe_the_deliveries_made,
+);
 
 async fn authentication_is_required(backend: Backend) {
     let db = TestDb::new(backend).await;
@@ -91,4 +97,59 @@ async fn health_checks(backend: Backend) {
     assert!(loops.iter().any(|l| l["name"] == "scheduler.cron_materializer" && l["alive"] == true), "{}", r.text);
     let r = anonymous.get("/readyz").await;
     assert_eq!((r.status.as_u16(), r.body.clone()), (200, json!({"status": "ready"})));
+}
+
+/// The value of the Prometheus sample `name` whose labels include every one of `labels`.
+pub fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    text.lines().filter(|l| !l.starts_with('#')).find_map(|line| {
+        let (series, value) = line.rsplit_once(' ')?;
+        let (metric, rest) = series.split_once('{').unwrap_or((series, ""));
+        let matches = metric == name && labels.iter().all(|(k, v)| rest.contains(&format!("{k}=\"{v}\"")));
+        matches.then(|| value.parse().ok()).flatten()
+    })
+}
+
+/// `/metrics` (unauthenticated, like the health checks) counts what the process did: jobs
+/// created, executions finished by endpoint and status, attempts by outcome and error type,
+/// delivery time and lateness, and reads the queue and the pool when scraped. No id appears.
+async fn metrics_describe_the_deliveries_made(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let server = Server::start(&db).await;
+    let api = server.client();
+    let receiver = Receiver::start().await;
+    http_endpoint(&api, &receiver, "fine", "/ok/fine", json!(null)).await;
+    http_endpoint(&api, &receiver, "broken", "/fail/broken", json!({"max_attempts": 1})).await;
+    let input = json!({"user_id": "u", "amount": 1});
+    let ok = api.create("/jobs", &immediate("fine", "m-ok", input.clone())).await;
+    let bad = api.create("/jobs", &immediate("broken", "m-bad", input)).await;
+    let ok_id = ok["execution"]["execution_id"].as_str().unwrap().to_owned();
+    let bad_id = bad["execution"]["execution_id"].as_str().unwrap().to_owned();
+    wait_for_status(&api, &ok_id, "SUCCESS").await;
+    wait_for_status(&api, &bad_id, "FAILED").await;
+
+    let r = Client::new(&server.base_url, None).get("/metrics").await;
+    assert_eq!(r.status.as_u16(), 200, "{}", r.text);
+    assert!(r.headers["content-type"].to_str().unwrap().starts_with("text/plain"));
+    let text = &r.text;
+    let value = |name: &str, labels: &[(&str, &str)]| {
+        sample(text, name, labels).unwrap_or_else(|| panic!("no {name} {labels:?} in:\n{text}"))
+    };
+    assert_eq!(value("taskexec_jobs_created_total", &[("trigger", "IMMEDIATE"), ("endpoint_type", "HTTP")]), 2.0);
+    let finished = "taskexec_executions_finished_total";
+    assert_eq!(value(finished, &[("endpoint", "fine"), ("status", "SUCCESS"), ("endpoint_type", "HTTP")]), 1.0);
+    assert_eq!(value(finished, &[("endpoint", "broken"), ("status", "FAILED")]), 1.0);
+    assert_eq!(value("taskexec_attempts_total", &[("outcome", "failure"), ("error_type", "HTTP_ERROR")]), 1.0);
+    assert_eq!(value("taskexec_attempts_total", &[("outcome", "success")]), 1.0);
+    assert_eq!(value("taskexec_delivery_duration_seconds_count", &[("endpoint_type", "HTTP")]), 2.0);
+    assert_eq!(value("taskexec_fire_lateness_seconds_count", &[]), 2.0);
+    for status in ["PENDING", "QUEUED", "RUNNING", "RETRYING"] {
+        assert_eq!(value("taskexec_executions", &[("status", status)]), 0.0, "{status}");
+    }
+    assert_eq!(value("taskexec_worker_slots_capacity", &[]), 50.0);
+    assert_eq!(value("taskexec_worker_slots_busy", &[]), 0.0);
+    assert!(value("taskexec_db_pool_connections", &[("state", "idle")]) >= 1.0);
+    assert!(value("taskexec_scheduler_loop_duration_seconds_count", &[("loop", "promoter")]) >= 1.0);
+    for id in [&ok_id, &bad_id, ok["job_id"].as_str().unwrap(), bad["job_id"].as_str().unwrap()] {
+        assert!(!text.contains(id), "{id} in the metrics");
+    }
 }

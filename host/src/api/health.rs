@@ -1,4 +1,5 @@
-//! `/healthz` (every loop of the process is alive) and `/readyz` (it can reach its database).
+//! `/healthz` (every loop of the process is alive), `/readyz` (it can reach its database) and
+//! `/metrics` (Prometheus).
 //! Unauthenticated, for load balancers and orchestrators. Served on the API's address, and on
 //! `TE_HEALTH_ADDR` (for worker- and scheduler-only processes) by [`serve`].
 
@@ -29,7 +30,13 @@ where
     HealthState: FromRef<S>,
     S: Clone + Send + Sync + 'static,
 {
-    Router::new().route("/healthz", get(healthz)).route("/readyz", get(readyz))
+    Router::new().route("/healthz", get(healthz)).route("/readyz", get(readyz)).route("/metrics", get(metrics))
+}
+
+/// Prometheus's text format: what this process recorded, and the database's current figures.
+async fn metrics(State(state): State<HealthState>) -> Response {
+    let text = crate::metrics::render(&*state.store).await;
+    ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], text).into_response()
 }
 
 /// 200 when every loop of this process is alive, else 503; both list each loop.

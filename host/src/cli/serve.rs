@@ -24,6 +24,7 @@ use crate::worker::{self, CacheTtls, Pipeline, WorkerConfig};
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     init_logging(&args.log)?;
     args.check().map_err(anyhow::Error::msg)?;
+    crate::metrics::install();
     if args.scheduler.stuck_execution_timeout_sec.is_some() {
         tracing::warn!(
             "TE_STUCK_EXECUTION_TIMEOUT_SEC is deprecated: it sets the lease (TE_WORKER_LEASE_SEC); rename it."

@@ -84,6 +84,8 @@ pub struct CallOutcome<T> {
     pub result: T,
     pub logs: CallLogs,
     pub denials: Vec<String>,
+    /// The call trapped or ran past its deadline (not a failure the plugin returned).
+    pub trapped: bool,
 }
 
 pub struct PluginRuntime {
@@ -299,7 +301,9 @@ impl PluginRuntime {
                 let slot = self.instance_slot().await;
                 match instantiate_transport(&self.engine, pre, egress.clone(), limits).await {
                     (store, Ok(plugin)) => (store, plugin, slot),
-                    (mut store, Err(failure)) => return finish_call(&mut store, Err(failure)),
+                    (mut store, Err(failure)) => {
+                        return CallOutcome { trapped: true, ..finish_call(&mut store, Err(failure)) }
+                    }
                 }
             }
         };
@@ -308,7 +312,9 @@ impl PluginRuntime {
         store.data_mut().outbound.set_deadline(std::time::Instant::now() + timeout);
         let call = plugin.taskexec_plugin_transport().call_deliver(&mut store, &message);
         let call = tokio::time::timeout(timeout + Duration::from_secs(1), call);
-        let result = match while_waiting(call, self.upkeep(refill, pre, egress, limits)).await {
+        let answered = while_waiting(call, self.upkeep(refill, pre, egress, limits)).await;
+        let trapped = matches!(answered, Err(_) | Ok(Err(_)));
+        let result = match answered {
             Err(_) => Err(Failure::timeout(format!(
                 "the plugin did not return within {} ms (wall clock)",
                 timeout.as_millis()
@@ -323,7 +329,7 @@ impl PluginRuntime {
                 f
             }),
         };
-        let outcome = finish_call(&mut store, result);
+        let outcome = CallOutcome { trapped, ..finish_call(&mut store, result) };
         self.retire(store, slot);
         outcome
     }
@@ -475,9 +481,11 @@ async fn instantiate_transport(
     limits: &PluginLimits,
 ) -> (Store<PluginState>, Result<TransportPlugin, Failure>) {
     let mut store = new_store(engine, egress, limits, VALIDATE_TIMEOUT);
-    let made = match tokio::time::timeout(VALIDATE_TIMEOUT + Duration::from_secs(1), pre.instantiate_async(&mut store))
-        .await
-    {
+    let started = std::time::Instant::now();
+    let instantiated =
+        tokio::time::timeout(VALIDATE_TIMEOUT + Duration::from_secs(1), pre.instantiate_async(&mut store)).await;
+    crate::metrics::plugin_instantiated(started.elapsed());
+    let made = match instantiated {
         Err(_) => Err(Failure::timeout("the plugin did not finish instantiating in time")),
         Ok(Err(trap)) => Err(trap_failure(&trap, VALIDATE_TIMEOUT)),
         Ok(Ok(plugin)) => Ok(plugin),
@@ -532,7 +540,7 @@ pub struct SpareInstance {
 }
 
 fn outcome_without_call<T>(result: T) -> CallOutcome<T> {
-    CallOutcome { result, logs: CallLogs::default(), denials: Vec::new() }
+    CallOutcome { result, logs: CallLogs::default(), denials: Vec::new(), trapped: false }
 }
 
 fn finish_call<T>(store: &mut Store<PluginState>, result: T) -> CallOutcome<T> {
@@ -540,7 +548,7 @@ fn finish_call<T>(store: &mut Store<PluginState>, result: T) -> CallOutcome<T> {
     state.collect_output();
     let denials = state.outbound.denials();
     let logs = std::mem::take(&mut state.logs);
-    CallOutcome { result, logs, denials }
+    CallOutcome { result, logs, denials, trapped: false }
 }
 
 /// A trap, described for the attempt's error. Retryable: whether a retry helps is for the

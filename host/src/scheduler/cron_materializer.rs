@@ -40,7 +40,10 @@ pub async fn run(
     let lookahead = chrono::Duration::from_std(config.cron_lookahead).unwrap_or_default();
     loop {
         beat.beat();
-        match materialize_due(&store, now(), lookahead, config.cron_batch_size, &wakeups).await {
+        let round = std::time::Instant::now();
+        let made = materialize_due(&store, now(), lookahead, config.cron_batch_size, &wakeups).await;
+        crate::metrics::loop_round("cron_materializer", round.elapsed(), made.is_err());
+        match made {
             Ok(0) => {}
             Ok(created) => tracing::debug!(created, "Materialized cron ticks."),
             Err(error) => tracing::warn!(%error, "Cron materialization failed; retrying next tick."),

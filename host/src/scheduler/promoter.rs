@@ -25,7 +25,10 @@ pub async fn run(
         beat.beat();
         let at = now();
         let mut sleep = config.promote_interval;
-        match store.execution_promote_due(at).await {
+        let round = std::time::Instant::now();
+        let promoted = store.execution_promote_due(at).await;
+        crate::metrics::loop_round("promoter", round.elapsed(), promoted.is_err());
+        match promoted {
             Ok(0) => {}
             Ok(promoted) => {
                 tracing::debug!(promoted, "Promoted delayed executions.");

@@ -28,7 +28,10 @@ pub async fn run(
             () = shutdown.cancelled() => break,
             () = tokio::time::sleep(config.reclaim_interval) => {}
         }
-        match store.execution_reclaim_expired(now()).await {
+        let round = std::time::Instant::now();
+        let reclaimed = store.execution_reclaim_expired(now()).await;
+        crate::metrics::loop_round("reclaimer", round.elapsed(), reclaimed.is_err());
+        match reclaimed {
             Ok(0) => {}
             Ok(reclaimed) => {
                 tracing::warn!(reclaimed, "Reclaimed executions whose worker's lease expired.");

@@ -264,6 +264,21 @@ macro_rules! impl_store {
                     Ok(())
                 }
 
+                fn pool_connections(&self) -> (u32, usize) {
+                    (self.pool.size(), self.pool.num_idle())
+                }
+
+                async fn execution_counts(&self) -> StoreResult<Vec<($crate::domain::ExecutionStatus, i64)>> {
+                    // Served by the partial claim and pending indexes; finished rows are not read.
+                    Ok(sqlx::query_as(
+                        "SELECT status, CAST(COUNT(*) AS BIGINT) FROM executions
+                         WHERE status IN ('PENDING', 'QUEUED', 'RUNNING', 'RETRYING')
+                         GROUP BY status",
+                    )
+                    .fetch_all(&self.pool)
+                    .await?)
+                }
+
                 // ---- payload specs ----
 
                 async fn payload_spec_insert(&self, name: &str, schema: &Value) -> StoreResult<Inserted<PayloadSpec>> {

@@ -240,6 +240,10 @@ pub trait Store: Send + Sync + 'static {
     async fn migrate(&self) -> StoreResult<()>;
     /// A cheap round trip, for `/readyz`.
     async fn ping(&self) -> StoreResult<()>;
+    /// The connection pool: (connections open, of which idle).
+    fn pool_connections(&self) -> (u32, usize);
+    /// Executions not yet finished (PENDING, QUEUED, RUNNING, RETRYING), counted by status.
+    async fn execution_counts(&self) -> StoreResult<Vec<(crate::domain::ExecutionStatus, i64)>>;
 
     async fn payload_spec_insert(&self, name: &str, schema: &Value) -> StoreResult<Inserted<PayloadSpec>>;
     async fn payload_spec_get(&self, name: &str) -> StoreResult<Option<PayloadSpec>>;

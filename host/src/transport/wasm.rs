@@ -53,6 +53,7 @@ impl Transport for WasmTransport {
             .runtime
             .deliver(&plugin.loaded, &plugin.spare, &plugin.egress, &plugin.limits, message, timeout)
             .await;
+        crate::metrics::plugin_call(&record.name, outcome.trapped);
         for (level, line) in &outcome.logs.records {
             log.push(level, format!("[plugin {}] {line}", record.name));
         }

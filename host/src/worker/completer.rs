@@ -136,6 +136,7 @@ impl Writer {
             match self.store.execution_finish_many(finishes).await {
                 Ok(written) => return Ok(written),
                 Err(error) if error.is_transient() => {
+                    crate::metrics::result_write_retried();
                     tracing::warn!(%error, executions = finishes.len(), retry_ms = delay.as_millis() as u64, "Could not record attempt results; retrying.");
                     tokio::select! {
                         () = self.abandon.cancelled() => return Err(error),

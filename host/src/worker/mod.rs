@@ -58,6 +58,7 @@ pub async fn run(
         Err(error) => tracing::warn!(%error, "Could not LISTEN for new work; polling instead."),
     }
     let slots = Arc::new(Semaphore::new(config.max_concurrent));
+    crate::metrics::worker_slots_capacity(config.max_concurrent);
     let mut in_flight = JoinSet::new();
     let leases = Leases::new(store.clone(), config.lease);
     // Renewals go on through a graceful shutdown, while attempts in flight finish.
@@ -110,11 +111,13 @@ pub async fn run(
             let wake = wakeups.work_ready.clone();
             let held = leases.hold(&execution.execution_id, execution.attempt_count);
             fairness.took(&execution.endpoint);
+            crate::metrics::worker_slot_taken();
             in_flight.spawn(async move {
                 let endpoint = execution.endpoint.clone();
                 pipeline.process(execution, &leases).await;
                 drop(held);
                 drop(permit);
+                crate::metrics::worker_slot_freed();
                 if fairness.released(&endpoint) {
                     wake.notify_one();
                 }

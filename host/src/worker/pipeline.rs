@@ -159,8 +159,10 @@ impl Pipeline {
         let duration_ms = i32::try_from(clock.elapsed().as_millis()).unwrap_or(i32::MAX);
         let finish = self.finish(&execution, outcome, &policy, &secrets, started_at, completed_at, duration_ms, logs);
         let status = finish.execution_status;
+        let error_type = finish.error.as_ref().and_then(|e| e["type"].as_str()).unwrap_or("").to_owned();
         match self.completer.finish(finish).await {
             Ok(true) => {
+                record_metrics(&execution, status, &error_type);
                 tracing::debug!(execution_id = %execution.execution_id, attempt, %status, duration_ms, "Attempt recorded.")
             }
             Ok(false) => tracing::warn!(
@@ -250,12 +252,14 @@ impl Pipeline {
             return Ok((Outcome::permanent("LEASE_LOST", message), policy, secrets));
         }
         let sent = Instant::now();
+        crate::metrics::fire_lateness((now() - execution.run_at).to_std().unwrap_or_default());
         let delivery_log = DeliveryLog::default();
         let delivered = tokio::time::timeout(
             Duration::from_millis(timeout_ms) + DEADLINE_GRACE,
             transport.deliver(message, &delivery_log),
         )
         .await;
+        crate::metrics::delivery(endpoint_type.as_str(), sent.elapsed());
         let elapsed_ms = sent.elapsed().as_millis();
         for (level, line) in delivery_log.take() {
             logs.push(level, line);
@@ -428,5 +432,14 @@ impl Pipeline {
             log.message = redactor.redact(&log.message);
         }
         finish
+    }
+}
+
+/// An attempt's outcome in the metrics, once it is recorded.
+fn record_metrics(execution: &Execution, status: ExecutionStatus, error_type: &str) {
+    let outcome = if status == ExecutionStatus::Success { "success" } else { "failure" };
+    crate::metrics::attempt(outcome, error_type);
+    if matches!(status, ExecutionStatus::Success | ExecutionStatus::Failed) {
+        crate::metrics::execution_finished(status.as_str(), execution.endpoint_type.as_str(), &execution.endpoint);
     }
 }

@@ -163,6 +163,7 @@ async fn create(State(state): State<AppState>, ApiJson(body): ApiJson<JobIn>) ->
     let inserted = state.store.job_insert(&job, execution.as_ref()).await?;
     let (status, job, first) = match inserted {
         Inserted::Created(job) => {
+            crate::metrics::job_created(job.trigger_type.as_str(), job.endpoint_type.as_str());
             match execution.as_ref().map(|e| e.status) {
                 Some(ExecutionStatus::Queued) => state.wakeups.work_ready(&state.store).await,
                 Some(_) => state.wakeups.pending_changed.notify_one(),

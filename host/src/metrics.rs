@@ -1,0 +1,154 @@
+//! Prometheus metrics, served at `/metrics` by every role (on the API's address, or on
+//! `TE_HEALTH_ADDR` for worker- and scheduler-only processes).
+//!
+//! Recorded through the `metrics` facade and rendered by `metrics-exporter-prometheus` (no
+//! listener of its own: the health router serves the text). Label values are bounded: endpoint
+//! names and types, statuses, error types, loop names and plugin names, all fixed by
+//! registration or by the code; never an id. Gauges that describe the database (queue depth,
+//! pool use) are read when scraped, so they are always current; every process reports the
+//! whole queue, so aggregate them with `max`, not `sum`.
+//!
+//! docs/operations.md lists every metric and example alert rules.
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use metrics::{counter, gauge, histogram, Unit};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+
+use crate::domain::ExecutionStatus;
+use crate::store::Store;
+
+pub const JOBS_CREATED: &str = "taskexec_jobs_created_total";
+pub const EXECUTIONS_FINISHED: &str = "taskexec_executions_finished_total";
+pub const ATTEMPTS: &str = "taskexec_attempts_total";
+pub const DELIVERY_SECONDS: &str = "taskexec_delivery_duration_seconds";
+pub const FIRE_LATENESS_SECONDS: &str = "taskexec_fire_lateness_seconds";
+pub const EXECUTIONS: &str = "taskexec_executions";
+pub const WORKER_SLOTS_BUSY: &str = "taskexec_worker_slots_busy";
+pub const WORKER_SLOTS_CAPACITY: &str = "taskexec_worker_slots_capacity";
+pub const LOOP_SECONDS: &str = "taskexec_scheduler_loop_duration_seconds";
+pub const LOOP_ERRORS: &str = "taskexec_scheduler_loop_errors_total";
+pub const RESULT_WRITE_RETRIES: &str = "taskexec_result_write_retries_total";
+pub const PLUGIN_CALLS: &str = "taskexec_plugin_calls_total";
+pub const PLUGIN_TRAPS: &str = "taskexec_plugin_traps_total";
+pub const PLUGIN_INSTANTIATE_SECONDS: &str = "taskexec_plugin_instantiate_seconds";
+pub const DB_POOL_CONNECTIONS: &str = "taskexec_db_pool_connections";
+
+/// Buckets for durations: from 1 ms to 5 minutes (the longest a delivery may take).
+const SECONDS_BUCKETS: [f64; 16] =
+    [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0];
+
+static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+
+/// Install the process's recorder (once; later calls return the same handle).
+pub fn install() -> &'static PrometheusHandle {
+    HANDLE.get_or_init(|| {
+        let handle = PrometheusBuilder::new()
+            .set_buckets_for_metric(Matcher::Suffix("_seconds".to_owned()), &SECONDS_BUCKETS)
+            .expect("the buckets are not empty")
+            .install_recorder()
+            .expect("the metrics recorder is installed once per process");
+        describe();
+        handle
+    })
+}
+
+fn describe() {
+    use metrics::{describe_counter, describe_gauge, describe_histogram};
+    describe_counter!(JOBS_CREATED, "Jobs created, by trigger and endpoint type.");
+    describe_counter!(EXECUTIONS_FINISHED, "Executions that reached SUCCESS or FAILED, by endpoint.");
+    describe_counter!(ATTEMPTS, "Attempts recorded, by outcome and error type.");
+    describe_histogram!(DELIVERY_SECONDS, Unit::Seconds, "Time from sending a delivery to its answer.");
+    describe_histogram!(
+        FIRE_LATENESS_SECONDS,
+        Unit::Seconds,
+        "Time from an execution's run_at to its request being sent."
+    );
+    describe_gauge!(EXECUTIONS, "Executions waiting or running, by status (the whole database).");
+    describe_gauge!(WORKER_SLOTS_BUSY, "Worker slots holding an attempt.");
+    describe_gauge!(WORKER_SLOTS_CAPACITY, "Worker slots (TE_WORKER_MAX_CONCURRENT).");
+    describe_histogram!(LOOP_SECONDS, Unit::Seconds, "Time one round of a scheduler loop took.");
+    describe_counter!(LOOP_ERRORS, "Rounds of a scheduler loop that failed.");
+    describe_counter!(RESULT_WRITE_RETRIES, "Attempt-result batch writes retried after a transient database error.");
+    describe_counter!(PLUGIN_CALLS, "Plugin deliveries, by plugin.");
+    describe_counter!(PLUGIN_TRAPS, "Plugin calls that trapped or ran out of time, by plugin.");
+    describe_histogram!(PLUGIN_INSTANTIATE_SECONDS, Unit::Seconds, "Time to instantiate a plugin for a call.");
+    describe_gauge!(DB_POOL_CONNECTIONS, "Database pool connections, by state (idle or busy).");
+}
+
+/// The text of `/metrics`: what was recorded, and the database's current figures.
+pub async fn render(store: &dyn Store) -> String {
+    let Some(handle) = HANDLE.get() else { return String::new() };
+    let (size, idle) = store.pool_connections();
+    gauge!(DB_POOL_CONNECTIONS, "state" => "idle").set(idle as f64);
+    gauge!(DB_POOL_CONNECTIONS, "state" => "busy").set((size as usize).saturating_sub(idle) as f64);
+    match store.execution_counts().await {
+        Ok(counts) => {
+            for status in
+                [ExecutionStatus::Pending, ExecutionStatus::Queued, ExecutionStatus::Running, ExecutionStatus::Retrying]
+            {
+                let n = counts.iter().find(|(s, _)| *s == status).map_or(0, |(_, n)| *n);
+                gauge!(EXECUTIONS, "status" => status.as_str()).set(n as f64);
+            }
+        }
+        Err(error) => tracing::debug!(%error, "Could not count executions for /metrics."),
+    }
+    handle.render()
+}
+
+pub fn job_created(trigger: &'static str, endpoint_type: &'static str) {
+    counter!(JOBS_CREATED, "trigger" => trigger, "endpoint_type" => endpoint_type).increment(1);
+}
+
+pub fn execution_finished(status: &'static str, endpoint_type: &'static str, endpoint: &str) {
+    counter!(EXECUTIONS_FINISHED, "status" => status, "endpoint_type" => endpoint_type, "endpoint" => endpoint.to_owned())
+        .increment(1);
+}
+
+pub fn attempt(outcome: &'static str, error_type: &str) {
+    counter!(ATTEMPTS, "outcome" => outcome, "error_type" => error_type.to_owned()).increment(1);
+}
+
+pub fn delivery(endpoint_type: &'static str, took: Duration) {
+    histogram!(DELIVERY_SECONDS, "endpoint_type" => endpoint_type).record(took.as_secs_f64());
+}
+
+pub fn fire_lateness(late: Duration) {
+    histogram!(FIRE_LATENESS_SECONDS).record(late.as_secs_f64());
+}
+
+pub fn worker_slots_capacity(capacity: usize) {
+    gauge!(WORKER_SLOTS_CAPACITY).set(capacity as f64);
+}
+
+pub fn worker_slot_taken() {
+    gauge!(WORKER_SLOTS_BUSY).increment(1.0);
+}
+
+pub fn worker_slot_freed() {
+    gauge!(WORKER_SLOTS_BUSY).decrement(1.0);
+}
+
+/// One round of scheduler loop `name`, and whether it failed.
+pub fn loop_round(name: &'static str, took: Duration, failed: bool) {
+    histogram!(LOOP_SECONDS, "loop" => name).record(took.as_secs_f64());
+    if failed {
+        counter!(LOOP_ERRORS, "loop" => name).increment(1);
+    }
+}
+
+pub fn result_write_retried() {
+    counter!(RESULT_WRITE_RETRIES).increment(1);
+}
+
+pub fn plugin_call(plugin: &str, trapped: bool) {
+    counter!(PLUGIN_CALLS, "plugin" => plugin.to_owned()).increment(1);
+    if trapped {
+        counter!(PLUGIN_TRAPS, "plugin" => plugin.to_owned()).increment(1);
+    }
+}
+
+pub fn plugin_instantiated(took: Duration) {
+    histogram!(PLUGIN_INSTANTIATE_SECONDS).record(took.as_secs_f64());
+}
