@@ -202,6 +202,17 @@ pub struct ServeArgs {
     #[arg(long, env = "TE_API_KEYS", value_name = "TE_API_KEYS", hide_env_values = true)]
     pub api_keys: Option<String>,
 
+    /// Requests per second each API key may make (a token bucket); 0 (the default) is no limit.
+    /// Over it, the API answers 429 RATE_LIMITED with Retry-After. /healthz, /readyz and
+    /// /metrics are never limited.
+    #[arg(long, env = "TE_API_RATE_LIMIT", value_name = "TE_API_RATE_LIMIT", default_value_t = 0)]
+    pub api_rate_limit: u32,
+
+    /// How many requests a key may make at once before TE_API_RATE_LIMIT paces it (the bucket's
+    /// size); 0 (the default) is twice TE_API_RATE_LIMIT.
+    #[arg(long, env = "TE_API_RATE_BURST", value_name = "TE_API_RATE_BURST", default_value_t = 0)]
+    pub api_rate_burst: u32,
+
     /// Largest request body accepted, in bytes.
     #[arg(long, env = "TE_MAX_BODY_BYTES", value_name = "TE_MAX_BODY_BYTES", default_value_t = 1024 * 1024,
           value_parser = clap::value_parser!(u64).range(1024..=64 * 1024 * 1024))]

@@ -153,3 +153,46 @@ async fn metrics_describe_the_deliveries_made(backend: Backend) {
         assert!(!text.contains(id), "{id} in the metrics");
     }
 }
+
+/// `TE_API_RATE_LIMIT`: a key over its rate gets 429 RATE_LIMITED with Retry-After, and gets
+/// through again once it waited; the health checks and /metrics are never limited. (SQLite
+/// only: the limit is kept in the process, not the database.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_over_its_rate_is_told_when_to_come_back() {
+    let db = TestDb::new(Backend::Sqlite).await;
+    let server =
+        Server::start_with(&db, ServerOptions::new().env("TE_API_RATE_LIMIT", "2").env("TE_API_RATE_BURST", "3")).await;
+    let api = server.client();
+    let mut limited = None;
+    for _ in 0..10 {
+        let r = api.get("/configs").await;
+        match r.status.as_u16() {
+            200 => {}
+            429 => {
+                limited = Some(r);
+                break;
+            }
+            other => panic!("answered {other}: {}", r.text),
+        }
+    }
+    let limited = limited.expect("ten requests at once are over a burst of three");
+    let message = limited.error(429, "RATE_LIMITED");
+    assert!(message.contains("TE_API_RATE_LIMIT"), "{message}");
+    let retry_after: u64 = limited.headers["retry-after"].to_str().unwrap().parse().unwrap();
+    assert!((1..=2).contains(&retry_after), "Retry-After: {retry_after}");
+    let anonymous = Client::new(&server.base_url, None);
+    for path in ["/healthz", "/readyz", "/metrics"] {
+        for _ in 0..10 {
+            assert_eq!(anonymous.get(path).await.status.as_u16(), 200, "{path} is never limited");
+        }
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(retry_after + 5);
+    loop {
+        let status = api.get("/configs").await.status.as_u16();
+        if status == 200 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "still {status} after Retry-After");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}

@@ -1,10 +1,13 @@
 //! Bearer API keys. Keys are held as SHA-256 digests and a presented key is compared with every
-//! one of them in constant time, so neither timing nor a memory dump reveals a key.
+//! one of them in constant time, so neither timing nor a memory dump reveals a key. Each key
+//! may be held to a rate (`TE_API_RATE_LIMIT`): a token bucket per key, answering 429
+//! RATE_LIMITED with `Retry-After` once it is empty.
 
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::header::AUTHORIZATION;
+use axum::http::header::{AUTHORIZATION, RETRY_AFTER};
+use axum::http::HeaderValue;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -13,7 +16,7 @@ use rand::RngCore;
 use sha2::{Digest, Sha256};
 use subtle::{Choice, ConstantTimeEq};
 
-use crate::api::error::ApiError;
+use crate::api::error::{ApiError, ErrorCode};
 
 pub type KeyHash = [u8; 32];
 
@@ -30,21 +33,40 @@ pub fn generate_key() -> String {
 
 pub struct ApiKeys {
     hashes: Vec<KeyHash>,
+    /// One token bucket per key, when a rate is set.
+    limiter: Option<governor::DefaultKeyedRateLimiter<KeyHash>>,
 }
 
 impl ApiKeys {
     pub fn from_hashes(hashes: Vec<KeyHash>) -> Self {
-        Self { hashes }
+        Self { hashes, limiter: None }
     }
 
-    pub fn verify(&self, presented: &str) -> bool {
+    /// Hold each key to `per_second` requests, `burst` at once (0: twice the rate).
+    pub fn with_rate_limit(mut self, per_second: u32, burst: u32) -> Self {
+        let Some(rate) = std::num::NonZeroU32::new(per_second) else { return self };
+        const TWO: std::num::NonZeroU32 = std::num::NonZeroU32::new(2).expect("2 is not zero");
+        let burst = std::num::NonZeroU32::new(burst).unwrap_or(rate.saturating_mul(TWO));
+        self.limiter = Some(governor::RateLimiter::keyed(governor::Quota::per_second(rate).allow_burst(burst)));
+        self
+    }
+
+    /// The key's hash when `presented` is one of the keys.
+    pub fn verify(&self, presented: &str) -> Option<KeyHash> {
         let presented = hash_key(presented);
         // No early exit: the time taken does not depend on which key (if any) matched.
         let mut matched = Choice::from(0);
         for known in &self.hashes {
             matched |= known.ct_eq(&presented);
         }
-        matched.into()
+        bool::from(matched).then_some(presented)
+    }
+
+    /// How long `key` must wait before its next request, if it is over its rate.
+    fn over_rate(&self, key: &KeyHash) -> Option<std::time::Duration> {
+        use governor::clock::{Clock, DefaultClock};
+        let limiter = self.limiter.as_ref()?;
+        limiter.check_key(key).err().map(|not_until| not_until.wait_time_from(DefaultClock::default().now()))
     }
 }
 
@@ -55,10 +77,21 @@ fn bearer_token(request: &Request) -> Option<&str> {
 }
 
 pub async fn require_api_key(State(keys): State<Arc<ApiKeys>>, request: Request, next: Next) -> Response {
-    match bearer_token(&request) {
-        Some(token) if keys.verify(token) => next.run(request).await,
-        _ => ApiError::unauthorized().into_response(),
+    let Some(key) = bearer_token(&request).and_then(|token| keys.verify(token)) else {
+        return ApiError::unauthorized().into_response();
+    };
+    if let Some(wait) = keys.over_rate(&key) {
+        // Whole seconds, rounded up: a client that waits that long finds a token.
+        let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+        let mut response = ApiError::new(
+            ErrorCode::RateLimited,
+            format!("This API key is over its rate limit (TE_API_RATE_LIMIT); retry in {seconds} s."),
+        )
+        .into_response();
+        response.headers_mut().insert(RETRY_AFTER, HeaderValue::from(seconds.max(1)));
+        return response;
     }
+    next.run(request).await
 }
 
 #[cfg(test)]
@@ -68,11 +101,24 @@ mod tests {
     #[test]
     fn verifies_only_known_keys() {
         let keys = ApiKeys::from_hashes(vec![hash_key("alpha-key-0123456789"), hash_key("beta-key-0123456789")]);
-        assert!(keys.verify("alpha-key-0123456789"));
-        assert!(keys.verify("beta-key-0123456789"));
-        assert!(!keys.verify("alpha-key-012345678"));
-        assert!(!keys.verify(""));
-        assert!(!ApiKeys::from_hashes(vec![]).verify("anything"));
+        assert_eq!(keys.verify("alpha-key-0123456789"), Some(hash_key("alpha-key-0123456789")));
+        assert!(keys.verify("beta-key-0123456789").is_some());
+        assert!(keys.verify("alpha-key-012345678").is_none());
+        assert!(keys.verify("").is_none());
+        assert!(ApiKeys::from_hashes(vec![]).verify("anything").is_none());
+    }
+
+    #[test]
+    fn each_key_has_its_own_bucket() {
+        let (a, b) = (hash_key("alpha-key-0123456789"), hash_key("beta-key-0123456789"));
+        let keys = ApiKeys::from_hashes(vec![a, b]).with_rate_limit(1, 3);
+        for _ in 0..3 {
+            assert!(keys.over_rate(&a).is_none(), "the burst is allowed");
+        }
+        let wait = keys.over_rate(&a).expect("the fourth request at once is over the rate");
+        assert!(wait <= std::time::Duration::from_secs(1), "{wait:?}");
+        assert!(keys.over_rate(&b).is_none(), "another key is not held up");
+        assert!(ApiKeys::from_hashes(vec![a]).over_rate(&a).is_none(), "no limit unless one is set");
     }
 
     #[test]

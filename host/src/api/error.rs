@@ -59,6 +59,8 @@ error_codes! {
     JobNotUpdatable => ("JOB_NOT_UPDATABLE", CONFLICT),
     ExecutionNotCancellable => ("EXECUTION_NOT_CANCELLABLE", CONFLICT),
     PayloadTooLarge => ("PAYLOAD_TOO_LARGE", PAYLOAD_TOO_LARGE),
+    /// The API key is over `TE_API_RATE_LIMIT`; `Retry-After` says when to come back.
+    RateLimited => ("RATE_LIMITED", TOO_MANY_REQUESTS),
     InvalidSchema => ("INVALID_SCHEMA", UNPROCESSABLE_ENTITY),
     InvalidPayloadSpecRef => ("INVALID_PAYLOAD_SPEC_REF", UNPROCESSABLE_ENTITY),
     InvalidConfigRef => ("INVALID_CONFIG_REF", UNPROCESSABLE_ENTITY),

@@ -41,7 +41,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
     tracing::info!(backend = ?store.backend(), "Store ready.");
 
-    let api_keys = settle_api_keys(store.as_ref(), explicit_keys).await?;
+    let api_keys =
+        settle_api_keys(store.as_ref(), explicit_keys).await?.with_rate_limit(args.api_rate_limit, args.api_rate_burst);
     let cipher = Arc::new(cipher);
     let cache_dir = args.plugins.plugin_cache_dir.clone().unwrap_or_else(|| match &location {
         crate::store::DatabaseLocation::Sqlite(path) => path.with_file_name("plugin-cache"),
