@@ -202,6 +202,17 @@ pub struct ServeArgs {
     #[arg(long, env = "TE_API_KEYS", value_name = "TE_API_KEYS", hide_env_values = true)]
     pub api_keys: Option<String>,
 
+    /// Seconds a client may take to send a request's head before its connection is closed
+    /// (against clients that drip their request to hold a connection).
+    #[arg(long, env = "TE_HEADER_READ_TIMEOUT_SEC", value_name = "TE_HEADER_READ_TIMEOUT_SEC", default_value_t = 10,
+          value_parser = clap::value_parser!(u64).range(1..=300))]
+    pub header_read_timeout_sec: u64,
+
+    /// Connections the API (or health) server serves at once; more wait in the listen backlog.
+    #[arg(long, env = "TE_MAX_CONNECTIONS", value_name = "TE_MAX_CONNECTIONS", default_value_t = 4096,
+          value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub max_connections: u64,
+
     /// Requests per second each API key may make (a token bucket); 0 (the default) is no limit.
     /// Over it, the API answers 429 RATE_LIMITED with Retry-After. /healthz, /readyz and
     /// /metrics are never limited.
@@ -341,6 +352,14 @@ pub struct SchedulerArgs {
 }
 
 impl ServeArgs {
+    /// What the API and health servers allow their clients.
+    pub fn server_limits(&self) -> crate::api::server::ServerLimits {
+        crate::api::server::ServerLimits {
+            header_read_timeout: std::time::Duration::from_secs(self.header_read_timeout_sec),
+            max_connections: usize::try_from(self.max_connections).unwrap_or(usize::MAX),
+        }
+    }
+
     /// Rules across settings, checked once at start-up; an error names every variable involved.
     pub fn check(&self) -> Result<(), String> {
         if let (Some(lease), Some(old)) = (self.worker.worker_lease_sec, self.scheduler.stuck_execution_timeout_sec) {

@@ -196,3 +196,42 @@ async fn a_key_over_its_rate_is_told_when_to_come_back() {
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
 }
+
+/// A client dripping its request head is cut off at `TE_HEADER_READ_TIMEOUT_SEC`, and the
+/// server serves at most `TE_MAX_CONNECTIONS` connections at once: one more waits until one
+/// closes. (SQLite only: the server's limits do not involve the database.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_clients_are_cut_off_and_connections_are_capped() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let db = TestDb::new(Backend::Sqlite).await;
+    let server = Server::start_with(
+        &db,
+        ServerOptions::new().env("TE_HEADER_READ_TIMEOUT_SEC", "1").env("TE_MAX_CONNECTIONS", "2"),
+    )
+    .await;
+    let addr = server.base_url.trim_start_matches("http://").to_owned();
+    // Half a request head, then nothing: the server closes the connection after about 1 s.
+    let mut slow = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    slow.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n").await.unwrap();
+    let started = std::time::Instant::now();
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(std::time::Duration::from_secs(10), slow.read_to_end(&mut answer)).await;
+    assert!(read.is_ok(), "a connection dripping its head was still open after 10 s");
+    assert!(started.elapsed() < std::time::Duration::from_secs(5), "cut off after {:?}", started.elapsed());
+    assert!(!String::from_utf8_lossy(&answer).contains("200 OK"), "the half request was answered");
+
+    // Two idle connections hold both slots (each is accepted, and cut off after 1 s); a third
+    // client is not served until one of them closes, then it is.
+    let first = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let second = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let anonymous = Client::new(&server.base_url, None);
+    let started = std::time::Instant::now();
+    assert_eq!(anonymous.get("/healthz").await.status.as_u16(), 200);
+    assert!(
+        started.elapsed() >= std::time::Duration::from_millis(500),
+        "served at once although two connections held both slots ({:?})",
+        started.elapsed()
+    );
+    drop((first, second));
+}

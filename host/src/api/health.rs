@@ -56,12 +56,14 @@ async fn readyz(State(state): State<HealthState>) -> ApiResult<Json<serde_json::
 }
 
 /// Serve only the health routes on `listener` until `shutdown` (processes without the API role).
-pub async fn serve(listener: tokio::net::TcpListener, state: HealthState, shutdown: CancellationToken) {
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: HealthState,
+    limits: super::server::ServerLimits,
+    shutdown: CancellationToken,
+) {
     let app = router::<HealthState>().with_state(state);
-    let result = axum::serve(listener, app).with_graceful_shutdown(async move { shutdown.cancelled().await }).await;
-    if let Err(error) = result {
-        tracing::error!(%error, "The health endpoint failed.");
-    }
+    super::server::serve(listener, app, limits, async move { shutdown.cancelled().await }).await;
 }
 
 /// Bind the health address; the error names the variable.

@@ -16,6 +16,7 @@ pub mod payload_specs;
 pub mod plugins;
 pub mod request_id;
 pub mod secrets;
+pub mod server;
 pub mod state;
 pub mod validators;
 

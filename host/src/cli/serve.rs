@@ -66,7 +66,12 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     if let Some(addr) = args.health_addr {
         let listener = api::health::bind(addr).await?;
         tracing::info!(addr = %listener.local_addr()?, "Health endpoint listening.");
-        background.push(tokio::spawn(api::health::serve(listener, health.clone(), shutdown.clone())));
+        background.push(tokio::spawn(api::health::serve(
+            listener,
+            health.clone(),
+            args.server_limits(),
+            shutdown.clone(),
+        )));
     }
 
     if args.roles.contains(&Role::Scheduler) {
@@ -137,13 +142,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             .with_context(|| format!("TE_LISTEN_ADDR: cannot listen on {}", args.listen_addr))?;
         tracing::info!(addr = %listener.local_addr()?, "Listening.");
         let stop = shutdown.clone();
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async move {
-                shutdown_signal().await;
-                stop.cancel();
-            })
-            .await
-            .context("the API server failed")?;
+        api::server::serve(listener, app, args.server_limits(), async move {
+            shutdown_signal().await;
+            stop.cancel();
+        })
+        .await;
     } else {
         shutdown_signal().await;
     }
