@@ -124,6 +124,12 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
             ApiError::invalid_request(format!("The request body is not valid JSON: {inner}."))
         } else if path == "." {
             ApiError::invalid_request(format!("Invalid request body: {inner}."))
+        } else if path.ends_with("_at") {
+            // chrono's "premature end of input" does not say what a time looks like.
+            ApiError::invalid_field(
+                &path,
+                format!("{inner}: expected an RFC 3339 time such as 2026-01-01T09:00:00Z or 2026-01-01T10:00:00+01:00"),
+            )
         } else {
             ApiError::invalid_field(&path, inner)
         }
@@ -143,5 +149,25 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for ApiQuery<T> {
             .await
             .map(|q| ApiQuery(q.0))
             .map_err(|rejection| ApiError::invalid_request(format!("Invalid query string: {}", rejection.body_text())))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, serde::Deserialize)]
+    #[allow(dead_code)]
+    struct Body {
+        run_at: chrono::DateTime<chrono::Utc>,
+    }
+
+    #[test]
+    fn a_bad_time_names_the_field_and_the_form_expected() {
+        let error = parse_json::<Body>(br#"{"run_at": "tomorrow"}"#).unwrap_err();
+        assert!(error.message.starts_with("`run_at`: "), "{}", error.message);
+        assert!(error.message.contains("RFC 3339 time such as 2026-01-01T09:00:00Z"), "{}", error.message);
+        let ok = parse_json::<Body>(br#"{"run_at": "2026-01-01T10:00:00+01:00"}"#).unwrap();
+        assert_eq!(ok.run_at.to_rfc3339(), "2026-01-01T09:00:00+00:00");
     }
 }

@@ -204,5 +204,14 @@ async fn shutdown_signal() {
         () = ctrl_c => {},
         () = terminate => {},
     }
-    tracing::info!("Shutting down: no new requests or claims; finishing those in flight.");
+    tracing::info!(
+        "Shutting down: no new requests or claims; finishing those in flight (Ctrl-C again to stop at once)."
+    );
+    // A second Ctrl-C means now: whatever is in flight is left to its lease.
+    tokio::spawn(async {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            eprintln!("Stopping at once; attempts in flight will be retried when their leases expire.");
+            std::process::exit(130);
+        }
+    });
 }

@@ -88,8 +88,30 @@ fn normalize(expression: &str) -> Result<String, ScheduleError> {
             )))
         }
     };
+    // Ranges checked here, with the names and bounds of standard cron: the `cron` crate's own
+    // messages are off by one ("Minutes must be less than 59" for 60).
+    if fields.len() == 6 {
+        check_range("second", seconds, 0, 59)?;
+    }
+    check_range("minute", rest[0], 0, 59)?;
+    check_range("hour", rest[1], 0, 23)?;
+    check_range("day-of-month", rest[2], 1, 31)?;
+    check_range("month", rest[3], 1, 12)?;
     let day_of_week = translate_day_of_week(rest[4])?;
     Ok(format!("{seconds} {} {} {} {} {day_of_week}", rest[0], rest[1], rest[2], rest[3]))
+}
+
+/// Every number of a field (in lists and ranges; not step sizes) within `min..=max`.
+fn check_range(name: &str, field: &str, min: u32, max: u32) -> Result<(), ScheduleError> {
+    for part in field.split(',') {
+        let range = part.split_once('/').map_or(part, |(range, _step)| range);
+        for number in range.split('-').filter_map(|n| n.parse::<u32>().ok()) {
+            if number < min || number > max {
+                return Err(ScheduleError(format!("{name} {number} is out of range: use {min}-{max}")));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Standard day-of-week (0-7, 0 and 7 Sunday) to the `cron` crate's (1-7, 1 Sunday). Numeric
@@ -124,6 +146,18 @@ fn translate_day_of_week(field: &str) -> Result<String, ScheduleError> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn out_of_range_fields_name_the_field_and_its_bounds() {
+        let err = CronSchedule::parse("60 * * * *", "UTC").unwrap_err();
+        assert_eq!(err.0, "minute 60 is out of range: use 0-59");
+        assert!(CronSchedule::parse("59 23 31 12 *", "UTC").is_ok(), "the top of every range is valid");
+        assert_eq!(CronSchedule::parse("0 24 * * *", "UTC").unwrap_err().0, "hour 24 is out of range: use 0-23");
+        assert_eq!(CronSchedule::parse("0 0 0 * *", "UTC").unwrap_err().0, "day-of-month 0 is out of range: use 1-31");
+        assert_eq!(CronSchedule::parse("0 0 1 1-13 *", "UTC").unwrap_err().0, "month 13 is out of range: use 1-12");
+        assert_eq!(CronSchedule::parse("61 0 * * * *", "UTC").unwrap_err().0, "second 61 is out of range: use 0-59");
+        assert!(CronSchedule::parse("*/15 * * * *", "UTC").is_ok(), "a step is not a value");
+    }
+
     use super::*;
 
     fn utc(s: &str) -> DateTime<Utc> {
@@ -175,7 +209,8 @@ mod tests {
     fn bad_expressions_and_zones_explain_themselves() {
         for (expr, tz, words) in [
             ("* * * *", "UTC", "4 fields"),
-            ("61 * * * *", "UTC", "not a valid cron expression"),
+            ("61 * * * *", "UTC", "minute 61 is out of range"),
+            ("0 9 * * MONX", "UTC", "not a valid cron expression"),
             ("0 9 * * 8", "UTC", "day-of-week"),
             ("@fortnightly", "UTC", "not a known alias"),
             ("0 9 * * *", "Mars/Olympus", "IANA"),

@@ -46,6 +46,12 @@ pub fn router() -> Router<AppState> {
         .route("/jobs/{job_id}/executions", get(executions))
 }
 
+/// "an IMMEDIATE", "a DELAYED", "a CRON".
+fn with_article(trigger: Trigger) -> String {
+    let article = if trigger == Trigger::Immediate { "an" } else { "a" };
+    format!("{article} {trigger}")
+}
+
 /// The longest key a client may choose.
 const MAX_IDEMPOTENCY_KEY_LEN: usize = 255;
 
@@ -60,7 +66,7 @@ async fn create(State(state): State<AppState>, ApiJson(body): ApiJson<JobIn>) ->
     let trigger = body.trigger;
     let refuse = |field: &str, present: bool| {
         if present {
-            Err(ApiError::invalid_field(field, format!("does not apply to a {} job", trigger.as_str())))
+            Err(ApiError::invalid_field(field, format!("does not apply to {} job", with_article(trigger))))
         } else {
             Ok(())
         }
@@ -78,7 +84,7 @@ async fn create(State(state): State<AppState>, ApiJson(body): ApiJson<JobIn>) ->
         None if trigger != Trigger::Cron => {
             return Err(ApiError::invalid_field(
                 "idempotency_key",
-                format!("is required for a {} job", trigger.as_str()),
+                format!("is required for {} job", with_article(trigger)),
             ))
         }
         Some(key) if key.is_empty() || key.len() > MAX_IDEMPOTENCY_KEY_LEN => {
@@ -240,8 +246,8 @@ async fn update(
         return Err(ApiError::new(
             ErrorCode::JobNotUpdatable,
             format!(
-                "Job '{job_id}' is a {} job; only CRON jobs can be updated. Create a new job instead.",
-                old.trigger_type
+                "Job '{job_id}' is {} job; only CRON jobs can be updated. Create a new job instead.",
+                with_article(old.trigger_type)
             ),
         ));
     }
