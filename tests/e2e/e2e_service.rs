@@ -82,6 +82,20 @@ async fn bad_configuration_stops_start_up_naming_the_variable() {
     }
 }
 
+/// An address in use stops start-up before anything else happens: no database file, no key
+/// file, the variable named once.
+#[tokio::test]
+async fn an_address_in_use_stops_start_up_before_any_file_is_made() {
+    let db = TestDb::new(Backend::Sqlite).await;
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let (ok, out) = run(&db, &["serve"], ServerOptions::new().env("TE_LISTEN_ADDR", &addr));
+    assert!(!ok, "started on an address in use");
+    assert!(out.contains("TE_LISTEN_ADDR") && out.contains(&addr), "{out}");
+    assert!(!db.dir.path().join("taskexec.db").exists(), "the database file was made first");
+    assert!(!db.dir.path().join("taskexec.db.key").exists(), "the key file was made first");
+}
+
 #[tokio::test]
 async fn help_describes_the_configuration() {
     let db = TestDb::new(Backend::Sqlite).await;

@@ -30,6 +30,19 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             "TE_STUCK_EXECUTION_TIMEOUT_SEC is deprecated: it sets the lease (TE_WORKER_LEASE_SEC); rename it."
         );
     }
+    // Listen first: an address in use stops start-up before any file is made or any loop runs.
+    let health_listener = match args.health_addr {
+        Some(addr) => Some(api::health::bind(addr).await?),
+        None => None,
+    };
+    let api_listener = match args.roles.contains(&Role::Api) {
+        true => Some(
+            TcpListener::bind(args.listen_addr)
+                .await
+                .with_context(|| format!("TE_LISTEN_ADDR: cannot listen on {}", args.listen_addr))?,
+        ),
+        false => None,
+    };
     let location = database_location(&args.database)?;
     let explicit_keys = args.api_keys.as_deref().map(parse_api_keys).transpose().map_err(anyhow::Error::msg)?;
     let cipher = load_cipher(&location, &args.keys)?;
@@ -63,8 +76,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let health = HealthState { store: store.clone(), liveness: liveness.clone() };
     let instance = format!("{}-{}", std::process::id(), &uuid::Uuid::new_v4().simple().to_string()[..8]);
     let mut background = Vec::new();
-    if let Some(addr) = args.health_addr {
-        let listener = api::health::bind(addr).await?;
+    if let Some(listener) = health_listener {
         tracing::info!(addr = %listener.local_addr()?, "Health endpoint listening.");
         background.push(tokio::spawn(api::health::serve(
             listener,
@@ -137,9 +149,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         let max_plugin_bytes =
             usize::try_from(args.plugins.plugin_max_bytes).context("TE_PLUGIN_MAX_BYTES is too large")?;
         let app = api::router(state, Arc::new(api_keys), max_body_bytes, max_plugin_bytes);
-        let listener = TcpListener::bind(args.listen_addr)
-            .await
-            .with_context(|| format!("TE_LISTEN_ADDR: cannot listen on {}", args.listen_addr))?;
+        let listener = api_listener.expect("bound at start for the API role");
         tracing::info!(addr = %listener.local_addr()?, "Listening.");
         let stop = shutdown.clone();
         api::server::serve(listener, app, args.server_limits(), async move {
