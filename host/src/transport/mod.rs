@@ -147,6 +147,20 @@ pub fn rendered_spec<S: DeserializeOwned>(message: &Message) -> Result<S, Failur
         .map_err(|e| Failure::invalid_spec(format!("the rendered spec is invalid: {e}")))
 }
 
+/// An address the egress policy refused: permanent (a retry meets the same policy), said plainly.
+pub fn egress_refused(denied: &crate::egress::EgressDenied) -> Failure {
+    Failure::invalid_spec(format!("egress: {denied}"))
+}
+
+/// Why a `peer` ("Redis", "Kafka") host cannot be connected to: refused by the egress policy
+/// (permanent), or not resolvable now (retryable).
+pub fn cannot_reach(peer: &str, error: crate::egress::ResolveError) -> Failure {
+    match error {
+        crate::egress::ResolveError::Denied(denied) => egress_refused(&denied),
+        lookup @ crate::egress::ResolveError::Lookup { .. } => Failure::connection(format!("{peer}: {lookup}")),
+    }
+}
+
 /// A successful receipt carrying `output` as JSON text.
 pub fn receipt(output: Value) -> Receipt {
     Receipt { output_json: output.to_string() }

@@ -15,8 +15,8 @@ use serde_json::{json, Value};
 pub use spec::{HttpMethod, HttpSpec};
 
 use super::{
-    delivery_timeout, error_json, normalize_spec, receipt, rendered_spec, DeliveryLog, EndpointType, SpecError,
-    Transport,
+    delivery_timeout, egress_refused, error_json, normalize_spec, receipt, rendered_spec, DeliveryLog, EndpointType,
+    SpecError, Transport,
 };
 use crate::contract::{Failure, Message, Receipt};
 use crate::egress::{self, EgressPolicy, PolicyResolver};
@@ -83,7 +83,7 @@ impl Transport for HttpTransport {
         // An address in the URL is never resolved: check it here, in the form the client reads
         // it (`127.1` is 127.0.0.1); names are checked by the resolver as they connect.
         if let Some(address) = egress::literal_address(url.as_str()) {
-            self.policy.check(address).map_err(|denied| Failure::invalid_spec(format!("egress: {denied}")))?;
+            self.policy.check(address).map_err(|denied| egress_refused(&denied))?;
         }
         let headers = request_headers(&spec, &message)?;
         let method = match spec.method {
@@ -153,7 +153,7 @@ fn request_headers(spec: &HttpSpec, message: &Message) -> Result<HeaderMap, Fail
 fn transport_failure(error: reqwest::Error) -> Failure {
     // The egress policy refused every address of the name: permanent, and said plainly.
     if let Some(denied) = egress::denied_in(&error) {
-        return Failure::invalid_spec(format!("egress: {denied}"));
+        return egress_refused(denied);
     }
     // reqwest's message includes the URL, which may carry a rendered secret in its query:
     // drop it and keep the cause.

@@ -30,8 +30,8 @@ pub use spec::{Acks, KafkaSpec};
 
 use super::clients::ClientCache;
 use super::{
-    delivery_timeout, error_json, normalize_spec, receipt, rendered_spec, DeliveryLog, EndpointType, SpecError,
-    Transport,
+    cannot_reach, delivery_timeout, error_json, normalize_spec, receipt, rendered_spec, DeliveryLog, EndpointType,
+    SpecError, Transport,
 };
 use crate::contract::{Failure, Message, Receipt};
 use crate::egress::{self, EgressPolicy, ResolveError};
@@ -79,7 +79,7 @@ impl KafkaTransport {
                     ResolveError::Denied(denied) => Failure::invalid_spec(format!(
                         "egress: the cluster advertises broker {host}:{port}, and {denied}"
                     )),
-                    lookup @ ResolveError::Lookup { .. } => Failure::connection(format!("Kafka: {lookup}")),
+                    lookup => cannot_reach("Kafka", lookup),
                 })?;
             }
             Ok(producer)
@@ -93,10 +93,8 @@ impl KafkaTransport {
         for server in servers.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             let (host, port) = host_and_port(server)
                 .ok_or_else(|| Failure::invalid_spec(format!("bootstrap server `{server}` is not host:port")))?;
-            let allowed = egress::resolve_allowed(&self.policy, host, port).await.map_err(|e| match e {
-                ResolveError::Denied(denied) => Failure::invalid_spec(format!("egress: {denied}")),
-                lookup @ ResolveError::Lookup { .. } => Failure::connection(format!("Kafka: {lookup}")),
-            })?;
+            let allowed =
+                egress::resolve_allowed(&self.policy, host, port).await.map_err(|e| cannot_reach("Kafka", e))?;
             checked.extend(allowed.iter().map(|a| a.to_string()));
         }
         if checked.is_empty() {

@@ -19,11 +19,11 @@ pub use spec::{MaxLen, RedisStreamSpec};
 
 use super::clients::ClientCache;
 use super::{
-    delivery_timeout, error_json, normalize_spec, receipt, rendered_spec, DeliveryLog, EndpointType, SpecError,
-    Transport,
+    cannot_reach, delivery_timeout, egress_refused, error_json, normalize_spec, receipt, rendered_spec, DeliveryLog,
+    EndpointType, SpecError, Transport,
 };
 use crate::contract::{Failure, Message, Receipt};
-use crate::egress::{self, EgressPolicy, ResolveError};
+use crate::egress::{self, EgressPolicy};
 
 /// The field every entry carries: consumers deduplicate retries on it.
 pub const EXECUTION_ID_FIELD: &str = "te_execution_id";
@@ -73,10 +73,7 @@ impl RedisStreamTransport {
     /// `info` with its host replaced by an address the egress policy allows, so the
     /// connection (and every reconnection) goes where the check looked.
     async fn checked_address(&self, info: redis::ConnectionInfo) -> Result<redis::ConnectionInfo, Failure> {
-        let refused = |e: ResolveError| match e {
-            ResolveError::Denied(denied) => Failure::invalid_spec(format!("egress: {denied}")),
-            lookup @ ResolveError::Lookup { .. } => Failure::connection(format!("Redis: {lookup}")),
-        };
+        let refused = |e| cannot_reach("Redis", e);
         match info.addr().clone() {
             ConnectionAddr::Tcp(host, port) => {
                 let allowed = egress::resolve_allowed(&self.policy, &host, port).await.map_err(refused)?;
@@ -90,7 +87,7 @@ impl RedisStreamTransport {
                 Ok(info)
             }
             ConnectionAddr::Unix(_) => {
-                egress::check_local_socket(&self.policy).map_err(|d| Failure::invalid_spec(format!("egress: {d}")))?;
+                egress::check_local_socket(&self.policy).map_err(|denied| egress_refused(&denied))?;
                 Ok(info)
             }
             _ => {
