@@ -15,6 +15,42 @@ pub struct UnknownName {
     pub expected: &'static str,
 }
 
+/// What every type stored as TEXT shares: its sqlx `Type` (whatever `str` is on the backend,
+/// with PostgreSQL arrays) and `Decode` through its `FromStr`. Each type writes its own
+/// `Encode`: a name's text is `'static`, an id's is owned.
+macro_rules! sql_text_type {
+    ($name:ty) => {
+        impl<DB: sqlx::Database> sqlx::Type<DB> for $name
+        where
+            str: sqlx::Type<DB>,
+        {
+            fn type_info() -> DB::TypeInfo {
+                <str as sqlx::Type<DB>>::type_info()
+            }
+
+            fn compatible(ty: &DB::TypeInfo) -> bool {
+                <str as sqlx::Type<DB>>::compatible(ty)
+            }
+        }
+
+        impl<'r, DB: sqlx::Database> sqlx::Decode<'r, DB> for $name
+        where
+            &'r str: sqlx::Decode<'r, DB>,
+        {
+            fn decode(value: <DB as sqlx::Database>::ValueRef<'r>) -> Result<Self, sqlx::error::BoxDynError> {
+                Ok(<&'r str as sqlx::Decode<'r, DB>>::decode(value)?.parse()?)
+            }
+        }
+
+        impl sqlx::postgres::PgHasArrayType for $name {
+            fn array_type_info() -> sqlx::postgres::PgTypeInfo {
+                <&str as sqlx::postgres::PgHasArrayType>::array_type_info()
+            }
+        }
+    };
+}
+pub(crate) use sql_text_type;
+
 /// An enum of fixed names, stored as TEXT on every backend: `as_str`, `FromStr`, `Display`,
 /// serde, and sqlx's `Type`/`Encode`/`Decode` for any database that stores `&str` (with
 /// PostgreSQL arrays), so rows and binds carry the enum itself.
@@ -57,19 +93,6 @@ macro_rules! text_enum {
             }
         }
 
-        impl<DB: sqlx::Database> sqlx::Type<DB> for $name
-        where
-            str: sqlx::Type<DB>,
-        {
-            fn type_info() -> DB::TypeInfo {
-                <str as sqlx::Type<DB>>::type_info()
-            }
-
-            fn compatible(ty: &DB::TypeInfo) -> bool {
-                <str as sqlx::Type<DB>>::compatible(ty)
-            }
-        }
-
         impl<'q, DB: sqlx::Database> sqlx::Encode<'q, DB> for $name
         where
             &'q str: sqlx::Encode<'q, DB>,
@@ -82,20 +105,7 @@ macro_rules! text_enum {
             }
         }
 
-        impl<'r, DB: sqlx::Database> sqlx::Decode<'r, DB> for $name
-        where
-            &'r str: sqlx::Decode<'r, DB>,
-        {
-            fn decode(value: <DB as sqlx::Database>::ValueRef<'r>) -> Result<Self, sqlx::error::BoxDynError> {
-                Ok(<&'r str as sqlx::Decode<'r, DB>>::decode(value)?.parse()?)
-            }
-        }
-
-        impl sqlx::postgres::PgHasArrayType for $name {
-            fn array_type_info() -> sqlx::postgres::PgTypeInfo {
-                <&str as sqlx::postgres::PgHasArrayType>::array_type_info()
-            }
-        }
+        $crate::domain::sql_text_type!($name);
     };
 }
 

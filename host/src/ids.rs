@@ -80,19 +80,6 @@ macro_rules! id_type {
             }
         }
 
-        impl<DB: sqlx::Database> sqlx::Type<DB> for $name
-        where
-            str: sqlx::Type<DB>,
-        {
-            fn type_info() -> DB::TypeInfo {
-                <str as sqlx::Type<DB>>::type_info()
-            }
-
-            fn compatible(ty: &DB::TypeInfo) -> bool {
-                <str as sqlx::Type<DB>>::compatible(ty)
-            }
-        }
-
         impl<'q, DB: sqlx::Database> sqlx::Encode<'q, DB> for $name
         where
             String: sqlx::Encode<'q, DB>,
@@ -105,20 +92,16 @@ macro_rules! id_type {
             }
         }
 
-        impl<'r, DB: sqlx::Database> sqlx::Decode<'r, DB> for $name
-        where
-            String: sqlx::Decode<'r, DB>,
-        {
-            fn decode(value: <DB as sqlx::Database>::ValueRef<'r>) -> Result<Self, sqlx::error::BoxDynError> {
-                Ok(Self(<String as sqlx::Decode<'r, DB>>::decode(value)?))
+        /// Any text is an id (one of the wrong shape names nothing).
+        impl std::str::FromStr for $name {
+            type Err = std::convert::Infallible;
+
+            fn from_str(id: &str) -> Result<Self, Self::Err> {
+                Ok(Self(id.to_owned()))
             }
         }
 
-        impl sqlx::postgres::PgHasArrayType for $name {
-            fn array_type_info() -> sqlx::postgres::PgTypeInfo {
-                <String as sqlx::postgres::PgHasArrayType>::array_type_info()
-            }
-        }
+        $crate::domain::sql_text_type!($name);
     };
 }
 
