@@ -245,12 +245,13 @@ pub struct ServeArgs {
 
     /// Addresses deliveries may not reach, comma-separated CIDRs, checked on the address
     /// connected to (e.g. 127.0.0.0/8,::1/128,10.0.0.0/8,172.16.0.0/12,192.168.0.0/16 in a
-    /// shared deployment). Applies to HTTP deliveries and plugins.
+    /// shared deployment). Applies to every transport (HTTP, Redis Streams, Kafka bootstrap
+    /// servers and advertised brokers) and to plugins.
     #[arg(long, env = "TE_EGRESS_DENY", value_name = "TE_EGRESS_DENY")]
     pub egress_deny: Option<String>,
 
-    /// Address for `/healthz` and `/readyz` alone, for processes without the API role (a
-    /// worker or scheduler fleet). With the API role they are on TE_LISTEN_ADDR as well.
+    /// Address for `/healthz`, `/readyz` and `/metrics` alone, for processes without the API
+    /// role (a worker or scheduler fleet). With the API role they are on TE_LISTEN_ADDR as well.
     #[arg(long, env = "TE_HEALTH_ADDR", value_name = "TE_HEALTH_ADDR")]
     pub health_addr: Option<SocketAddr>,
 
