@@ -41,6 +41,16 @@ where
         Self { clients }
     }
 
+    /// The client held for `key`, if there is one: the hot path, which builds no owned key and
+    /// no connect future.
+    pub async fn get<Q>(&self, key: &Q) -> Option<V>
+    where
+        K: std::borrow::Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.clients.get(key).await
+    }
+
     /// The client for `key`, connected by `connect` if there is none.
     pub async fn get_or_connect<F>(&self, key: K, connect: F) -> Result<V, Failure>
     where

@@ -69,6 +69,9 @@ impl KafkaTransport {
     }
 
     async fn producer(&self, key: ProducerKey, timeout: Duration) -> Result<FutureProducer, Failure> {
+        if let Some(producer) = self.producers.get(&key).await {
+            return Ok(producer);
+        }
         let settings = key.clone();
         let connect = async {
             let bootstrap = self.checked_bootstrap(&settings.bootstrap_servers).await?;

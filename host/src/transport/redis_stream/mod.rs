@@ -51,6 +51,9 @@ impl RedisStreamTransport {
     }
 
     async fn connection(&self, url: &str, timeout: Duration) -> Result<ConnectionManager, Failure> {
+        if let Some(manager) = self.managers.get(url).await {
+            return Ok(manager);
+        }
         let connect = async {
             // The URL may hold a password: errors describe it, never quote it.
             let info = url
