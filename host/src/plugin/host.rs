@@ -9,11 +9,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use super::engine::Loaded;
 use super::error::PluginError;
 use super::grants::Grants;
+use super::instances::SpareInstance;
 use super::limits::PluginLimits;
 use super::outbound::Egress;
-use super::runtime::{Loaded, PluginRuntime, SpareInstance};
+use super::runtime::PluginRuntime;
 use crate::store::{PluginRecord, Signal, Store};
 
 /// How long a process trusts its cached newest version of a plugin without hearing of a change.

@@ -1,7 +1,11 @@
 //! WebAssembly plugins: sandboxed transports and renderers loaded at runtime.
 //!
-//! - [`runtime`]: the wasmtime engine, the linker of what the host offers, the component cache,
-//!   and one call per fresh store with its CPU deadline, wall-clock timeout and memory cap.
+//! - [`runtime`]: the calls into plugins (deliver, validate, render), each in a fresh store with
+//!   its CPU deadline, wall-clock timeout and memory cap, built from:
+//!   - `engine`: the wasmtime engine, the linker of what the host offers, compiling and
+//!     type-checking components, stores and their CPU deadline;
+//!   - `artifacts`: linked components by sha256 in memory, compiled artifacts on disk;
+//!   - `instances`: the pooling allocator's slots, spare instances and retired stores.
 //! - [`sandbox`]: a call's store data — WASI with nothing granted, wasi:http behind the grants,
 //!   captured output and `host.log` records.
 //! - [`outbound`]: the policy every plugin request passes (grants, the operator's egress
@@ -17,17 +21,21 @@
 //! [`Renderer`](crate::template::Renderer) (`template::wasm`): those depend on this module,
 //! never the other way round.
 
+mod artifacts;
+mod engine;
 pub mod error;
 pub mod grants;
 pub mod host;
+mod instances;
 pub mod limits;
 pub mod outbound;
 pub mod runtime;
 pub mod sandbox;
 pub mod wasi_http;
 
+pub use engine::{Inspection, World};
 pub use error::PluginError;
 pub use grants::{Grant, Grants};
 pub use host::PluginHost;
 pub use limits::PluginLimits;
-pub use runtime::{Inspection, PluginRuntime, World};
+pub use runtime::PluginRuntime;
