@@ -1,5 +1,6 @@
 //! The engine benchmark: the real `taskexec` binary (release build) on PostgreSQL and on
-//! SQLite, delivering to an in-process HTTP receiver that answers 200 at once.
+//! SQLite, delivering to an in-process HTTP receiver that answers 200 at once. Databases,
+//! servers, the receiver and the API client are the e2e tests' harness (`tests/e2e/support`).
 //!
 //!     cargo bench -p taskexec --bench engine
 //!
@@ -13,134 +14,31 @@
 //!
 //! BENCH_BACKENDS (postgres,sqlite), BENCH_SCENARIOS (drain,create,latency,cron), BENCH_WORKER_SLOTS
 //! (the worker's TE_WORKER_MAX_CONCURRENT in drain and cron load, 400), BENCH_TE_LOG and
-//! BENCH_SERVER_LOG (the server's log level, and a file to keep its log in),
+//! BENCH_SERVER_LOG (the server's log level, and a path prefix to keep each scenario's server log at),
 //! TE_TEST_POSTGRES_URL (postgres://postgres@127.0.0.1:5432/postgres), and BENCH_JSON
 //! (bench-results/engine.json) adjust a run. Figures go to docs/benchmarks.md by hand.
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
-use axum::body::Bytes;
-use axum::extract::State;
-use axum::routing::post;
-use axum::Router;
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
-use sqlx::Connection;
 
-const API_KEY: &str = "bench-api-key-0123456789";
-const SECRET_KEY: &str = "AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=";
+// The e2e tests' harness; the benchmark uses part of it.
+#[allow(dead_code, unused_imports)]
+#[path = "../../tests/e2e/support/mod.rs"]
+mod support;
+
+use support::{eventually, Backend, Client, Receiver, Server, ServerOptions, TestDb};
 
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
-// ---------- the receiver ----------
-
-#[derive(Default)]
-struct Seen {
-    /// (arrival, request body) of every request.
-    requests: Mutex<Vec<(DateTime<Utc>, Bytes)>>,
-}
-
-async fn receive(State(seen): State<Arc<Seen>>, body: Bytes) -> &'static str {
-    seen.requests.lock().unwrap().push((Utc::now(), body));
-    "OK"
-}
-
-async fn start_receiver() -> (String, Arc<Seen>) {
-    let seen = Arc::new(Seen::default());
-    let app = Router::new().route("/hook", post(receive)).with_state(seen.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    (format!("http://{addr}/hook"), seen)
-}
-
-// ---------- databases and servers ----------
-
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Backend {
-    Postgres,
-    Sqlite,
-}
-
-struct Db {
-    backend: Backend,
-    url: String,
-    _dir: tempfile::TempDir,
-}
-
-async fn fresh_db(backend: Backend) -> Db {
-    let dir = tempfile::tempdir().unwrap();
-    match backend {
-        Backend::Sqlite => Db { backend, url: format!("sqlite:{}", dir.path().join("bench.db").display()), _dir: dir },
-        Backend::Postgres => {
-            let admin = std::env::var("TE_TEST_POSTGRES_URL")
-                .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
-            let name = format!("te_bench_{}", uuid::Uuid::new_v4().simple());
-            let mut conn = sqlx::PgConnection::connect(&admin).await.expect("PostgreSQL is reachable");
-            // Databases of earlier scenarios and runs (their servers are gone by now): left in
-            // place, autovacuum works through them in the background of the next measurement.
-            let leftovers: Vec<String> =
-                sqlx::query_scalar("SELECT datname FROM pg_database WHERE datname LIKE 'te\\_bench\\_%'")
-                    .fetch_all(&mut conn)
-                    .await
-                    .unwrap();
-            for old in leftovers {
-                sqlx::query(&format!("DROP DATABASE IF EXISTS {old} WITH (FORCE)")).execute(&mut conn).await.unwrap();
-            }
-            sqlx::query(&format!("CREATE DATABASE {name}")).execute(&mut conn).await.unwrap();
-            let base = admin.rsplit_once('/').unwrap().0;
-            Db { backend, url: format!("{base}/{name}"), _dir: dir }
-        }
-    }
-}
-
-impl Db {
-    async fn scalar(&self, sql: &str) -> i64 {
-        match self.backend {
-            Backend::Postgres => {
-                let mut c = sqlx::PgConnection::connect(&self.url).await.unwrap();
-                sqlx::query_scalar(sql).fetch_one(&mut c).await.unwrap()
-            }
-            Backend::Sqlite => {
-                let mut c = sqlx::SqliteConnection::connect(&self.url).await.unwrap();
-                sqlx::query_scalar(sql).fetch_one(&mut c).await.unwrap()
-            }
-        }
-    }
-
-    async fn execute(&self, sql: &str) {
-        match self.backend {
-            Backend::Postgres => {
-                let mut c = sqlx::PgConnection::connect(&self.url).await.unwrap();
-                sqlx::raw_sql(sql).execute(&mut c).await.unwrap();
-            }
-            Backend::Sqlite => {
-                let mut c = sqlx::SqliteConnection::connect(&self.url).await.unwrap();
-                sqlx::raw_sql(sql).execute(&mut c).await.unwrap();
-            }
-        }
-    }
-}
-
-struct Server {
-    child: Child,
-    base_url: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start_server(db: &Db, roles: &str, extra: &[(&str, &str)]) -> Server {
+/// A server for a measurement: the service's own defaults (pool size included) rather than the
+/// tests' small pool and debug logs; BENCH_TE_LOG raises the log level.
+async fn start_server(db: &TestDb, roles: &str, extra: &[(&str, &str)]) -> Server {
     // A process with the API is ready when it listens; one without, when its role runs.
     let ready = if roles.contains("api") {
         "Listening."
@@ -149,75 +47,33 @@ fn start_server(db: &Db, roles: &str, extra: &[(&str, &str)]) -> Server {
     } else {
         "Scheduler running."
     };
-    let mut command = Command::new(env!("CARGO_BIN_EXE_taskexec"));
-    command
-        .arg("serve")
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("TE_DATABASE_URL", &db.url)
-        .env("TE_LISTEN_ADDR", "127.0.0.1:0")
-        .env("TE_API_KEYS", API_KEY)
-        .env("TE_SECRET_ENCRYPTION_KEY", SECRET_KEY)
-        .env("TE_ROLES", roles)
-        // BENCH_TE_LOG raises the server's log level; BENCH_SERVER_LOG keeps its log in a file.
-        .env("TE_LOG", std::env::var("BENCH_TE_LOG").unwrap_or_else(|_| "warn,taskexec::cli=info".into()))
-        .env("TE_LOG_FORMAT", "json")
-        .envs(extra.iter().copied())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    let mut child = command.spawn().expect("taskexec starts");
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let mut keep = std::env::var("BENCH_SERVER_LOG").ok().map(|path| std::fs::File::create(path).unwrap());
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if let Some(file) = keep.as_mut() {
-                use std::io::Write;
-                let _ = writeln!(file, "{line}");
-            }
-            if let Ok(v) = serde_json::from_str::<Value>(&line) {
-                let message = v["message"].as_str().unwrap_or_default();
-                if message == ready {
-                    let _ = tx.send(v["addr"].as_str().unwrap_or_default().to_owned());
-                }
-            }
-        }
-    });
-    let addr = rx.recv_timeout(Duration::from_secs(60)).expect("taskexec became ready");
-    Server { child, base_url: format!("http://{addr}") }
+    let log = std::env::var("BENCH_TE_LOG").unwrap_or_else(|_| "warn,taskexec::cli=info".into());
+    let mut options = ServerOptions::new().roles(roles, ready).env("TE_LOG", &log).without("TE_DB_POOL_SIZE");
+    for (key, value) in extra {
+        options = options.env(key, value);
+    }
+    Server::start_with(db, options).await
 }
 
-struct Api {
-    http: reqwest::Client,
-    base: String,
-}
-
-impl Api {
-    async fn post(&self, path: &str, body: &Value) -> reqwest::StatusCode {
-        let r = self.http.post(format!("{}{path}", self.base)).bearer_auth(API_KEY).json(body).send().await.unwrap();
-        let status = r.status();
-        assert!(status.is_success(), "POST {path}: {status} {}", r.text().await.unwrap_or_default());
-        status
+/// BENCH_SERVER_LOG names a file to keep a server's log in.
+fn keep_log(server: &Server, scenario: &str) {
+    if let Ok(path) = std::env::var("BENCH_SERVER_LOG") {
+        let text = server.output_text();
+        let path = format!("{path}.{scenario}");
+        std::fs::write(&path, text).unwrap_or_else(|e| panic!("writing {path}: {e}"));
     }
 }
 
-async fn register(api: &Api, receiver_url: &str) {
-    api.post("/configs", &json!({"name": "bench", "values": {"url": receiver_url}})).await;
-    api.post("/endpoints", &json!({"name": "bench", "type": "HTTP", "config": "bench", "spec": {
+async fn post(api: &Client, path: &str, body: &Value) {
+    let r = api.post(path, body).await;
+    assert!(r.status.is_success(), "POST {path}: {} {}", r.status, r.text);
+}
+
+async fn register(api: &Client, receiver: &Receiver) {
+    post(api, "/configs", &json!({"name": "bench", "values": {"url": format!("{}/ok/hook", receiver.base_url)}})).await;
+    post(api, "/endpoints", &json!({"name": "bench", "type": "HTTP", "config": "bench", "spec": {
         "url": "{{config.url}}", "method": "POST", "body_template": {"n": "{{input.n}}", "run_at": "{{input.run_at}}"}
     }})).await;
-}
-
-async fn wait_until<F: std::future::Future<Output = bool>>(
-    what: &str,
-    timeout: Duration,
-    mut check: impl FnMut() -> F,
-) {
-    let deadline = Instant::now() + timeout;
-    while !check().await {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -232,11 +88,11 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 /// Queue `n` executions straight into the database (as a burst of API creates would leave
 /// them), then start one worker and time until every one has succeeded.
 async fn drain(backend: Backend, n: usize) -> Value {
-    let db = fresh_db(backend).await;
-    let (receiver_url, seen) = start_receiver().await;
-    let server = start_server(&db, "api", &[]);
-    let api = Api { http: reqwest::Client::new(), base: server.base_url.clone() };
-    register(&api, &receiver_url).await;
+    let db = TestDb::new(backend).await;
+    let receiver = Receiver::start().await;
+    let server = start_server(&db, "api", &[]).await;
+    let api = server.client();
+    register(&api, &receiver).await;
     let generator = match backend {
         Backend::Postgres => format!("SELECT g FROM generate_series(1, {n}) AS g"),
         Backend::Sqlite => {
@@ -251,34 +107,35 @@ async fn drain(backend: Backend, n: usize) -> Value {
          SELECT 'exec_bench_' || g, 'job_bench_' || g, 'bench', 'HTTP', 'k' || g, 'QUEUED', '{{\"n\": 1, \"run_at\": \"-\"}}', 1, {now}, {now} FROM ({generator}) AS t;"
     ))
     .await;
-    let started = Instant::now();
-    let _worker = start_server(&db, "worker", &[("TE_WORKER_MAX_CONCURRENT", &worker_slots())]);
-    wait_until("the drain", Duration::from_secs(900), || async { seen.requests.lock().unwrap().len() >= n }).await;
-    wait_until("every execution recorded", Duration::from_secs(300), || async {
+    let started = std::time::Instant::now();
+    let worker = start_server(&db, "worker", &[("TE_WORKER_MAX_CONCURRENT", &worker_slots())]).await;
+    eventually("the drain", Duration::from_secs(900), || async { receiver.count() >= n }).await;
+    eventually("every execution recorded", Duration::from_secs(300), || async {
         db.scalar("SELECT COUNT(*) FROM executions WHERE status = 'SUCCESS'").await == n as i64
     })
     .await;
     let seconds = started.elapsed().as_secs_f64();
+    keep_log(&worker, "drain-worker");
     json!({"executions": n, "seconds": round2(seconds), "executions_per_second": (n as f64 / seconds).round()})
 }
 
 /// `n` creates from 32 concurrent keep-alive clients against a server with every role.
 async fn create(backend: Backend, n: usize) -> Value {
-    let db = fresh_db(backend).await;
-    let (receiver_url, _seen) = start_receiver().await;
-    let server = start_server(&db, "api,scheduler,worker", &[]);
-    let api = Arc::new(Api { http: reqwest::Client::new(), base: server.base_url.clone() });
-    register(&api, &receiver_url).await;
+    let db = TestDb::new(backend).await;
+    let receiver = Receiver::start().await;
+    let server = start_server(&db, "api,scheduler,worker", &[]).await;
+    let api = Arc::new(server.client());
+    register(&api, &receiver).await;
     let clients = 32;
-    let started = Instant::now();
+    let started = std::time::Instant::now();
     let tasks: Vec<_> = (0..clients)
         .map(|c| {
             let api = api.clone();
             tokio::spawn(async move {
                 let mut latencies = Vec::new();
                 for i in (c..n).step_by(clients) {
-                    let t = Instant::now();
-                    api.post("/jobs", &json!({"endpoint": "bench", "trigger": "IMMEDIATE", "idempotency_key": format!("c{i}"), "input": {"n": i, "run_at": "-"}})).await;
+                    let t = std::time::Instant::now();
+                    post(&api, "/jobs", &json!({"endpoint": "bench", "trigger": "IMMEDIATE", "idempotency_key": format!("c{i}"), "input": {"n": i, "run_at": "-"}})).await;
                     latencies.push(t.elapsed().as_secs_f64() * 1000.0);
                 }
                 latencies
@@ -290,6 +147,7 @@ async fn create(backend: Backend, n: usize) -> Value {
         latencies.extend(t.await.unwrap());
     }
     let seconds = started.elapsed().as_secs_f64();
+    keep_log(&server, "create");
     latencies.sort_by(f64::total_cmp);
     json!({"jobs": n, "clients": clients, "jobs_per_second": (n as f64 / seconds).round(),
            "p50_ms": round2(percentile(&latencies, 0.5)), "p99_ms": round2(percentile(&latencies, 0.99))})
@@ -297,32 +155,30 @@ async fn create(backend: Backend, n: usize) -> Value {
 
 /// `n` DELAYED jobs with run_at spread over 30 s; the delay from run_at to arrival.
 async fn fire_latency(backend: Backend, n: usize) -> Value {
-    let db = fresh_db(backend).await;
-    let (receiver_url, seen) = start_receiver().await;
-    let server = start_server(&db, "api,scheduler,worker", &[]);
-    let api = Api { http: reqwest::Client::new(), base: server.base_url.clone() };
-    register(&api, &receiver_url).await;
+    let db = TestDb::new(backend).await;
+    let receiver = Receiver::start().await;
+    let server = start_server(&db, "api,scheduler,worker", &[]).await;
+    let api = server.client();
+    register(&api, &receiver).await;
     let base = Utc::now() + chrono::Duration::seconds(5);
     for i in 0..n {
         let run_at = base + chrono::Duration::microseconds((30_000_000 * i / n) as i64);
-        api.post(
+        post(
+            &api,
             "/jobs",
             &json!({"endpoint": "bench", "trigger": "DELAYED", "idempotency_key": format!("d{i}"), "run_at": run_at,
             "input": {"n": i, "run_at": run_at.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)}}),
         )
         .await;
     }
-    wait_until("every delayed job", Duration::from_secs(120), || async { seen.requests.lock().unwrap().len() >= n })
-        .await;
-    let mut delays: Vec<f64> = seen
-        .requests
-        .lock()
-        .unwrap()
+    eventually("every delayed job", Duration::from_secs(120), || async { receiver.count() >= n }).await;
+    keep_log(&server, "latency");
+    let mut delays: Vec<f64> = receiver
+        .received()
         .iter()
-        .map(|(at, body)| {
-            let body: Value = serde_json::from_slice(body).unwrap();
-            let run_at: DateTime<Utc> = body["run_at"].as_str().unwrap().parse().unwrap();
-            (*at - run_at).num_microseconds().unwrap() as f64 / 1000.0
+        .map(|r| {
+            let run_at: DateTime<Utc> = r.json()["run_at"].as_str().unwrap().parse().unwrap();
+            (r.at - run_at).num_microseconds().unwrap() as f64 / 1000.0
         })
         .collect();
     delays.sort_by(f64::total_cmp);
@@ -333,17 +189,18 @@ async fn fire_latency(backend: Backend, n: usize) -> Value {
 /// `n` per-minute cron jobs; for two minute boundaries, the time from the boundary until the
 /// last of that minute's ticks reached the receiver.
 async fn cron_load(backend: Backend, n: usize) -> Value {
-    let db = fresh_db(backend).await;
-    let (receiver_url, seen) = start_receiver().await;
-    let server = start_server(&db, "api,scheduler,worker", &[("TE_WORKER_MAX_CONCURRENT", &worker_slots())]);
-    let api = Arc::new(Api { http: reqwest::Client::new(), base: server.base_url.clone() });
-    register(&api, &receiver_url).await;
+    let db = TestDb::new(backend).await;
+    let receiver = Receiver::start().await;
+    let server = start_server(&db, "api,scheduler,worker", &[("TE_WORKER_MAX_CONCURRENT", &worker_slots())]).await;
+    let api = Arc::new(server.client());
+    register(&api, &receiver).await;
     let tasks: Vec<_> = (0..16)
         .map(|c| {
             let api = api.clone();
             tokio::spawn(async move {
                 for i in (c..n).step_by(16) {
-                    api.post(
+                    post(
+                        &api,
                         "/jobs",
                         &json!({"endpoint": "bench", "trigger": "CRON", "cron": "* * * * *", "timezone": "UTC",
                         "input": {"n": i, "run_at": "{{tick}}"}}),
@@ -362,36 +219,24 @@ async fn cron_load(backend: Backend, n: usize) -> Value {
     for minute in first_minute..first_minute + 2 {
         let boundary = DateTime::<Utc>::from_timestamp(minute * 60, 0).unwrap();
         let until = boundary + chrono::Duration::seconds(55);
-        wait_until("the minute's ticks", Duration::from_secs(180), || async {
-            let in_minute =
-                seen.requests.lock().unwrap().iter().filter(|(at, _)| *at >= boundary && *at < until).count();
+        eventually("the minute's ticks", Duration::from_secs(180), || async {
+            let in_minute = receiver.arrivals().iter().filter(|at| **at >= boundary && **at < until).count();
             in_minute >= n || Utc::now() > until
         })
         .await;
-        let arrivals: Vec<DateTime<Utc>> = seen
-            .requests
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|(at, _)| *at >= boundary && *at < until)
-            .map(|(at, _)| *at)
-            .collect();
+        let all = receiver.arrivals();
+        let arrivals: Vec<DateTime<Utc>> = all.iter().filter(|at| **at >= boundary && **at < until).copied().collect();
         let mut after: Vec<f64> = arrivals.iter().map(|t| (*t - boundary).num_milliseconds() as f64 / 1000.0).collect();
         after.sort_by(f64::total_cmp);
         let last = after.last().copied();
         let first = after.first().copied();
         let median = after.get(after.len() / 2).copied();
         // Ticks are made ahead of their minute: none may reach the receiver before it.
-        let early = seen
-            .requests
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|(at, _)| *at < boundary && *at >= boundary - chrono::Duration::seconds(5))
-            .count();
+        let early = all.iter().filter(|at| **at < boundary && **at >= boundary - chrono::Duration::seconds(5)).count();
         results.push(json!({"minute": boundary.to_rfc3339(), "delivered": arrivals.len(), "last_tick_after_s": last,
             "first_tick_after_s": first, "median_tick_after_s": median, "delivered_early": early}));
     }
+    keep_log(&server, "cron");
     json!({"cron_jobs": n, "minutes": results})
 }
 

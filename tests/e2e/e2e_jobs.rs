@@ -105,7 +105,7 @@ async fn delayed_job_fires_after_run_at(backend: Backend) {
     let execution_id = job["execution"]["execution_id"].as_str().unwrap();
     assert_eq!(api.get(&format!("/executions/{execution_id}")).await.body["status"], "PENDING");
     wait_for_status(&api, execution_id, "SUCCESS").await;
-    let at = receiver.received()[0].at;
+    let at = receiver.arrivals()[0];
     assert!(at >= run_at, "delivered at {at}, before run_at {run_at}");
 
     // A run_at in the past fires at once; one beyond the horizon is refused.

@@ -78,6 +78,11 @@ impl Receiver {
         self.inner.received.lock().unwrap().len()
     }
 
+    /// When each request arrived, in order: cheaper than `received` for a count over time.
+    pub fn arrivals(&self) -> Vec<DateTime<Utc>> {
+        self.inner.received.lock().unwrap().iter().map(|r| r.at).collect()
+    }
+
     /// How many requests to `path_prefix` it has received.
     pub fn count_of(&self, path_prefix: &str) -> usize {
         self.inner.received.lock().unwrap().iter().filter(|r| r.path.starts_with(path_prefix)).count()
