@@ -362,12 +362,15 @@ impl ServeArgs {
     }
 
     /// Rules across settings, checked once at start-up; an error names every variable involved.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), ConfigError> {
         if let (Some(lease), Some(old)) = (self.worker.worker_lease_sec, self.scheduler.stuck_execution_timeout_sec) {
             if lease != old {
-                return Err(format!(
-                    "TE_WORKER_LEASE_SEC={lease} and TE_STUCK_EXECUTION_TIMEOUT_SEC={old} disagree; \
-                     TE_STUCK_EXECUTION_TIMEOUT_SEC is the old name of TE_WORKER_LEASE_SEC: unset it"
+                return Err(ConfigError::new(
+                    "TE_STUCK_EXECUTION_TIMEOUT_SEC",
+                    format!(
+                        "{old} disagrees with TE_WORKER_LEASE_SEC={lease}; \
+                         TE_STUCK_EXECUTION_TIMEOUT_SEC is the old name of TE_WORKER_LEASE_SEC: unset it"
+                    ),
                 ));
             }
         }
@@ -382,17 +385,36 @@ impl ServeArgs {
     }
 }
 
+/// A setting that cannot be used, with the variable it came from: start-up stops with it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{variable}: {problem}")]
+pub struct ConfigError {
+    /// The environment variable (or variables, for a rule across settings).
+    pub variable: &'static str,
+    /// What is wrong, in words that never quote a secret.
+    pub problem: String,
+}
+
+impl ConfigError {
+    pub fn new(variable: &'static str, problem: impl Into<String>) -> Self {
+        Self { variable, problem: problem.into() }
+    }
+}
+
 /// Minimum length of an operator-chosen API key: shorter keys are guessable.
 pub const MIN_API_KEY_LEN: usize = 16;
 
 /// Split `TE_API_KEYS`; a bad entry names the variable and its position, never its text.
-pub fn parse_api_keys(text: &str) -> Result<Vec<String>, String> {
+pub fn parse_api_keys(text: &str) -> Result<Vec<String>, ConfigError> {
     let keys: Vec<String> = text.split(',').map(str::trim).filter(|k| !k.is_empty()).map(str::to_owned).collect();
     if keys.is_empty() {
-        return Err("TE_API_KEYS is set but holds no key".into());
+        return Err(ConfigError::new("TE_API_KEYS", "set but holds no key"));
     }
     if let Some(i) = keys.iter().position(|k| k.len() < MIN_API_KEY_LEN) {
-        return Err(format!("TE_API_KEYS: key #{} is shorter than {MIN_API_KEY_LEN} characters", i + 1));
+        return Err(ConfigError::new(
+            "TE_API_KEYS",
+            format!("key #{} is shorter than {MIN_API_KEY_LEN} characters", i + 1),
+        ));
     }
     Ok(keys)
 }
@@ -410,7 +432,7 @@ mod tests {
     #[test]
     fn api_keys_parse() {
         assert_eq!(parse_api_keys(" aaaaaaaaaaaaaaaa , bbbbbbbbbbbbbbbb,").unwrap().len(), 2);
-        let err = parse_api_keys("aaaaaaaaaaaaaaaa,short-secret").unwrap_err();
+        let err = parse_api_keys("aaaaaaaaaaaaaaaa,short-secret").unwrap_err().to_string();
         assert!(err.contains("#2") && !err.contains("short-secret"), "{err}");
         assert!(parse_api_keys(" , ").is_err());
     }

@@ -25,6 +25,8 @@ use std::sync::Arc;
 
 use ipnet::IpNet;
 
+use crate::config::ConfigError;
+
 /// Where deliveries may connect.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EgressPolicy {
@@ -43,7 +45,7 @@ pub struct EgressDenied {
 impl EgressPolicy {
     /// The policy from `TE_EGRESS_ALLOW` and `TE_EGRESS_DENY` (comma-separated CIDRs or
     /// addresses); an error names the variable and the entry.
-    pub fn parse(allow: Option<&str>, deny: Option<&str>) -> Result<Self, String> {
+    pub fn parse(allow: Option<&str>, deny: Option<&str>) -> Result<Self, ConfigError> {
         Ok(Self { allow: parse_list("TE_EGRESS_ALLOW", allow)?, deny: parse_list("TE_EGRESS_DENY", deny)? })
     }
 
@@ -65,16 +67,15 @@ impl EgressPolicy {
     }
 }
 
-fn parse_list(variable: &str, text: Option<&str>) -> Result<Vec<IpNet>, String> {
+fn parse_list(variable: &'static str, text: Option<&str>) -> Result<Vec<IpNet>, ConfigError> {
     text.unwrap_or_default()
         .split(',')
         .map(str::trim)
         .filter(|t| !t.is_empty())
         .map(|t| {
-            t.parse::<IpNet>()
-                .or_else(|_| t.parse::<IpAddr>().map(IpNet::from))
-                .map(|net| net.trunc())
-                .map_err(|_| format!("{variable}: '{t}' is not an address or CIDR range (e.g. 10.0.0.0/8)"))
+            t.parse::<IpNet>().or_else(|_| t.parse::<IpAddr>().map(IpNet::from)).map(|net| net.trunc()).map_err(|_| {
+                ConfigError::new(variable, format!("'{t}' is not an address or CIDR range (e.g. 10.0.0.0/8)"))
+            })
         })
         .collect()
 }
@@ -264,7 +265,8 @@ mod tests {
         assert!(p.check(ip("169.254.169.254")).is_ok(), "metadata, allowed by the operator");
         assert!(p.check(ip("169.254.1.1")).is_err());
         let err = EgressPolicy::parse(None, Some("10.0.0.0/8,banana")).unwrap_err();
-        assert!(err.contains("TE_EGRESS_DENY") && err.contains("banana"), "{err}");
+        assert_eq!(err.variable, "TE_EGRESS_DENY");
+        assert!(err.to_string().contains("TE_EGRESS_DENY: 'banana'"), "{err}");
     }
 
     #[test]

@@ -47,7 +47,7 @@ fn init_logging(args: &LogArgs) -> anyhow::Result<()> {
 }
 
 fn database_location(args: &DatabaseArgs) -> anyhow::Result<DatabaseLocation> {
-    DatabaseLocation::parse(args.database_url.as_deref()).map_err(|e| anyhow::anyhow!("TE_DATABASE_URL: {e}"))
+    DatabaseLocation::parse(args.database_url.as_deref()).map_err(anyhow::Error::from)
 }
 
 async fn open_store(location: &DatabaseLocation, args: &DatabaseArgs) -> anyhow::Result<std::sync::Arc<dyn Store>> {

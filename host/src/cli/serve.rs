@@ -23,7 +23,7 @@ use crate::worker::{self, CacheTtls, Pipeline, WorkerConfig};
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     init_logging(&args.log)?;
-    args.check().map_err(anyhow::Error::msg)?;
+    args.check()?;
     crate::metrics::install();
     if args.scheduler.stuck_execution_timeout_sec.is_some() {
         tracing::warn!(
@@ -44,7 +44,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         false => None,
     };
     let location = database_location(&args.database)?;
-    let explicit_keys = args.api_keys.as_deref().map(parse_api_keys).transpose().map_err(anyhow::Error::msg)?;
+    let explicit_keys = args.api_keys.as_deref().map(parse_api_keys).transpose()?;
     let cipher = load_cipher(&location, &args.keys)?;
     let store = open_store(&location, &args.database).await?;
     if args.no_migrate {
@@ -63,9 +63,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     });
     let runtime = PluginRuntime::new(Some(cache_dir), args.plugins.plugin_memory_mb_max)
         .map_err(|e| anyhow::anyhow!("the plugin runtime failed to start: {e}"))?;
-    let egress = Arc::new(
-        EgressPolicy::parse(args.egress_allow.as_deref(), args.egress_deny.as_deref()).map_err(anyhow::Error::msg)?,
-    );
+    let egress = Arc::new(EgressPolicy::parse(args.egress_allow.as_deref(), args.egress_deny.as_deref())?);
     let plugins = PluginHost::new(runtime, store.clone()).with_egress_policy(egress.clone());
     plugins.follow_changes().await;
     let transports = Transports::with_egress(plugins.clone(), egress);

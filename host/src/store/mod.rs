@@ -415,7 +415,7 @@ pub enum DatabaseLocation {
 }
 
 impl DatabaseLocation {
-    pub fn parse(url: Option<&str>) -> Result<Self, String> {
+    pub fn parse(url: Option<&str>) -> Result<Self, crate::config::ConfigError> {
         match url.map(str::trim).filter(|u| !u.is_empty()) {
             None => Ok(Self::Sqlite("taskexec.db".into())),
             Some(u) if u.starts_with("postgres://") || u.starts_with("postgresql://") => {
@@ -423,9 +423,12 @@ impl DatabaseLocation {
             }
             Some(u) => match u.strip_prefix("sqlite://").or_else(|| u.strip_prefix("sqlite:")) {
                 Some(path) if !path.is_empty() => Ok(Self::Sqlite(path.into())),
-                _ => Err(format!(
-                    "expected postgres://…, postgresql://… or sqlite:PATH, got '{}'",
-                    u.split(':').next().unwrap_or_default()
+                _ => Err(crate::config::ConfigError::new(
+                    "TE_DATABASE_URL",
+                    format!(
+                        "expected postgres://…, postgresql://… or sqlite:PATH, got '{}'",
+                        u.split(':').next().unwrap_or_default()
+                    ),
                 )),
             },
         }
@@ -456,8 +459,8 @@ mod tests {
 
     #[test]
     fn database_location_error_does_not_echo_credentials() {
-        let err = DatabaseLocation::parse(Some("mysql://user:hunter2@h/db")).unwrap_err();
-        assert!(err.contains("mysql"));
+        let err = DatabaseLocation::parse(Some("mysql://user:hunter2@h/db")).unwrap_err().to_string();
+        assert!(err.starts_with("TE_DATABASE_URL: ") && err.contains("mysql"), "{err}");
         assert!(!err.contains("hunter2"));
     }
 }
