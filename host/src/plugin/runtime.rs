@@ -1,7 +1,7 @@
 //! The plugin runtime: the calls the host makes into plugins, each in a fresh store from a
 //! cached, pre-linked component, so a plugin keeps no state between calls and a new version
-//! applies to the next call. Built from the [engine](super::engine) (wasmtime, the linker, the
-//! CPU deadline), the [artifact cache](super::artifacts) and the [instance pool](super::instances).
+//! applies to the next call. Built from the engine (`engine.rs`: wasmtime, the linker, the CPU
+//! deadline), the artifact cache (`artifacts.rs`) and the instance pool (`instances.rs`).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -72,7 +72,7 @@ impl PluginRuntime {
     /// interruption), and the host stops waiting at `timeout` plus a second (wall clock).
     ///
     /// The instance is `spare`'s when one is ready, and the next spare is made while this call
-    /// waits on the network (see [`InstancePool::upkeep`]), so a call rarely pays for
+    /// waits on the network (the instance pool's upkeep), so a call rarely pays for
     /// instantiation.
     pub async fn deliver(
         &self,
