@@ -132,6 +132,8 @@ text_enum! {
     pub enum AttemptStatus ("attempt status") {
         Success => "SUCCESS",
         Failed => "FAILED",
+        /// In flight: shown by the API from its execution, never stored.
+        Running => "RUNNING",
     }
 }
 

@@ -21,6 +21,7 @@ both_backends!(
     cron_tick_is_made_ahead_and_fires_at_its_time,
     redis_stream_job_delivers,
     delayed_job_delivers_to_redis,
+    attempt_in_flight_shows_and_repeats_must_match,
 );
 
 async fn immediate_job_delivers_and_records_everything(backend: Backend) {
@@ -88,6 +89,56 @@ async fn immediate_job_delivers_and_records_everything(backend: Backend) {
     assert_eq!(status["health"], "HEALTHY");
     assert_eq!(status["stats"]["last_24h"]["succeeded"], 1);
     assert!(!server.stop().contains(SECRET), "the secret leaked into the server's logs");
+}
+
+/// An attempt in flight is listed as RUNNING; `delay_ms` schedules a DELAYED job; a repeated
+/// idempotency key must come with the same request.
+async fn attempt_in_flight_shows_and_repeats_must_match(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let server = Server::start(&db).await;
+    let api = server.client();
+    let receiver = Receiver::start().await;
+    http_endpoint(&api, &receiver, "slow", "/slow/3000", json!({"max_attempts": 1})).await;
+
+    let job = api.create("/jobs", &immediate("slow", "k-slow", json!({"user_id": "u1", "amount": 1}))).await;
+    let execution_id = job["execution"]["execution_id"].as_str().unwrap().to_owned();
+    wait_for_status(&api, &execution_id, "RUNNING").await;
+    let attempts = api.get(&format!("/executions/{execution_id}/attempts")).await.body;
+    let items = attempts["items"].as_array().unwrap();
+    assert_eq!(items.len(), 1, "{attempts}");
+    assert_eq!(
+        (&items[0]["status"], &items[0]["attempt_number"], &items[0]["attempt_id"]),
+        (&json!("RUNNING"), &json!(1), &Value::Null)
+    );
+    assert!(items[0]["started_at"].is_string() && items[0]["completed_at"].is_null(), "{attempts}");
+    wait_for_status(&api, &execution_id, "SUCCESS").await;
+    let attempts = api.get(&format!("/executions/{execution_id}/attempts")).await.body;
+    assert_eq!(attempts["items"].as_array().unwrap().len(), 1, "the recorded attempt replaces it: {attempts}");
+    assert_eq!(attempts["items"][0]["status"], "SUCCESS");
+    assert!(attempts["items"][0]["attempt_id"].as_str().unwrap().starts_with("att"), "{attempts}");
+
+    // The same key with another input is refused, naming the field; the same request is not.
+    let r = api.post("/jobs", &immediate("slow", "k-slow", json!({"user_id": "u2", "amount": 1}))).await;
+    let message = r.error(409, "CONFLICT");
+    assert!(message.contains("`input`") && message.contains("k-slow"), "{message}");
+    assert_eq!(
+        api.post("/jobs", &immediate("slow", "k-slow", json!({"user_id": "u1", "amount": 1}))).await.status,
+        200
+    );
+
+    // delay_ms instead of run_at; a repeat with delay_ms is the same request.
+    http_endpoint(&api, &receiver, "fast", "/ok/fast", json!({"max_attempts": 1})).await;
+    let delayed = json!({"endpoint": "fast", "trigger": "DELAYED", "idempotency_key": "k-delay", "delay_ms": 400, "input": {"user_id": "u3", "amount": 1}});
+    let before = chrono::Utc::now();
+    let job = api.create("/jobs", &delayed).await;
+    let run_at: chrono::DateTime<chrono::Utc> = job["run_at"].as_str().unwrap().parse().unwrap();
+    assert!(run_at >= before + chrono::Duration::milliseconds(400), "run_at {run_at} is 400 ms after {before}");
+    assert_eq!(api.post("/jobs", &delayed).await.body["job_id"], job["job_id"]);
+    wait_for_status(&api, job["execution"]["execution_id"].as_str().unwrap(), "SUCCESS").await;
+    let both = json!({"endpoint": "fast", "trigger": "DELAYED", "idempotency_key": "k-both", "delay_ms": 1, "run_at": before, "input": {"user_id": "u4"}});
+    assert!(api.post("/jobs", &both).await.error(400, "INVALID_REQUEST").contains("`delay_ms`"));
+    let wrong = json!({"endpoint": "fast", "trigger": "IMMEDIATE", "idempotency_key": "k-imm", "delay_ms": 1});
+    assert!(api.post("/jobs", &wrong).await.error(400, "INVALID_REQUEST").contains("`delay_ms`"));
 }
 
 async fn delayed_job_fires_after_run_at(backend: Backend) {

@@ -80,7 +80,8 @@ impl From<Execution> for ExecutionOut {
 
 #[derive(Serialize)]
 pub struct AttemptOut {
-    pub attempt_id: crate::ids::AttemptId,
+    /// Null for the attempt in flight: it is recorded when it ends.
+    pub attempt_id: Option<crate::ids::AttemptId>,
     pub attempt_number: i32,
     pub status: crate::domain::AttemptStatus,
     #[serde(serialize_with = "timestamp")]
@@ -96,7 +97,7 @@ pub struct AttemptOut {
 impl From<Attempt> for AttemptOut {
     fn from(a: Attempt) -> Self {
         Self {
-            attempt_id: a.attempt_id,
+            attempt_id: Some(a.attempt_id),
             attempt_number: a.attempt_number,
             status: a.status,
             started_at: a.started_at,
@@ -162,15 +163,39 @@ async fn attempts(
     Path(id): Path<String>,
     ApiQuery(params): ApiQuery<ListParams>,
 ) -> ApiResult<Json<ListOut<AttemptOut>>> {
-    load(&state, &id).await?;
+    let execution = load(&state, &id).await?;
     let page = params.page_request()?;
     let rows = state.store.attempt_list(&id, &page).await?;
-    Ok(Json(paginate(
+    let mut list = paginate(
         rows,
         &page,
         |a| PageKey { created_at: a.created_at, key: a.attempt_id.to_string() },
         AttemptOut::from,
-    )))
+    );
+    // The attempt in flight is recorded only when it ends; until then the last page shows it
+    // from its execution (a claim starts the attempt: RUNNING, started_at, attempt_count + 1).
+    if list.cursor.is_none() {
+        if let Some(running) = in_flight(&execution) {
+            if !list.items.iter().any(|a| a.attempt_number == running.attempt_number) {
+                list.items.push(running);
+            }
+        }
+    }
+    Ok(Json(list))
+}
+
+fn in_flight(execution: &Execution) -> Option<AttemptOut> {
+    (execution.status == crate::domain::ExecutionStatus::Running).then_some(())?;
+    Some(AttemptOut {
+        attempt_id: None,
+        attempt_number: execution.attempt_count,
+        status: crate::domain::AttemptStatus::Running,
+        started_at: execution.started_at?,
+        completed_at: None,
+        duration_ms: None,
+        output: None,
+        error: None,
+    })
 }
 
 async fn logs(

@@ -18,6 +18,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use chrono::{DateTime, Utc};
 use serde_json::json;
 
 use self::cron_plan::plan_cron;
@@ -79,6 +80,7 @@ async fn create(State(state): State<AppState>, ApiJson(body): ApiJson<JobIn>) ->
     }
     if trigger != Trigger::Delayed {
         refuse("run_at", body.run_at.is_some())?;
+        refuse("delay_ms", body.delay_ms.is_some())?;
     }
     match &body.idempotency_key {
         None if trigger != Trigger::Cron => {
@@ -132,9 +134,7 @@ async fn create(State(state): State<AppState>, ApiJson(body): ApiJson<JobIn>) ->
         Trigger::Immediate | Trigger::Delayed => {
             let run_at = match trigger {
                 Trigger::Delayed => {
-                    let run_at = body
-                        .run_at
-                        .ok_or_else(|| ApiError::invalid_field("run_at", "is required for a DELAYED job"))?;
+                    let run_at = delayed_run_at(body.run_at, body.delay_ms, at)?;
                     if run_at > at + state.max_schedule_ahead {
                         return Err(ApiError::invalid_field(
                             "run_at",
@@ -198,13 +198,63 @@ async fn create(State(state): State<AppState>, ApiJson(body): ApiJson<JobIn>) ->
             });
             (StatusCode::CREATED, job, first)
         }
-        Inserted::Existing(job) => {
+        Inserted::Existing(existing) => {
+            if let Some(field) = differing_field(&existing, &job, body.run_at.is_some()) {
+                return Err(ApiError::new(
+                    ErrorCode::Conflict,
+                    format!(
+                        "idempotency_key '{}' was first used for job '{}' with a different `{field}`: repeat that request exactly to get its answer, or use a new key",
+                        existing.idempotency_key.as_deref().unwrap_or_default(),
+                        existing.job_id
+                    ),
+                ));
+            }
+            let job = existing;
             let first = state.store.execution_first(&job.job_id).await?;
             (StatusCode::OK, job, first)
         }
     };
     let created_status = initial_status(&job);
     Ok(Created(status, JobOut::new(&job, first.as_ref().map(|e| (e, Some(created_status))))))
+}
+
+/// A DELAYED job's time: `run_at`, or `delay_ms` after `now`; exactly one of them.
+fn delayed_run_at(
+    run_at: Option<DateTime<Utc>>,
+    delay_ms: Option<u64>,
+    now: DateTime<Utc>,
+) -> ApiResult<DateTime<Utc>> {
+    match (run_at, delay_ms) {
+        (Some(run_at), None) => Ok(run_at),
+        (None, Some(delay)) => i64::try_from(delay)
+            .ok()
+            .and_then(chrono::Duration::try_milliseconds)
+            .and_then(|delay| now.checked_add_signed(delay))
+            .ok_or_else(|| ApiError::invalid_field("delay_ms", "is too large")),
+        (Some(_), Some(_)) => Err(ApiError::invalid_field("delay_ms", "cannot be given with `run_at`: choose one")),
+        (None, None) => Err(ApiError::invalid_field("run_at", "is required for a DELAYED job (or give `delay_ms`)")),
+    }
+}
+
+/// The first field in which a repeated create differs from the job its idempotency key first
+/// made, if any. A repeat must be the same request: answering it with the first job would
+/// silently drop what changed. `starts_at` defaults to the time of each request, and a
+/// `delay_ms` is relative to it, so neither is compared; `run_at` is, when it was given.
+fn differing_field(existing: &Job, requested: &JobWrite, compare_run_at: bool) -> Option<&'static str> {
+    let micros = |t: Option<DateTime<Utc>>| t.map(|t| t.timestamp_micros());
+    if existing.trigger_type != requested.trigger_type {
+        Some("trigger")
+    } else if existing.input.as_ref() != Some(&requested.input) {
+        Some("input")
+    } else if compare_run_at && micros(existing.run_at) != micros(requested.run_at) {
+        Some("run_at")
+    } else if existing.cron_expression != requested.cron_expression {
+        Some("cron")
+    } else if existing.cron_timezone != requested.cron_timezone {
+        Some("timezone")
+    } else {
+        None
+    }
 }
 
 async fn list(

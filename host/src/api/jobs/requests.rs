@@ -14,6 +14,8 @@ pub struct JobIn {
     pub idempotency_key: Option<String>,
     pub input: Option<Value>,
     pub run_at: Option<DateTime<Utc>>,
+    /// For a DELAYED job, instead of `run_at`: fire this many milliseconds after the create.
+    pub delay_ms: Option<u64>,
     pub cron: Option<String>,
     pub timezone: Option<String>,
     pub starts_at: Option<DateTime<Utc>>,
