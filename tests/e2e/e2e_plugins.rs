@@ -209,11 +209,25 @@ async fn hostile_plugins_fail_their_attempts_and_the_worker_carries_on() {
     assert!(ok, "{out}");
     http_endpoint(&api, &receiver, "normal", "/ok/normal", json!(null)).await;
     let retry = json!({"max_attempts": 2, "backoff": "fixed", "initial_delay_ms": 100});
+    // A literal `url` the plugin has no grant for is refused at registration, naming the grant.
+    let forbidden = format!("{}/ok/forbidden", receiver.base_url);
+    let target = receiver.base_url.clone();
+    let message = api
+        .post(
+            "/endpoints",
+            &json!({"name": "ungranted", "type": "PLUGIN", "plugin": "hostile",
+            "spec": {"mode": "forbidden-host", "url": forbidden}}),
+        )
+        .await
+        .error(422, "INVALID_SPEC");
+    assert!(message.starts_with("`url`: ") && message.contains(&format!("--allow-host {target}")), "{message}");
+    // Through a config it is known only at delivery, where the refusal fails the attempt.
+    api.create("/configs", &json!({"name": "hostile-target", "values": {"url": forbidden}})).await;
     for mode in ["loop", "alloc", "panic", "forbidden-host", "log-flood", "deny-flood"] {
         api.create(
             "/endpoints",
             &json!({"name": format!("hostile-{mode}"), "type": "PLUGIN", "plugin": "hostile", "retry_policy": retry,
-            "spec": {"mode": mode, "timeout_ms": 1000, "url": format!("{}/ok/forbidden", receiver.base_url)}}),
+            "config": "hostile-target", "spec": {"mode": mode, "timeout_ms": 1000, "url": "{{config.url}}"}}),
         )
         .await;
     }
@@ -256,6 +270,11 @@ async fn hostile_plugins_fail_their_attempts_and_the_worker_carries_on() {
                     log_text.iter().any(|l| l.contains("outbound request denied") && l.contains("not granted")),
                     "{log_text:?}"
                 );
+                // Refused again on any retry: permanent, with the grant to add.
+                assert_eq!((attempts.len(), &error["retryable"]), (1, &json!(false)), "{error}");
+                let message = error["message"].as_str().unwrap();
+                assert!(message.contains(&format!("--allow-host {target}")), "{message}");
+                continue;
             }
             "log-flood" => {
                 // The cap is per call: count the records of the attempt that succeeded.
@@ -283,7 +302,7 @@ async fn hostile_plugins_fail_their_attempts_and_the_worker_carries_on() {
             }
             _ => unreachable!(),
         }
-        // Each failed its attempts per the policy: two, then FAILED.
+        // Each other failure is retryable: two attempts per the policy, then FAILED.
         assert_eq!((attempts.len(), execution["attempt_count"].as_u64()), (2, Some(2)), "{mode}");
     }
     assert!(receiver.received().iter().all(|r| r.path != "/ok/forbidden"), "a denied host was contacted");
@@ -380,6 +399,11 @@ async fn a_renderer_plugin_renders_in_place_of_the_built_in_one() {
         .await
         .error(422, "INVALID_TEMPLATE");
     assert!(msg.contains("renderer 'dollar'"), "{msg}");
+    // Renderer plugins get no secrets: a spec that names one is refused, not failed at delivery.
+    let with_secret = json!({"name": "bad", "type": "HTTP", "renderer": "dollar",
+        "spec": {"url": "http://127.0.0.1:9/x", "method": "POST", "headers": {"Authorization": "Bearer {{secret.token}}"}}});
+    let msg = api.post("/endpoints", &with_secret).await.error(422, "INVALID_TEMPLATE");
+    assert!(msg.contains("{{secret.token}}") && msg.contains("never given secrets"), "{msg}");
     api.post(
         "/endpoints",
         &json!({"name": "bad", "type": "HTTP", "renderer": "nope", "spec": {"url": "http://x", "method": "GET"}}),

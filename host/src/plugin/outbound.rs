@@ -54,6 +54,11 @@ pub struct Egress {
 }
 
 impl Egress {
+    /// The destinations this plugin version was granted at install.
+    pub fn grants(&self) -> &Grants {
+        &self.grants
+    }
+
     /// Under the default egress policy.
     pub fn new(grants: Arc<Grants>) -> Self {
         Self::with_policy(grants, Arc::default())
@@ -87,12 +92,15 @@ impl Egress {
 pub struct Outbound {
     egress: Arc<Egress>,
     denials: Denials,
+    /// The destinations (`scheme://host:port`) refused for want of a grant: the fix is the
+    /// operator's, so the attempt's failure names it and is not retried.
+    ungranted: Denials,
     deadline: Option<Instant>,
 }
 
 impl Outbound {
     pub fn new(egress: Arc<Egress>) -> Self {
-        Self { egress, denials: Denials::default(), deadline: None }
+        Self { egress, denials: Denials::default(), ungranted: Denials::default(), deadline: None }
     }
 
     /// No request of this call may outlast `deadline`.
@@ -103,6 +111,11 @@ impl Outbound {
     /// What this call tried to reach and was refused.
     pub fn denials(&self) -> Vec<String> {
         self.denials.lock().expect("denials lock").clone()
+    }
+
+    /// The destinations this call was refused for want of a grant.
+    pub fn ungranted(&self) -> Vec<String> {
+        self.ungranted.lock().expect("denials lock").clone()
     }
 
     fn deny(&self, why: String) {
@@ -128,6 +141,12 @@ impl Outbound {
         };
         if !self.egress.grants.allows(&scheme, &host, port) {
             self.deny(format!("{scheme}://{host}:{port} is not granted to this plugin"));
+            let target = format!("{scheme}://{host}:{port}");
+            let mut ungranted = self.ungranted.lock().expect("denials lock");
+            if !ungranted.contains(&target) && ungranted.len() < DENIALS_LISTED {
+                ungranted.push(target);
+            }
+            drop(ungranted);
             return Err(Error::HttpRequestDenied);
         }
         // An address in the URL is never resolved, so it is checked here; a name's addresses

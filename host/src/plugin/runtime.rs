@@ -24,6 +24,8 @@ pub struct CallOutcome<T> {
     pub result: T,
     pub logs: CallLogs,
     pub denials: Vec<String>,
+    /// Destinations (`scheme://host:port`) refused because the plugin has no grant for them.
+    pub ungranted: Vec<String>,
     /// The call trapped or ran past its deadline (not a failure the plugin returned).
     pub trapped: bool,
 }
@@ -179,13 +181,14 @@ impl PluginRuntime {
 }
 
 fn outcome_without_call<T>(result: T) -> CallOutcome<T> {
-    CallOutcome { result, logs: CallLogs::default(), denials: Vec::new(), trapped: false }
+    CallOutcome { result, logs: CallLogs::default(), denials: Vec::new(), ungranted: Vec::new(), trapped: false }
 }
 
 fn finish_call<T>(store: &mut Store<PluginState>, result: T) -> CallOutcome<T> {
     let state = store.data_mut();
     state.collect_output();
     let denials = state.outbound.denials();
+    let ungranted = state.outbound.ungranted();
     let logs = std::mem::take(&mut state.logs);
-    CallOutcome { result, logs, denials, trapped: false }
+    CallOutcome { result, logs, denials, ungranted, trapped: false }
 }

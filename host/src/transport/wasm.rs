@@ -11,6 +11,26 @@ use super::{error_json, DeliveryLog, SpecError, Transport};
 use crate::contract::{Failure, Message, Receipt};
 use crate::plugin::PluginHost;
 
+/// A spec's top-level `url` (the field plugins conventionally send to), when it is a literal
+/// URL none of the plugin's grants allows: `scheme://host:port`. A templated `url` is known
+/// only at delivery, where a refused request names the grant instead.
+fn ungranted_url(spec: &Value, grants: &crate::plugin::Grants) -> Option<String> {
+    let text = spec.get("url")?.as_str()?;
+    if text.contains("{{") {
+        return None;
+    }
+    let url = url::Url::parse(text).ok()?;
+    // The host as the outbound check reads it: a name, or an address without brackets.
+    let host = match url.host()? {
+        url::Host::Domain(name) => name.to_owned(),
+        url::Host::Ipv4(v4) => v4.to_string(),
+        url::Host::Ipv6(v6) => v6.to_string(),
+    };
+    let port = url.port_or_known_default()?;
+    (!grants.allows(url.scheme(), &host, port))
+        .then(|| format!("{}://{}:{port}", url.scheme(), url.host_str().unwrap_or(&host)))
+}
+
 pub struct WasmTransport {
     pub host: PluginHost,
     pub plugin: String,
@@ -23,6 +43,15 @@ impl Transport for WasmTransport {
             return Err(SpecError::new("spec", "must be an object"));
         }
         let plugin = self.host.latest(&self.plugin).await.map_err(|e| SpecError::new("plugin", e.to_string()))?;
+        if let Some(target) = ungranted_url(spec, plugin.egress.grants()) {
+            return Err(SpecError::new(
+                "url",
+                format!(
+                    "plugin '{}' is not granted {target}, so every delivery would be refused; reinstall it with `--allow-host {target}` (allow_host on POST /plugins)",
+                    self.plugin
+                ),
+            ));
+        }
         match self.host.runtime.validate(&plugin.loaded, &plugin.limits, spec.to_string()).await {
             Ok(Ok(())) => Ok(spec.clone()),
             Ok(Err(message)) => {
@@ -69,7 +98,16 @@ impl Transport for WasmTransport {
         for denial in &outcome.denials {
             log.push("WARN", format!("[plugin {}] outbound request denied: {denial}", record.name));
         }
-        outcome.result
+        let mut result = outcome.result;
+        // A request refused for want of a grant is refused again on every retry.
+        if let (Err(failure), Some(target)) = (&mut result, outcome.ungranted.first()) {
+            failure.retryable = false;
+            failure.message = format!(
+                "{}; plugin '{}' is not granted {target}: reinstall it with `--allow-host {target}` (allow_host on POST /plugins)",
+                failure.message, record.name
+            );
+        }
+        result
     }
 
     fn error_json(&self, failure: &Failure) -> Value {
