@@ -422,7 +422,21 @@ impl DatabaseLocation {
                 Ok(Self::Postgres(u.to_owned()))
             }
             Some(u) => match u.strip_prefix("sqlite://").or_else(|| u.strip_prefix("sqlite:")) {
-                Some(path) if !path.is_empty() => Ok(Self::Sqlite(path.into())),
+                Some(path) if !path.is_empty() => {
+                    // Said here, before anything is made next to it (the key file, say), so the
+                    // error names the real cause.
+                    let path = std::path::PathBuf::from(path);
+                    match path.parent().filter(|dir| !dir.as_os_str().is_empty() && !dir.is_dir()) {
+                        Some(dir) => Err(crate::config::ConfigError::new(
+                            "TE_DATABASE_URL",
+                            format!(
+                                "the directory {} for the SQLite database does not exist; create it first",
+                                dir.display()
+                            ),
+                        )),
+                        None => Ok(Self::Sqlite(path)),
+                    }
+                }
                 _ => Err(crate::config::ConfigError::new(
                     "TE_DATABASE_URL",
                     format!(

@@ -19,11 +19,21 @@ pub struct PgStore {
 
 impl PgStore {
     pub async fn connect(url: &str, pool_size: u32) -> StoreResult<Self> {
-        let pool = PgPoolOptions::new()
+        let pool = match PgPoolOptions::new()
             .max_connections(pool_size)
             .acquire_timeout(Duration::from_secs(10))
             .connect(url)
-            .await?;
+            .await
+        {
+            // The pool retries a refused connection until its timeout and then says only that
+            // it timed out; one direct attempt says why (refused, unknown host, bad password).
+            Err(sqlx::Error::PoolTimedOut) => {
+                use sqlx::Connection;
+                let error = sqlx::PgConnection::connect(url).await.err().unwrap_or(sqlx::Error::PoolTimedOut);
+                return Err(error.into());
+            }
+            connected => connected?,
+        };
         let (version,): (String,) = sqlx::query_as("SELECT version()").fetch_one(&pool).await?;
         Ok(Self { pool, cockroach: version.contains("CockroachDB") })
     }
