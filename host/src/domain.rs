@@ -57,7 +57,7 @@ pub(crate) use sql_text_type;
 macro_rules! text_enum {
     ($(#[$meta:meta])* $vis:vis enum $name:ident ($kind:literal) { $($(#[$vmeta:meta])* $variant:ident => $text:literal),+ $(,)? }) => {
         $(#[$meta])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
         $vis enum $name {
             $($(#[$vmeta])* #[serde(rename = $text)] $variant),+
         }

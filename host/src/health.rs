@@ -28,7 +28,7 @@ struct Entry {
     state: State,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum State {
     Running,
@@ -45,7 +45,7 @@ pub struct Beat {
 }
 
 /// What `/healthz` shows of one loop.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct LoopHealth {
     pub name: &'static str,
     pub state: State,

@@ -235,3 +235,47 @@ async fn slow_clients_are_cut_off_and_connections_are_capped() {
     );
     drop((first, second));
 }
+
+/// The API describes itself: /openapi.json (OpenAPI 3.1) and Swagger UI at /docs, whose assets
+/// the binary serves itself; every documented operation is a route the server has.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_document_and_its_viewer_are_served() {
+    let db = TestDb::new(Backend::Sqlite).await;
+    let server = Server::start(&db).await;
+    let anonymous = Client::new(&server.base_url, None);
+    let doc = anonymous.get("/openapi.json").await;
+    assert_eq!(doc.status, 200, "{}", doc.text);
+    assert_eq!(doc.body["openapi"], "3.1.0");
+    let api = server.client();
+    let mut operations = 0;
+    for (path, item) in doc.body["paths"].as_object().unwrap() {
+        let concrete = path.split('/').map(|p| if p.starts_with('{') { "x" } else { p }).collect::<Vec<_>>().join("/");
+        for method in ["get", "post", "put", "delete"] {
+            if item.get(method).is_none() {
+                continue;
+            }
+            operations += 1;
+            let body = json!({});
+            let m = Method::from_bytes(method.to_uppercase().as_bytes()).unwrap();
+            let r = api.send(m, &concrete, (method == "post" || method == "put").then_some(&body)).await;
+            assert!(
+                r.status != 405 && r.body["error"]["code"] != "NOT_FOUND" && r.status.as_u16() < 500,
+                "{method} {path} is documented but answered {}: {}",
+                r.status,
+                r.text
+            );
+        }
+    }
+    assert!(operations >= 37, "{operations} operations");
+
+    let page = reqwest::get(format!("{}/docs/", server.base_url)).await.unwrap();
+    assert_eq!(page.status(), 200);
+    let html = page.text().await.unwrap();
+    assert!(
+        html.contains("swagger-ui-bundle.js") && !html.contains("src=\"http"),
+        "assets are the server's own: {html}"
+    );
+    let bundle = reqwest::get(format!("{}/docs/swagger-ui-bundle.js", server.base_url)).await.unwrap();
+    assert_eq!(bundle.status(), 200);
+    assert!(bundle.bytes().await.unwrap().len() > 100_000, "the viewer's script is embedded");
+}

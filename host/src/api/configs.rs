@@ -2,11 +2,12 @@
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::Json;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use super::extract::{ApiJson, ApiQuery};
 use super::names::check_name;
@@ -16,27 +17,26 @@ use super::{check_path_name, conflict_in_use, created_or_existing, Created};
 use crate::api::error::{ApiError, ApiResult, ErrorCode};
 use crate::store::{Config, Deleted, PageKey};
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/configs", post(create).get(list))
-        .route("/configs/{name}", get(read).put(update).delete(delete))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(create, list)).routes(routes!(read, update, delete))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ConfigIn {
     pub name: String,
     pub values: Map<String, Value>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ConfigUpdateIn {
+    /// May repeat the name in the path; names cannot change.
     pub name: Option<String>,
     pub values: Map<String, Value>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub struct ConfigOut {
     pub name: String,
     pub values: Value,
@@ -56,6 +56,11 @@ fn not_found(name: &str) -> ApiError {
     ApiError::new(ErrorCode::ConfigNotFound, format!("Config '{name}' does not exist."))
 }
 
+/// Create a config: named values an endpoint reads as `{{config.*}}`.
+#[utoipa::path(post, path = "/configs", tag = "configs", request_body = ConfigIn, responses(
+    (status = 201, description = "Created.", body = ConfigOut),
+    (status = 200, description = "The same config already existed (an idempotent repeat).", body = ConfigOut),
+))]
 async fn create(State(state): State<AppState>, ApiJson(body): ApiJson<ConfigIn>) -> ApiResult<Created<ConfigOut>> {
     check_name("name", &body.name)?;
     let values = Value::Object(body.values);
@@ -67,6 +72,10 @@ async fn create(State(state): State<AppState>, ApiJson(body): ApiJson<ConfigIn>)
     )
 }
 
+/// List configs, oldest first.
+#[utoipa::path(get, path = "/configs", tag = "configs", params(ListParams), responses(
+    (status = 200, description = "A page of configs.", body = ListOut<ConfigOut>),
+))]
 async fn list(
     State(state): State<AppState>,
     ApiQuery(params): ApiQuery<ListParams>,
@@ -76,13 +85,22 @@ async fn list(
     Ok(Json(paginate(rows, &page, |r| PageKey { created_at: r.created_at, key: r.name.clone() }, Into::into)))
 }
 
+/// Read a config.
+#[utoipa::path(get, path = "/configs/{name}", tag = "configs", params(("name" = String, Path)), responses(
+    (status = 200, description = "The config.", body = ConfigOut),
+))]
 async fn read(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<Json<ConfigOut>> {
     let config = state.store.config_get(&name).await?.ok_or_else(|| not_found(&name))?;
     Ok(Json(config.into()))
 }
 
+/// Replace a config's values.
+///
 /// Takes effect for executions that start after it; one already running keeps the values it
 /// started with.
+#[utoipa::path(put, path = "/configs/{name}", tag = "configs", params(("name" = String, Path)), request_body = ConfigUpdateIn, responses(
+    (status = 200, description = "The config as it now is.", body = ConfigOut),
+))]
 async fn update(
     State(state): State<AppState>,
     Path(name): Path<String>,
@@ -94,6 +112,10 @@ async fn update(
     Ok(Json(config.into()))
 }
 
+/// Delete a config no endpoint uses.
+#[utoipa::path(delete, path = "/configs/{name}", tag = "configs", params(("name" = String, Path)), responses(
+    (status = 204, description = "Deleted."),
+))]
 async fn delete(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<StatusCode> {
     match state.store.config_delete(&name).await? {
         Deleted::Deleted => Ok(StatusCode::NO_CONTENT),

@@ -5,11 +5,12 @@
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::Json;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use super::extract::{ApiJson, ApiQuery};
 use super::names::check_name;
@@ -23,13 +24,11 @@ use crate::store::{Deleted, Endpoint, EndpointWrite, PageKey, StoreError};
 use crate::template;
 use crate::transport::EndpointType;
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/endpoints", post(create).get(list))
-        .route("/endpoints/{name}", get(read).put(update).delete(delete))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(create, list)).routes(routes!(read, update, delete))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EndpointIn {
     /// Required on create; on update optional, and when sent it must match the path.
@@ -48,7 +47,7 @@ pub struct EndpointIn {
     pub max_concurrency: Option<u32>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub struct EndpointOut {
     pub name: String,
     #[serde(rename = "type")]
@@ -214,6 +213,11 @@ async fn prepare(state: &AppState, name: String, body: EndpointIn) -> ApiResult<
     })
 }
 
+/// Register an endpoint: where and how jobs deliver (HTTP, KAFKA, REDIS_STREAM or PLUGIN).
+#[utoipa::path(post, path = "/endpoints", tag = "endpoints", request_body = EndpointIn, responses(
+    (status = 201, description = "Created.", body = EndpointOut),
+    (status = 200, description = "The same endpoint already existed (an idempotent repeat).", body = EndpointOut),
+))]
 async fn create(State(state): State<AppState>, ApiJson(body): ApiJson<EndpointIn>) -> ApiResult<Created<EndpointOut>> {
     let name = body.name.clone().ok_or_else(|| ApiError::invalid_field("name", "is required"))?;
     check_name("name", &name)?;
@@ -243,6 +247,10 @@ async fn create(State(state): State<AppState>, ApiJson(body): ApiJson<EndpointIn
     )
 }
 
+/// List endpoints, oldest first.
+#[utoipa::path(get, path = "/endpoints", tag = "endpoints", params(ListParams), responses(
+    (status = 200, description = "A page, oldest first.", body = ListOut<EndpointOut>),
+))]
 async fn list(
     State(state): State<AppState>,
     ApiQuery(params): ApiQuery<ListParams>,
@@ -252,12 +260,21 @@ async fn list(
     Ok(Json(paginate(rows, &page, |r| PageKey { created_at: r.created_at, key: r.name.clone() }, Into::into)))
 }
 
+/// Read an endpoint.
+#[utoipa::path(get, path = "/endpoints/{name}", tag = "endpoints", params(("name" = String, Path)), responses(
+    (status = 200, description = "The endpoint.", body = EndpointOut),
+))]
 async fn read(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<Json<EndpointOut>> {
     let endpoint = state.store.endpoint_get(&name).await?.ok_or_else(|| not_found(&name))?;
     Ok(Json(endpoint.into()))
 }
 
+/// Replace an endpoint (a new version; jobs keep the version they were created with).
+///
 /// Replaces the whole definition (a new `version`); jobs created afterwards use it.
+#[utoipa::path(put, path = "/endpoints/{name}", tag = "endpoints", params(("name" = String, Path)), request_body = EndpointIn, responses(
+    (status = 200, description = "The endpoint as it now is.", body = EndpointOut),
+))]
 async fn update(
     State(state): State<AppState>,
     Path(name): Path<String>,
@@ -275,6 +292,10 @@ async fn update(
     Ok(Json(updated.ok_or_else(|| not_found(&name))?.into()))
 }
 
+/// Delete an endpoint no active job uses.
+#[utoipa::path(delete, path = "/endpoints/{name}", tag = "endpoints", params(("name" = String, Path)), responses(
+    (status = 204, description = "Deleted."),
+))]
 async fn delete(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<StatusCode> {
     match state.store.endpoint_delete(&name).await? {
         Deleted::Deleted => Ok(StatusCode::NO_CONTENT),

@@ -22,7 +22,6 @@ macro_rules! error_codes {
         }
 
         impl ErrorCode {
-            #[cfg(test)]
             pub const ALL: &'static [Self] = &[$(Self::$variant),+];
 
             pub fn as_str(self) -> &'static str {
@@ -75,6 +74,19 @@ error_codes! {
     /// `/readyz` cannot reach the database.
     NotReady => ("NOT_READY", SERVICE_UNAVAILABLE),
 }
+
+/// In the OpenAPI document: the codes as a string enum.
+impl utoipa::PartialSchema for ErrorCode {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        utoipa::openapi::schema::ObjectBuilder::new()
+            .schema_type(utoipa::openapi::schema::Type::String)
+            .enum_values(Some(Self::ALL.iter().map(|c| c.as_str())))
+            .description(Some("A stable code; its HTTP status is fixed (see the error responses)."))
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for ErrorCode {}
 
 impl std::fmt::Display for ErrorCode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

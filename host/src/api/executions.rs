@@ -1,11 +1,12 @@
 //! `/executions`: the fires of a job, their attempts and their logs.
 
 use axum::extract::{Path, State};
-use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::Json;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::Value;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use super::extract::ApiQuery;
 use super::pagination::{paginate, ListOut, ListParams};
@@ -14,12 +15,8 @@ use super::timestamp;
 use crate::api::error::{ApiError, ApiResult, ErrorCode};
 use crate::store::{Attempt, Execution, ExecutionLog, PageKey};
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/executions/{execution_id}", get(read))
-        .route("/executions/{execution_id}/cancel", post(cancel))
-        .route("/executions/{execution_id}/attempts", get(attempts))
-        .route("/executions/{execution_id}/logs", get(logs))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(read)).routes(routes!(cancel)).routes(routes!(attempts)).routes(routes!(logs))
 }
 
 fn optional_timestamp<S: serde::Serializer>(t: &Option<DateTime<Utc>>, serializer: S) -> Result<S::Ok, S::Error> {
@@ -29,7 +26,7 @@ fn optional_timestamp<S: serde::Serializer>(t: &Option<DateTime<Utc>>, serialize
     }
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub struct ExecutionOut {
     pub execution_id: crate::ids::ExecutionId,
     pub job_id: crate::ids::JobId,
@@ -78,7 +75,7 @@ impl From<Execution> for ExecutionOut {
     }
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub struct AttemptOut {
     /// Null for the attempt in flight: it is recorded when it ends.
     pub attempt_id: Option<crate::ids::AttemptId>,
@@ -109,7 +106,7 @@ impl From<Attempt> for AttemptOut {
     }
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub struct LogOut {
     pub log_id: crate::ids::LogId,
     pub attempt_number: i32,
@@ -139,12 +136,21 @@ async fn load(state: &AppState, id: &str) -> ApiResult<Execution> {
     state.store.execution_get(id).await?.ok_or_else(|| not_found(id))
 }
 
+/// Read an execution: status, input, output, attempts made and times.
+#[utoipa::path(get, path = "/executions/{execution_id}", tag = "executions", params(("execution_id" = String, Path, description = "The execution's id (`exec_…`).")), responses(
+    (status = 200, description = "The execution.", body = ExecutionOut),
+))]
 async fn read(State(state): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<ExecutionOut>> {
     Ok(Json(load(&state, &id).await?.into()))
 }
 
+/// Cancel an execution that has not started.
+///
 /// Cancel an execution that has not started (PENDING, QUEUED, RETRYING). Racing a worker's
 /// claim, exactly one wins: the claim (409 here) or the cancel (the worker never sees it).
+#[utoipa::path(post, path = "/executions/{execution_id}/cancel", tag = "executions", params(("execution_id" = String, Path, description = "The execution's id (`exec_…`).")), responses(
+    (status = 200, description = "The execution, CANCELLED.", body = ExecutionOut),
+))]
 async fn cancel(State(state): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<ExecutionOut>> {
     if !state.store.execution_cancel(&id).await? {
         let execution = load(&state, &id).await?;
@@ -158,6 +164,10 @@ async fn cancel(State(state): State<AppState>, Path(id): Path<String>) -> ApiRes
     Ok(Json(load(&state, &id).await?.into()))
 }
 
+/// List an execution's attempts, oldest first; the one in flight last, as RUNNING.
+#[utoipa::path(get, path = "/executions/{execution_id}/attempts", tag = "executions", params(("execution_id" = String, Path, description = "The execution's id (`exec_…`)."), ListParams), responses(
+    (status = 200, description = "A page of attempts.", body = ListOut<AttemptOut>),
+))]
 async fn attempts(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -198,6 +208,10 @@ fn in_flight(execution: &Execution) -> Option<AttemptOut> {
     })
 }
 
+/// List the log lines of an execution's attempts, in the order they were written.
+#[utoipa::path(get, path = "/executions/{execution_id}/logs", tag = "executions", params(("execution_id" = String, Path, description = "The execution's id (`exec_…`)."), ListParams), responses(
+    (status = 200, description = "A page of log lines.", body = ListOut<LogOut>),
+))]
 async fn logs(
     State(state): State<AppState>,
     Path(id): Path<String>,

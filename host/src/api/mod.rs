@@ -11,6 +11,7 @@ pub mod extract;
 pub mod health;
 pub mod jobs;
 pub mod names;
+pub mod openapi;
 pub mod pagination;
 pub mod payload_specs;
 pub mod plugins;
@@ -27,6 +28,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::{middleware, Json, Router};
 use serde::Serialize;
+use utoipa_axum::router::OpenApiRouter;
 
 use crate::api::error::{ApiError, ApiResult, ErrorCode};
 use crate::store::Inserted;
@@ -34,18 +36,11 @@ pub use auth::ApiKeys;
 pub use state::AppState;
 
 pub fn router(state: AppState, api_keys: Arc<ApiKeys>, max_body_bytes: usize, max_plugin_bytes: usize) -> Router {
-    let authenticated = Router::new()
-        .merge(payload_specs::router())
-        .merge(configs::router())
-        .merge(secrets::router())
-        .merge(endpoints::router())
-        .merge(jobs::router())
-        .merge(executions::router())
-        .merge(plugins::router(max_plugin_bytes))
-        .route_layer(middleware::from_fn_with_state(api_keys, auth::require_api_key));
+    let (routes, doc) = documented(api_keys, max_plugin_bytes).split_for_parts();
+    let docs = utoipa_swagger_ui::SwaggerUi::new("/docs").url("/openapi.json", openapi::complete(doc));
     Router::new()
-        .merge(health::router())
-        .merge(authenticated)
+        .merge(routes)
+        .merge(docs)
         .fallback(|| async { ApiError::new(ErrorCode::NotFound, "No such route.") })
         .method_not_allowed_fallback(|| async {
             ApiError::new(ErrorCode::MethodNotAllowed, "This route does not take that method.")
@@ -57,6 +52,23 @@ pub fn router(state: AppState, api_keys: Arc<ApiKeys>, max_body_bytes: usize, ma
         }))
         .layer(middleware::from_fn(request_id::middleware))
         .with_state(state)
+}
+
+/// Every route of the API, each registered with its OpenAPI operation. `/openapi.json` and
+/// `/docs` (Swagger UI, its assets in the binary) describe these and are not among them.
+pub fn documented(api_keys: Arc<ApiKeys>, max_plugin_bytes: usize) -> OpenApiRouter<AppState> {
+    let authenticated = OpenApiRouter::new()
+        .merge(payload_specs::router())
+        .merge(configs::router())
+        .merge(secrets::router())
+        .merge(endpoints::router())
+        .merge(jobs::router())
+        .merge(executions::router())
+        .merge(plugins::router(max_plugin_bytes))
+        .route_layer(middleware::from_fn_with_state(api_keys, auth::require_api_key));
+    OpenApiRouter::with_openapi(<openapi::ApiDoc as utoipa::OpenApi>::openapi())
+        .merge(health::router())
+        .merge(authenticated)
 }
 
 /// Every timestamp the API returns: UTC, RFC 3339, always six fraction digits, so that

@@ -14,14 +14,18 @@ use crate::store::{PageKey, PageRequest};
 pub const DEFAULT_LIMIT: u32 = 50;
 pub const MAX_LIMIT: u32 = 200;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct ListParams {
+    /// Items per page: 1–200, default 50.
+    #[param(minimum = 1, maximum = 200)]
     pub limit: Option<u32>,
+    /// The `cursor` of the previous page.
     pub cursor: Option<String>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct ListOut<T> {
     pub items: Vec<T>,
     /// Pass as `?cursor=` for the next page; null on the last page.

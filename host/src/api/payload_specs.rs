@@ -2,11 +2,12 @@
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::Json;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use super::extract::{ApiJson, ApiQuery};
 use super::names::check_name;
@@ -16,20 +17,18 @@ use super::{check_path_name, conflict_in_use, created_or_existing, Created};
 use crate::api::error::{ApiError, ApiResult, ErrorCode};
 use crate::store::{Deleted, PageKey, PayloadSpec};
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/payload-specs", post(create).get(list))
-        .route("/payload-specs/{name}", get(read).put(update).delete(delete))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(create, list)).routes(routes!(read, update, delete))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PayloadSpecIn {
     pub name: String,
     pub schema: Value,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PayloadSpecUpdateIn {
     /// Optional on update; when sent it must match the path.
@@ -37,7 +36,7 @@ pub struct PayloadSpecUpdateIn {
     pub schema: Value,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub struct PayloadSpecOut {
     pub name: String,
     pub schema: Value,
@@ -79,6 +78,11 @@ fn check_schema(schema: &Value) -> ApiResult<()> {
     Ok(())
 }
 
+/// Create a payload spec: a JSON Schema that jobs' `input` is validated against.
+#[utoipa::path(post, path = "/payload-specs", tag = "payload-specs", request_body = PayloadSpecIn, responses(
+    (status = 201, description = "Created.", body = PayloadSpecOut),
+    (status = 200, description = "The same payload spec already existed (an idempotent repeat).", body = PayloadSpecOut),
+))]
 async fn create(
     State(state): State<AppState>,
     ApiJson(body): ApiJson<PayloadSpecIn>,
@@ -98,6 +102,10 @@ async fn create(
     )
 }
 
+/// List payload specs, oldest first.
+#[utoipa::path(get, path = "/payload-specs", tag = "payload-specs", params(ListParams), responses(
+    (status = 200, description = "A page, oldest first.", body = ListOut<PayloadSpecOut>),
+))]
 async fn list(
     State(state): State<AppState>,
     ApiQuery(params): ApiQuery<ListParams>,
@@ -107,11 +115,19 @@ async fn list(
     Ok(Json(paginate(rows, &page, |r| PageKey { created_at: r.created_at, key: r.name.clone() }, Into::into)))
 }
 
+/// Read a payload spec.
+#[utoipa::path(get, path = "/payload-specs/{name}", tag = "payload-specs", params(("name" = String, Path)), responses(
+    (status = 200, description = "The payload spec.", body = PayloadSpecOut),
+))]
 async fn read(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<Json<PayloadSpecOut>> {
     let spec = state.store.payload_spec_get(&name).await?.ok_or_else(|| not_found(&name))?;
     Ok(Json(spec.into()))
 }
 
+/// Replace a payload spec's schema.
+#[utoipa::path(put, path = "/payload-specs/{name}", tag = "payload-specs", params(("name" = String, Path)), request_body = PayloadSpecUpdateIn, responses(
+    (status = 200, description = "The payload spec as it now is.", body = PayloadSpecOut),
+))]
 async fn update(
     State(state): State<AppState>,
     Path(name): Path<String>,
@@ -123,6 +139,10 @@ async fn update(
     Ok(Json(spec.into()))
 }
 
+/// Delete a payload spec no endpoint uses.
+#[utoipa::path(delete, path = "/payload-specs/{name}", tag = "payload-specs", params(("name" = String, Path)), responses(
+    (status = 204, description = "Deleted."),
+))]
 async fn delete(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<StatusCode> {
     match state.store.payload_spec_delete(&name).await? {
         Deleted::Deleted => Ok(StatusCode::NO_CONTENT),

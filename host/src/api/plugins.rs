@@ -9,12 +9,13 @@
 
 use axum::extract::{DefaultBodyLimit, Path, RawQuery, State};
 use axum::http::StatusCode;
-use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::Json;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use super::extract::{ApiBytes, ApiQuery};
 use super::names::check_name;
@@ -25,14 +26,17 @@ use crate::api::error::{ApiError, ApiResult, ErrorCode};
 use crate::plugin::{Grants, PluginLimits, World};
 use crate::store::{Deleted, PageKey, PluginRecord, PluginWrite};
 
-pub fn router(max_plugin_bytes: usize) -> Router<AppState> {
-    Router::new()
-        .route("/plugins", post(install).layer(DefaultBodyLimit::max(max_plugin_bytes)).get(list))
-        .route("/plugins/{name}", get(read).delete(remove))
+pub fn router(max_plugin_bytes: usize) -> OpenApiRouter<AppState> {
+    // Uploads have their own body limit (TE_MAX_PLUGIN_BYTES), on the install route only.
+    let (schemas, paths, install) = routes!(install);
+    OpenApiRouter::new()
+        .routes((schemas, paths, install.layer(DefaultBodyLimit::max(max_plugin_bytes))))
+        .routes(routes!(list))
+        .routes(routes!(read, remove))
 }
 
 /// A plugin version as the API shows it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct PluginOut {
     pub name: String,
     pub version: i32,
@@ -51,6 +55,7 @@ pub struct PluginOut {
     pub imports: Option<Vec<String>>,
     /// On `GET /plugins/{name}`: every installed version, oldest first.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(no_recursion)]
     pub versions: Option<Vec<PluginOut>>,
 }
 
@@ -80,6 +85,22 @@ fn not_found(name: &str) -> ApiError {
 const COMPILES_AT_ONCE: usize = 2;
 static COMPILES: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(COMPILES_AT_ONCE);
 
+/// Install a plugin, or a new version of one: the body is the WebAssembly component.
+///
+/// The component is compiled and type-checked first; its world (transport or renderer) must
+/// stay the same across versions. The same bytes, grants and limits again answer 200.
+#[utoipa::path(post, path = "/plugins", tag = "plugins",
+    params(
+        ("name" = String, Query, description = "The plugin's name."),
+        ("world" = Option<String>, Query, description = "`transport-plugin` or `renderer-plugin`: refused if the component implements the other."),
+        ("allow_host" = Option<Vec<String>>, Query, description = "A URL pattern `scheme://host[:port]` it may call, `*` per part; repeat for more."),
+        ("memory_mb" = Option<u32>, Query, description = "Its linear memory limit in MiB (default 64, at most TE_PLUGIN_MEMORY_MB_MAX)."),
+    ),
+    request_body(content = Vec<u8>, content_type = "application/octet-stream", description = "The component's bytes (any content type is accepted; `application/wasm` is usual)."),
+    responses(
+        (status = 201, description = "Installed as a new version.", body = PluginOut),
+        (status = 200, description = "The newest version already has these bytes, grants and limits.", body = PluginOut),
+    ))]
 async fn install(
     State(state): State<AppState>,
     RawQuery(query): RawQuery,
@@ -167,6 +188,10 @@ async fn install(
     Ok(Created(StatusCode::CREATED, out))
 }
 
+/// List installed plugins (each one's newest version), oldest first.
+#[utoipa::path(get, path = "/plugins", tag = "plugins", params(ListParams), responses(
+    (status = 200, description = "A page, oldest first.", body = ListOut<PluginOut>),
+))]
 async fn list(
     State(state): State<AppState>,
     ApiQuery(params): ApiQuery<ListParams>,
@@ -181,13 +206,20 @@ async fn list(
     )))
 }
 
-/// The newest version, with every version listed.
+/// Read a plugin: its newest version, with every version listed.
+#[utoipa::path(get, path = "/plugins/{name}", tag = "plugins", params(("name" = String, Path)), responses(
+    (status = 200, description = "The newest version, with `versions`.", body = PluginOut),
+))]
 async fn read(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<Json<PluginOut>> {
     let versions = state.store.plugin_versions(&name).await?;
     let latest = versions.last().ok_or_else(|| not_found(&name))?;
     Ok(Json(PluginOut { versions: Some(versions.iter().map(PluginOut::from).collect()), ..PluginOut::from(latest) }))
 }
 
+/// Remove a plugin, every version, when no endpoint uses it.
+#[utoipa::path(delete, path = "/plugins/{name}", tag = "plugins", params(("name" = String, Path)), responses(
+    (status = 204, description = "Removed."),
+))]
 async fn remove(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<StatusCode> {
     match state.store.plugin_delete(&name).await? {
         Deleted::Deleted => {

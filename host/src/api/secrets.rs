@@ -3,12 +3,13 @@
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::Json;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use subtle::ConstantTimeEq;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use super::extract::{ApiJson, ApiQuery};
 use super::names::check_secret_name;
@@ -22,22 +23,20 @@ use crate::store::{Deleted, PageKey, Secret};
 /// Large enough for a PEM private key or a service-account JSON.
 pub const MAX_SECRET_BYTES: usize = 64 * 1024;
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/secrets", post(create).get(list))
-        .route("/secrets/{name}", get(read).put(update).delete(delete))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(create, list)).routes(routes!(read, update, delete))
 }
 
 /// `value` is taken as raw JSON and checked by hand: serde's own type errors quote the
 /// offending value ("invalid type: integer `123`"), which for a secret would echo it.
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SecretIn {
     pub name: String,
     pub value: Value,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SecretUpdateIn {
     pub name: Option<String>,
@@ -45,7 +44,7 @@ pub struct SecretUpdateIn {
 }
 
 /// Metadata only: there is deliberately no field for the value.
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub struct SecretOut {
     pub name: String,
     #[serde(serialize_with = "super::timestamp")]
@@ -75,6 +74,11 @@ fn secret_value(value: Value) -> ApiResult<SecretValue> {
     }
 }
 
+/// Create a secret: a value stored encrypted, read by endpoints as `{{secret.*}}` and never shown again.
+#[utoipa::path(post, path = "/secrets", tag = "secrets", request_body = SecretIn, responses(
+    (status = 201, description = "Created.", body = SecretOut),
+    (status = 200, description = "The same secret already existed (an idempotent repeat).", body = SecretOut),
+))]
 async fn create(State(state): State<AppState>, ApiJson(body): ApiJson<SecretIn>) -> ApiResult<Created<SecretOut>> {
     check_secret_name("name", &body.name)?;
     let value = secret_value(body.value)?;
@@ -94,6 +98,10 @@ async fn create(State(state): State<AppState>, ApiJson(body): ApiJson<SecretIn>)
     )
 }
 
+/// List secrets (names and times; never values), oldest first.
+#[utoipa::path(get, path = "/secrets", tag = "secrets", params(ListParams), responses(
+    (status = 200, description = "A page, oldest first.", body = ListOut<SecretOut>),
+))]
 async fn list(
     State(state): State<AppState>,
     ApiQuery(params): ApiQuery<ListParams>,
@@ -103,13 +111,22 @@ async fn list(
     Ok(Json(paginate(rows, &page, |r| PageKey { created_at: r.created_at, key: r.name.clone() }, Into::into)))
 }
 
+/// Read a secret's name and times (never its value).
+#[utoipa::path(get, path = "/secrets/{name}", tag = "secrets", params(("name" = String, Path)), responses(
+    (status = 200, description = "The secret.", body = SecretOut),
+))]
 async fn read(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<Json<SecretOut>> {
     let secret = state.store.secret_get(&name).await?.ok_or_else(|| not_found(&name))?;
     Ok(Json(secret.into()))
 }
 
+/// Replace a secret's value.
+///
 /// Rotate a value. Executions that start afterwards use the new value (once the workers'
 /// secret cache, `TE_SECRET_CACHE_TTL_SEC`, has expired).
+#[utoipa::path(put, path = "/secrets/{name}", tag = "secrets", params(("name" = String, Path)), request_body = SecretUpdateIn, responses(
+    (status = 200, description = "The secret as it now is.", body = SecretOut),
+))]
 async fn update(
     State(state): State<AppState>,
     Path(name): Path<String>,
@@ -122,6 +139,10 @@ async fn update(
     Ok(Json(secret.into()))
 }
 
+/// Delete a secret no endpoint uses.
+#[utoipa::path(delete, path = "/secrets/{name}", tag = "secrets", params(("name" = String, Path)), responses(
+    (status = 204, description = "Deleted."),
+))]
 async fn delete(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<StatusCode> {
     match state.store.secret_delete(&name).await? {
         Deleted::Deleted => Ok(StatusCode::NO_CONTENT),

@@ -16,15 +16,15 @@ mod status;
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::Json;
 use chrono::{DateTime, Utc};
 use serde_json::json;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use self::cron_plan::plan_cron;
 use self::requests::{ExecutionListParams, JobIn, JobListParams, JobUpdateIn};
 use self::responses::{initial_status, JobOut};
-use self::status::status;
 use super::executions::ExecutionOut;
 use super::extract::{ApiJson, ApiQuery};
 use super::pagination::{paginate, ListOut, ListParams};
@@ -37,14 +37,14 @@ use crate::ids::{ExecutionId, JobId};
 use crate::retry::RetryPolicy;
 use crate::store::{now, Execution, ExecutionWrite, Inserted, Job, JobFilter, JobWrite, PageKey};
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/jobs", post(create).get(list))
-        .route("/jobs/{job_id}", get(read).put(update))
-        .route("/jobs/{job_id}/cancel", post(cancel))
-        .route("/jobs/{job_id}/status", get(status))
-        .route("/jobs/{job_id}/versions", get(versions))
-        .route("/jobs/{job_id}/executions", get(executions))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(create, list))
+        .routes(routes!(read, update))
+        .routes(routes!(cancel))
+        .routes(routes!(status::status))
+        .routes(routes!(versions))
+        .routes(routes!(executions))
 }
 
 /// "an IMMEDIATE", "a DELAYED", "a CRON".
@@ -60,6 +60,11 @@ fn not_found(job_id: &str) -> ApiError {
     ApiError::new(ErrorCode::JobNotFound, format!("Job with ID '{job_id}' does not exist."))
 }
 
+/// Create a job: IMMEDIATE, DELAYED (`run_at` or `delay_ms`) or CRON.
+#[utoipa::path(post, path = "/jobs", tag = "jobs", request_body = JobIn, responses(
+    (status = 201, description = "Created; a one-shot job shows its execution as created.", body = JobOut),
+    (status = 200, description = "An idempotent repeat: the first create's answer.", body = JobOut),
+))]
 async fn create(State(state): State<AppState>, ApiJson(body): ApiJson<JobIn>) -> ApiResult<Created<JobOut>> {
     let endpoint = state.store.endpoint_get(&body.endpoint).await?.ok_or_else(|| {
         ApiError::new(ErrorCode::EndpointNotFound, format!("Endpoint '{}' does not exist.", body.endpoint))
@@ -257,6 +262,10 @@ fn differing_field(existing: &Job, requested: &JobWrite, compare_run_at: bool) -
     }
 }
 
+/// List jobs, oldest first, filtered by endpoint, status and trigger.
+#[utoipa::path(get, path = "/jobs", tag = "jobs", params(JobListParams), responses(
+    (status = 200, description = "A page of jobs, oldest first.", body = ListOut<JobOut>),
+))]
 async fn list(
     State(state): State<AppState>,
     ApiQuery(params): ApiQuery<JobListParams>,
@@ -280,12 +289,20 @@ pub(super) async fn load(state: &AppState, job_id: &str) -> ApiResult<Job> {
     state.store.job_get(job_id).await?.ok_or_else(|| not_found(job_id))
 }
 
+/// Read a job.
+#[utoipa::path(get, path = "/jobs/{job_id}", tag = "jobs", params(("job_id" = String, Path, description = "The job's id (`job_…`).")), responses(
+    (status = 200, description = "The job, with a one-shot job's execution as it is now.", body = JobOut),
+))]
 async fn read(State(state): State<AppState>, Path(job_id): Path<String>) -> ApiResult<Json<JobOut>> {
     let job = load(&state, &job_id).await?;
     let execution = if job.trigger_type == Trigger::Cron { None } else { state.store.execution_first(&job_id).await? };
     Ok(Json(JobOut::new(&job, execution.as_ref().map(|e| (e, None)))))
 }
 
+/// Update a CRON job: a new version with the changed fields; the old one is retired.
+#[utoipa::path(put, path = "/jobs/{job_id}", tag = "jobs", params(("job_id" = String, Path, description = "The job's id (`job_…`).")), request_body = JobUpdateIn, responses(
+    (status = 200, description = "The new version; the old one is RETIRED.", body = JobOut),
+))]
 async fn update(
     State(state): State<AppState>,
     Path(job_id): Path<String>,
@@ -345,8 +362,13 @@ async fn update(
     Ok(Json(JobOut::new(&created, None)))
 }
 
+/// Cancel a job.
+///
 /// CRON: retire (in-flight executions run to completion). One-shot: cancel its execution if it
 /// has not started; 409 once it is running or done.
+#[utoipa::path(post, path = "/jobs/{job_id}/cancel", tag = "jobs", params(("job_id" = String, Path, description = "The job's id (`job_…`).")), responses(
+    (status = 200, description = "The job after the cancel.", body = JobOut),
+))]
 async fn cancel(State(state): State<AppState>, Path(job_id): Path<String>) -> ApiResult<Json<JobOut>> {
     let job = load(&state, &job_id).await?;
     if job.trigger_type == Trigger::Cron {
@@ -367,7 +389,12 @@ async fn cancel(State(state): State<AppState>, Path(job_id): Path<String>) -> Ap
     }
 }
 
+/// List a job's versions.
+///
 /// Every version of the job's lineage, oldest first, whichever version is asked for.
+#[utoipa::path(get, path = "/jobs/{job_id}/versions", tag = "jobs", params(("job_id" = String, Path, description = "The job's id (`job_…`)."), ListParams), responses(
+    (status = 200, description = "Every version of the job's lineage, oldest first.", body = ListOut<JobOut>),
+))]
 async fn versions(
     State(state): State<AppState>,
     Path(job_id): Path<String>,
@@ -384,6 +411,10 @@ async fn versions(
     )))
 }
 
+/// List a job's executions, oldest first (`?status=` filters).
+#[utoipa::path(get, path = "/jobs/{job_id}/executions", tag = "jobs", params(("job_id" = String, Path, description = "The job's id (`job_…`)."), ExecutionListParams), responses(
+    (status = 200, description = "A page of the job's executions, oldest first.", body = ListOut<ExecutionOut>),
+))]
 async fn executions(
     State(state): State<AppState>,
     Path(job_id): Path<String>,

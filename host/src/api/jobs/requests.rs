@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use crate::domain::Trigger;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct JobIn {
     pub endpoint: String,
@@ -23,7 +23,7 @@ pub struct JobIn {
 }
 
 /// `PUT /jobs/{id}`: what changes in the cron job's next version; absent fields carry over.
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct JobUpdateIn {
     pub cron: Option<String>,
@@ -33,20 +33,33 @@ pub struct JobUpdateIn {
     pub ends_at: Option<DateTime<Utc>>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct JobListParams {
+    /// Only jobs for this endpoint.
     pub endpoint: Option<String>,
+    /// `ACTIVE` or `RETIRED`.
     pub status: Option<String>,
+    /// `IMMEDIATE`, `DELAYED` or `CRON`.
     pub trigger: Option<String>,
+    /// Items per page: 1–200, default 50.
+    #[param(minimum = 1, maximum = 200)]
     pub limit: Option<u32>,
+    /// The `cursor` of the previous page.
     pub cursor: Option<String>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct ExecutionListParams {
+    /// Only executions with this status (`PENDING`, `QUEUED`, `RUNNING`, `RETRYING`, `SUCCESS`,
+    /// `FAILED`, `CANCELLED`).
     pub status: Option<String>,
+    /// Items per page: 1–200, default 50.
+    #[param(minimum = 1, maximum = 200)]
     pub limit: Option<u32>,
+    /// The `cursor` of the previous page.
     pub cursor: Option<String>,
 }

@@ -11,7 +11,7 @@ use crate::domain::{EndpointType, ExecutionStatus, JobStatus, Trigger};
 use crate::ids::{ExecutionId, JobId};
 use crate::store::{now, Execution, Job};
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct JobOut {
     pub job_id: JobId,
     pub endpoint: String,
@@ -36,14 +36,14 @@ pub struct JobOut {
     pub schedule: Option<CronScheduleOut>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct JobExecutionOut {
     pub execution_id: ExecutionId,
     pub status: ExecutionStatus,
     pub created_at: String,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct CronScheduleOut {
     pub cron: Option<String>,
     pub timezone: Option<String>,
@@ -97,7 +97,7 @@ impl JobOut {
 }
 
 /// `GET /jobs/{id}/status`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct JobStatusOut {
     pub job_id: JobId,
     pub endpoint: String,
@@ -114,7 +114,7 @@ pub struct JobStatusOut {
     pub cron: Option<StatusCronOut>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct LastExecutionOut {
     pub execution_id: ExecutionId,
     pub status: ExecutionStatus,
@@ -135,7 +135,7 @@ impl From<&Execution> for LastExecutionOut {
     }
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct ActiveExecutionsOut {
     /// PENDING, QUEUED and RETRYING.
     pub pending: i64,
@@ -143,12 +143,12 @@ pub struct ActiveExecutionsOut {
     pub total: i64,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct StatsOut {
     pub last_24h: WindowStatsOut,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct WindowStatsOut {
     pub total: usize,
     pub succeeded: usize,
@@ -157,7 +157,7 @@ pub struct WindowStatsOut {
     pub p99_duration_ms: Option<i64>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct StatusCronOut {
     pub expression: Option<String>,
     pub timezone: Option<String>,
