@@ -28,12 +28,213 @@ pub enum Command {
     Serve(Box<ServeArgs>),
     /// Apply pending database migrations and exit.
     Migrate(MigrateArgs),
-    /// Manage secret encryption.
+    /// Secrets (talks to the REST API at TE_URL), and their encryption (`rotate`).
     #[command(subcommand)]
     Secrets(SecretsCommand),
     /// Install and manage WebAssembly plugins (talks to the REST API at TE_URL).
     #[command(subcommand)]
     Plugin(PluginCommand),
+    /// Delivery endpoints (talks to the REST API at TE_URL).
+    #[command(subcommand)]
+    Endpoints(ResourceCommand),
+    /// Configs: named values endpoints read as {{config.*}} (talks to the REST API at TE_URL).
+    #[command(subcommand)]
+    Configs(ResourceCommand),
+    /// Payload specs: JSON Schemas for jobs' input (talks to the REST API at TE_URL).
+    #[command(subcommand)]
+    Specs(ResourceCommand),
+    /// Jobs: create, list, follow and cancel them (talks to the REST API at TE_URL).
+    #[command(subcommand)]
+    Jobs(JobsCommand),
+    /// Executions: one fire of a job, its attempts and logs (talks to the REST API at TE_URL).
+    #[command(subcommand)]
+    Executions(ExecutionsCommand),
+    /// Print a shell completion script: `taskexec completions bash > /etc/bash_completion.d/taskexec`.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+}
+
+/// How a client command prints: a table (or a summary) for people, or the API's JSON.
+#[derive(Debug, Args)]
+pub struct OutputArgs {
+    /// Print the API's JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Create, list, read, replace and delete a named resource.
+#[derive(Debug, Subcommand)]
+pub enum ResourceCommand {
+    /// Create from a JSON file (`-` reads standard input), the body `POST` takes.
+    Create {
+        #[arg(short = 'f', long = "file", value_name = "FILE")]
+        file: std::path::PathBuf,
+        #[command(flatten)]
+        output: OutputArgs,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// List them all, oldest first.
+    List {
+        #[command(flatten)]
+        output: OutputArgs,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// Show one, as JSON.
+    Get {
+        name: String,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// Replace one from a JSON file (`-` reads standard input), the body `PUT` takes.
+    Update {
+        name: String,
+        #[arg(short = 'f', long = "file", value_name = "FILE")]
+        file: std::path::PathBuf,
+        #[command(flatten)]
+        output: OutputArgs,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// Delete one (refused while something uses it).
+    Delete {
+        name: String,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+}
+
+/// What a job is made of when it is given by flags rather than a file.
+#[derive(Debug, Args)]
+pub struct JobFlags {
+    /// A JSON file with the whole `POST /jobs` body (`-` reads standard input); the flags
+    /// below are for the common cases.
+    #[arg(short = 'f', long = "file", value_name = "FILE", conflicts_with_all = ["endpoint", "cron", "run_at", "delay_ms", "input", "key"])]
+    pub file: Option<std::path::PathBuf>,
+    /// The endpoint to deliver to.
+    #[arg(long, required_unless_present = "file")]
+    pub endpoint: Option<String>,
+    /// A cron expression: makes a CRON job (with --tz).
+    #[arg(long, conflicts_with_all = ["run_at", "delay_ms"])]
+    pub cron: Option<String>,
+    /// The cron schedule's IANA timezone.
+    #[arg(long = "tz", default_value = "UTC", requires = "cron")]
+    pub timezone: String,
+    /// When to fire (RFC 3339): makes a DELAYED job.
+    #[arg(long, conflicts_with = "delay_ms")]
+    pub run_at: Option<String>,
+    /// Fire this many milliseconds from now: makes a DELAYED job.
+    #[arg(long)]
+    pub delay_ms: Option<u64>,
+    /// The job's input, as JSON.
+    #[arg(long, value_name = "JSON")]
+    pub input: Option<String>,
+    /// The idempotency key (a one-shot job gets a new random one when it is not given).
+    #[arg(long)]
+    pub key: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum JobsCommand {
+    /// Create a job: IMMEDIATE by default, DELAYED with --run-at or --delay-ms, CRON with --cron.
+    Create {
+        #[command(flatten)]
+        job: JobFlags,
+        #[command(flatten)]
+        output: OutputArgs,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// List jobs, oldest first.
+    List {
+        #[arg(long)]
+        endpoint: Option<String>,
+        /// ACTIVE or RETIRED.
+        #[arg(long)]
+        status: Option<String>,
+        /// IMMEDIATE, DELAYED or CRON.
+        #[arg(long)]
+        trigger: Option<String>,
+        #[command(flatten)]
+        output: OutputArgs,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// Show a job, as JSON.
+    Get {
+        job_id: String,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// What a job is doing now and how it did over the last 24 hours, as JSON.
+    Status {
+        job_id: String,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// List a job's executions.
+    Executions {
+        job_id: String,
+        /// Only executions with this status.
+        #[arg(long)]
+        status: Option<String>,
+        #[command(flatten)]
+        output: OutputArgs,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// Cancel a job: a cron job stops ticking; a one-shot job's execution is cancelled if it
+    /// has not started.
+    Cancel {
+        job_id: String,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// Follow a job's executions as they change, with a progress line, until a one-shot job's
+    /// execution ends (a cron job: until Ctrl-C).
+    Watch {
+        job_id: String,
+        /// How often to ask, in milliseconds.
+        #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u64).range(100..=60_000))]
+        interval_ms: u64,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ExecutionsCommand {
+    /// Show an execution, as JSON.
+    Get {
+        execution_id: String,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// List an execution's attempts (the one in flight last).
+    Attempts {
+        execution_id: String,
+        #[command(flatten)]
+        output: OutputArgs,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// Print an execution's log lines in order.
+    Logs {
+        execution_id: String,
+        #[command(flatten)]
+        output: OutputArgs,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// Cancel an execution that has not started.
+    Cancel {
+        execution_id: String,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -97,8 +298,11 @@ pub enum PluginCommand {
 #[derive(Debug, Subcommand)]
 pub enum SecretsCommand {
     /// Re-encrypt every secret under the current TE_SECRET_ENCRYPTION_KEY. Run it after
-    /// moving the old key to TE_SECRET_ENCRYPTION_KEY_PREVIOUS; see docs/secrets.md.
+    /// moving the old key to TE_SECRET_ENCRYPTION_KEY_PREVIOUS; see docs/secrets.md. Works
+    /// on the database directly.
     Rotate(RotateArgs),
+    #[command(flatten)]
+    Resource(ResourceCommand),
 }
 
 #[derive(Debug, Args)]

@@ -138,7 +138,10 @@ async fn contradictory_settings_are_refused_naming_both_variables() {
     let options = ServerOptions::new().env("TE_WORKER_LEASE_SEC", "10").env("TE_STUCK_EXECUTION_TIMEOUT_SEC", "3");
     let (ok, out) = run(&db, &["serve"], options);
     assert!(!ok, "{out}");
-    assert!(out.contains("TE_WORKER_LEASE_SEC=10") && out.contains("TE_STUCK_EXECUTION_TIMEOUT_SEC=3"), "{out}");
+    assert!(
+        out.contains("TE_WORKER_LEASE_SEC=10") && out.contains("TE_STUCK_EXECUTION_TIMEOUT_SEC: 3 disagrees"),
+        "{out}"
+    );
 }
 
 #[tokio::test]

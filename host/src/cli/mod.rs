@@ -1,8 +1,12 @@
-//! The command line: `serve`, `migrate`, `secrets rotate`.
+//! The command line: `serve`, `migrate`, `secrets rotate`, and the REST API's client commands
+//! (`plugin`, `endpoints`, `configs`, `secrets`, `specs`, `jobs`, `executions`).
 
+mod client;
 mod plugin;
+mod resources;
 mod secrets;
 mod serve;
+mod watch;
 
 use std::path::PathBuf;
 
@@ -15,13 +19,32 @@ use crate::store::{self, DatabaseLocation, Store};
 
 pub fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    if !matches!(cli.command, Command::Serve(_)) {
+        // A command whose output is cut short (`| head`) stops as other Unix tools do. The
+        // server keeps Rust's default (SIGPIPE ignored): a closed log pipe must not kill it.
+        // SAFETY: called before any thread is started; SIG_DFL is a valid disposition.
+        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("the tokio runtime starts");
     let result = runtime.block_on(async {
         match cli.command {
             Command::Serve(args) => serve::run(*args).await,
             Command::Migrate(args) => migrate(args).await,
             Command::Secrets(SecretsCommand::Rotate(args)) => secrets::rotate(args).await,
+            Command::Secrets(SecretsCommand::Resource(command)) => {
+                resources::resource(&resources::SECRETS, command).await
+            }
             Command::Plugin(command) => plugin::run(command).await,
+            Command::Endpoints(command) => resources::resource(&resources::ENDPOINTS, command).await,
+            Command::Configs(command) => resources::resource(&resources::CONFIGS, command).await,
+            Command::Specs(command) => resources::resource(&resources::SPECS, command).await,
+            Command::Jobs(command) => resources::jobs(command).await,
+            Command::Executions(command) => resources::executions(command).await,
+            Command::Completions { shell } => {
+                use clap::CommandFactory;
+                clap_complete::generate(shell, &mut Cli::command(), "taskexec", &mut std::io::stdout());
+                Ok(())
+            }
         }
     });
     match result {

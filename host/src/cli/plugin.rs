@@ -1,48 +1,11 @@
 //! `taskexec plugin …`: install and manage plugins through the REST API, and check a
 //! component offline.
 
-use anyhow::{bail, Context};
-use serde_json::Value;
+use anyhow::Context;
 
-use crate::config::{ApiArgs, PluginCommand};
+use super::client::{print_json, print_table, text, Api};
+use crate::config::PluginCommand;
 use crate::plugin::{PluginRuntime, World};
-
-struct Api {
-    http: reqwest::Client,
-    url: String,
-    key: String,
-}
-
-impl Api {
-    fn new(args: ApiArgs) -> anyhow::Result<Self> {
-        let key = args
-            .api_key
-            .context("TE_API_KEY is not set: pass --api-key or set TE_API_KEY to one of the service's API keys")?;
-        Ok(Self { http: reqwest::Client::new(), url: args.url.trim_end_matches('/').to_owned(), key })
-    }
-
-    /// Send, and turn an error answer into an error that quotes the service's message.
-    async fn send(&self, request: reqwest::RequestBuilder) -> anyhow::Result<(reqwest::StatusCode, Value)> {
-        let response = request
-            .bearer_auth(&self.key)
-            .send()
-            .await
-            .with_context(|| format!("cannot reach the service at {}", self.url))?;
-        let status = response.status();
-        let text = response.text().await.unwrap_or_default();
-        let body: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
-        if !status.is_success() {
-            let message = body["error"]["message"].as_str().map(str::to_owned).unwrap_or(text);
-            let code = body["error"]["code"].as_str().unwrap_or("ERROR");
-            bail!("{status} {code}: {message}");
-        }
-        Ok((status, body))
-    }
-}
-
-fn print_json(value: &Value) {
-    println!("{}", serde_json::to_string_pretty(value).unwrap_or_default());
-}
 
 pub async fn run(command: PluginCommand) -> anyhow::Result<()> {
     match command {
@@ -71,19 +34,17 @@ pub async fn run(command: PluginCommand) -> anyhow::Result<()> {
             Ok(())
         }
         PluginCommand::List { api } => {
-            let api = Api::new(api)?;
-            let (_, body) = api.send(api.http.get(format!("{}/plugins?limit=200", api.url))).await?;
-            println!("{:<24} {:>7}  {:<18} {:>10}  sha256", "NAME", "VERSION", "WORLD", "BYTES");
-            for p in body["items"].as_array().into_iter().flatten() {
-                println!(
-                    "{:<24} {:>7}  {:<18} {:>10}  {}",
-                    p["name"].as_str().unwrap_or(""),
-                    p["version"],
-                    p["world"].as_str().unwrap_or(""),
-                    p["size_bytes"],
-                    p["sha256"].as_str().unwrap_or("")
-                );
-            }
+            let items = Api::new(api)?.list_all("/plugins", &[]).await?;
+            print_table(
+                &items,
+                &[
+                    ("NAME", |p| text(&p["name"])),
+                    ("VERSION", |p| text(&p["version"])),
+                    ("WORLD", |p| text(&p["world"])),
+                    ("BYTES", |p| text(&p["size_bytes"])),
+                    ("SHA256", |p| text(&p["sha256"])),
+                ],
+            );
             Ok(())
         }
         PluginCommand::Show { name, api } => {

@@ -1,0 +1,241 @@
+//! `taskexec endpoints|configs|secrets|specs|jobs|executions …`: the REST API's resources from
+//! the command line, as tables for people or the API's JSON (`--json`) for scripts.
+
+use anyhow::Context;
+use serde_json::{json, Value};
+
+use super::client::{print_json, print_table, read_body, text, Api, Column};
+use crate::config::{ExecutionsCommand, JobFlags, JobsCommand, OutputArgs, ResourceCommand};
+
+/// A named resource: where it lives in the API, what one is called, and its table.
+pub struct Resource {
+    pub path: &'static str,
+    pub noun: &'static str,
+    pub columns: &'static [Column],
+}
+
+fn updated(v: &Value) -> String {
+    text(&v["updated_at"])
+}
+
+pub const ENDPOINTS: Resource = Resource {
+    path: "/endpoints",
+    noun: "endpoint",
+    columns: &[
+        ("NAME", |v| text(&v["name"])),
+        ("TYPE", |v| text(&v["type"])),
+        ("VERSION", |v| text(&v["version"])),
+        ("CONFIG", |v| text(&v["config"])),
+        ("PLUGIN", |v| text(&v["plugin"])),
+        ("UPDATED", updated),
+    ],
+};
+
+pub const CONFIGS: Resource = Resource {
+    path: "/configs",
+    noun: "config",
+    columns: &[
+        ("NAME", |v| text(&v["name"])),
+        ("KEYS", |v| {
+            v["values"].as_object().map(|m| m.keys().cloned().collect::<Vec<_>>().join(",")).unwrap_or_default()
+        }),
+        ("UPDATED", updated),
+    ],
+};
+
+pub const SECRETS: Resource =
+    Resource { path: "/secrets", noun: "secret", columns: &[("NAME", |v| text(&v["name"])), ("UPDATED", updated)] };
+
+pub const SPECS: Resource = Resource {
+    path: "/payload-specs",
+    noun: "payload spec",
+    columns: &[("NAME", |v| text(&v["name"])), ("UPDATED", updated)],
+};
+
+const JOB_COLUMNS: &[Column] = &[
+    ("JOB", |v| text(&v["job_id"])),
+    ("ENDPOINT", |v| text(&v["endpoint"])),
+    ("TRIGGER", |v| text(&v["trigger"])),
+    ("STATUS", |v| text(&v["status"])),
+    ("SCHEDULE", |v| match v["cron"].as_str() {
+        Some(cron) => format!("{cron} ({})", text(&v["timezone"])),
+        None => text(&v["run_at"]),
+    }),
+    ("CREATED", |v| text(&v["created_at"])),
+];
+
+const EXECUTION_COLUMNS: &[Column] = &[
+    ("EXECUTION", |v| text(&v["execution_id"])),
+    ("STATUS", |v| text(&v["status"])),
+    ("ATTEMPTS", |v| format!("{}/{}", text(&v["attempt_count"]), text(&v["max_attempts"]))),
+    ("RUN AT", |v| text(&v["run_at"])),
+    ("DURATION", |v| v["duration_ms"].as_i64().map(|ms| format!("{ms} ms")).unwrap_or_default()),
+    ("ERROR", |v| text(&v["output"]["error"]["message"])),
+];
+
+const ATTEMPT_COLUMNS: &[Column] = &[
+    ("#", |v| text(&v["attempt_number"])),
+    ("STATUS", |v| text(&v["status"])),
+    ("STARTED", |v| text(&v["started_at"])),
+    ("DURATION", |v| v["duration_ms"].as_i64().map(|ms| format!("{ms} ms")).unwrap_or_default()),
+    ("ERROR", |v| match v["error"].is_null() {
+        true => String::new(),
+        false => format!("{}: {}", text(&v["error"]["type"]), text(&v["error"]["message"])),
+    }),
+];
+
+const LOG_COLUMNS: &[Column] = &[
+    ("TIME", |v| text(&v["logged_at"])),
+    ("ATTEMPT", |v| text(&v["attempt_number"])),
+    ("LEVEL", |v| text(&v["level"])),
+    ("MESSAGE", |v| text(&v["message"])),
+];
+
+fn show_list(items: &[Value], output: &OutputArgs, columns: &[Column]) {
+    if output.json {
+        print_json(&Value::Array(items.to_vec()));
+    } else {
+        print_table(items, columns);
+    }
+}
+
+pub async fn resource(resource: &Resource, command: ResourceCommand) -> anyhow::Result<()> {
+    let Resource { path, noun, columns } = resource;
+    match command {
+        ResourceCommand::Create { file, output, api } => {
+            let body = read_body(&file)?;
+            let api = Api::new(api)?;
+            let (status, created) = api.post(path, &body).await?;
+            if output.json {
+                print_json(&created);
+            } else if status == reqwest::StatusCode::CREATED {
+                println!("Created {noun} {}.", text(&created["name"]));
+            } else {
+                println!("The {noun} {} already exists with this content.", text(&created["name"]));
+            }
+        }
+        ResourceCommand::List { output, api } => {
+            let items = Api::new(api)?.list_all(path, &[]).await?;
+            show_list(&items, &output, columns);
+        }
+        ResourceCommand::Get { name, api } => print_json(&Api::new(api)?.get(&format!("{path}/{name}")).await?),
+        ResourceCommand::Update { name, file, output, api } => {
+            let body = read_body(&file)?;
+            let updated = Api::new(api)?.put(&format!("{path}/{name}"), &body).await?;
+            if output.json {
+                print_json(&updated);
+            } else {
+                println!("Updated {noun} {name}.");
+            }
+        }
+        ResourceCommand::Delete { name, api } => {
+            Api::new(api)?.delete(&format!("{path}/{name}")).await?;
+            println!("Deleted {noun} {name}.");
+        }
+    }
+    Ok(())
+}
+
+/// The `POST /jobs` body the flags describe.
+fn job_body(job: JobFlags) -> anyhow::Result<Value> {
+    if let Some(file) = &job.file {
+        return read_body(file);
+    }
+    let input: Value = match &job.input {
+        Some(text) => serde_json::from_str(text).context("--input is not JSON")?,
+        None => json!({}),
+    };
+    let mut body = json!({"endpoint": job.endpoint, "input": input});
+    if let Some(cron) = job.cron {
+        body["trigger"] = json!("CRON");
+        body["cron"] = json!(cron);
+        body["timezone"] = json!(job.timezone);
+        if let Some(key) = job.key {
+            body["idempotency_key"] = json!(key);
+        }
+        return Ok(body);
+    }
+    body["trigger"] = json!(if job.run_at.is_some() || job.delay_ms.is_some() { "DELAYED" } else { "IMMEDIATE" });
+    if let Some(run_at) = job.run_at {
+        body["run_at"] = json!(run_at);
+    }
+    if let Some(delay) = job.delay_ms {
+        body["delay_ms"] = json!(delay);
+    }
+    // A one-shot job needs a key: a new one per invocation unless --key makes a retried
+    // command idempotent.
+    body["idempotency_key"] = json!(job.key.unwrap_or_else(|| format!("cli-{}", uuid::Uuid::new_v4().simple())));
+    Ok(body)
+}
+
+pub async fn jobs(command: JobsCommand) -> anyhow::Result<()> {
+    match command {
+        JobsCommand::Create { job, output, api } => {
+            let body = job_body(job)?;
+            let (status, created) = Api::new(api)?.post("/jobs", &body).await?;
+            if output.json {
+                print_json(&created);
+            } else {
+                let verb = if status == reqwest::StatusCode::CREATED { "Created" } else { "Already created:" };
+                let next = match (created["next_run_at"].as_str(), created["execution"]["execution_id"].as_str()) {
+                    (Some(next), _) => format!("next tick {next}"),
+                    (None, Some(execution)) => {
+                        format!("execution {execution} {}", text(&created["execution"]["status"]))
+                    }
+                    _ => String::new(),
+                };
+                println!("{verb} {} job {}: {next}", text(&created["trigger"]), text(&created["job_id"]));
+            }
+        }
+        JobsCommand::List { endpoint, status, trigger, output, api } => {
+            let query: Vec<(&str, String)> = [("endpoint", endpoint), ("status", status), ("trigger", trigger)]
+                .into_iter()
+                .filter_map(|(k, v)| v.map(|v| (k, v)))
+                .collect();
+            let items = Api::new(api)?.list_all("/jobs", &query).await?;
+            show_list(&items, &output, JOB_COLUMNS);
+        }
+        JobsCommand::Get { job_id, api } => print_json(&Api::new(api)?.get(&format!("/jobs/{job_id}")).await?),
+        JobsCommand::Status { job_id, api } => {
+            print_json(&Api::new(api)?.get(&format!("/jobs/{job_id}/status")).await?)
+        }
+        JobsCommand::Executions { job_id, status, output, api } => {
+            let query: Vec<(&str, String)> = status.map(|s| ("status", s)).into_iter().collect();
+            let items = Api::new(api)?.list_all(&format!("/jobs/{job_id}/executions"), &query).await?;
+            show_list(&items, &output, EXECUTION_COLUMNS);
+        }
+        JobsCommand::Cancel { job_id, api } => {
+            let api = Api::new(api)?;
+            let (_, job) = api.post(&format!("/jobs/{job_id}/cancel"), &json!({})).await?;
+            match job["execution"]["status"].as_str() {
+                Some(status) => println!("Job {job_id}: its execution is {status}."),
+                None => println!("Job {job_id} is {}.", text(&job["status"])),
+            }
+        }
+        JobsCommand::Watch { job_id, interval_ms, api } => {
+            super::watch::watch(&Api::new(api)?, &job_id, std::time::Duration::from_millis(interval_ms)).await?
+        }
+    }
+    Ok(())
+}
+
+pub async fn executions(command: ExecutionsCommand) -> anyhow::Result<()> {
+    match command {
+        ExecutionsCommand::Get { execution_id, api } => {
+            print_json(&Api::new(api)?.get(&format!("/executions/{execution_id}")).await?)
+        }
+        ExecutionsCommand::Attempts { execution_id, output, api } => {
+            let items = Api::new(api)?.list_all(&format!("/executions/{execution_id}/attempts"), &[]).await?;
+            show_list(&items, &output, ATTEMPT_COLUMNS);
+        }
+        ExecutionsCommand::Logs { execution_id, output, api } => {
+            let items = Api::new(api)?.list_all(&format!("/executions/{execution_id}/logs"), &[]).await?;
+            show_list(&items, &output, LOG_COLUMNS);
+        }
+        ExecutionsCommand::Cancel { execution_id, api } => {
+            let (_, execution) = Api::new(api)?.post(&format!("/executions/{execution_id}/cancel"), &json!({})).await?;
+            println!("Execution {execution_id} is {}.", text(&execution["status"]));
+        }
+    }
+    Ok(())
+}
