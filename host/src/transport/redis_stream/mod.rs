@@ -50,8 +50,19 @@ impl RedisStreamTransport {
         Self { managers: ClientCache::default(), policy }
     }
 
-    async fn connection(&self, url: &str, timeout: Duration) -> Result<ConnectionManager, Failure> {
-        if let Some(manager) = self.managers.get(url).await {
+    /// The manager for `url` (and, for `rediss://`, the private CA `tls_ca_pem`, which is
+    /// part of the cache key: another CA is another client).
+    async fn connection(
+        &self,
+        url: &str,
+        tls_ca_pem: Option<&str>,
+        timeout: Duration,
+    ) -> Result<ConnectionManager, Failure> {
+        let key = match tls_ca_pem {
+            None => url.to_owned(),
+            Some(ca) => format!("{url}\n{ca}"),
+        };
+        if let Some(manager) = self.managers.get(&key).await {
             return Ok(manager);
         }
         let connect = async {
@@ -60,15 +71,29 @@ impl RedisStreamTransport {
                 .into_connection_info()
                 .map_err(|e| Failure::invalid_spec(format!("the rendered redis_url is not valid: {:?}", e.kind())))?;
             let info = self.checked_address(info).await?;
-            let client = redis::Client::open(info)
-                .map_err(|e| Failure::invalid_spec(format!("the rendered redis_url cannot be used: {:?}", e.kind())))?;
+            let client = match tls_ca_pem {
+                None => redis::Client::open(info),
+                Some(ca) => {
+                    if !matches!(info.addr(), ConnectionAddr::TcpTls { .. }) {
+                        return Err(Failure::invalid_spec("tls_ca_pem applies only to a rediss:// (TLS) redis_url"));
+                    }
+                    let certificates =
+                        redis::TlsCertificates { client_tls: None, root_cert: Some(ca.as_bytes().to_vec()) };
+                    redis::Client::build_with_tls(info, certificates)
+                }
+            }
+            // The kind and detail only: the error of a URL with a password may quote it.
+            .map_err(|e| {
+                let detail = e.detail().map(|d| format!(": {d}")).unwrap_or_default();
+                Failure::invalid_spec(format!("the rendered redis_url cannot be used: {:?}{detail}", e.kind()))
+            })?;
             let config = ConnectionManagerConfig::new()
                 .set_connection_timeout(Some(timeout))
                 .set_response_timeout(Some(timeout))
                 .set_number_of_retries(1);
             ConnectionManager::new_with_config(client, config).await.map_err(|e| redis_failure(&e))
         };
-        tokio::time::timeout(timeout, self.managers.get_or_connect(url.to_owned(), connect))
+        tokio::time::timeout(timeout, self.managers.get_or_connect(key, connect))
             .await
             .map_err(|_| Failure::timeout("no connection to Redis before the timeout"))?
     }
@@ -142,7 +167,7 @@ impl Transport for RedisStreamTransport {
             command.arg(field).arg(field_value(value));
         }
 
-        let mut connection = self.connection(&spec.redis_url, timeout).await?;
+        let mut connection = self.connection(&spec.redis_url, spec.tls_ca_pem.as_deref(), timeout).await?;
         let message_id: String = tokio::time::timeout(timeout, command.query_async(&mut connection))
             .await
             .map_err(|_| Failure::timeout(format!("Redis did not answer XADD within {} ms", timeout.as_millis())))?

@@ -25,6 +25,11 @@ pub struct RedisStreamSpec {
     pub approximate_trimming: bool,
     #[serde(default = "default_timeout_ms")]
     pub timeout_ms: u64,
+    /// For a `rediss://` server whose certificate a private CA signed: that CA's certificate
+    /// (PEM). Usually a template naming a config or secret (`{{config.redis_ca}}`). Without
+    /// it the system's trusted roots verify the server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_ca_pem: Option<String>,
 }
 
 fn default_true() -> bool {
@@ -42,6 +47,17 @@ impl EndpointSpec for RedisStreamSpec {
             let scheme = url.split("://").next().unwrap_or_default();
             if !url.contains("://") || !matches!(scheme, "redis" | "rediss" | "redis+unix" | "unix") {
                 return Err(SpecError::new("redis_url", "must be a redis://, rediss:// or unix:// URL"));
+            }
+        }
+        if let Some(ca) = &self.tls_ca_pem {
+            if literal(&self.redis_url).is_some_and(|url| !url.starts_with("rediss://")) {
+                return Err(SpecError::new("tls_ca_pem", "applies only to a rediss:// (TLS) redis_url"));
+            }
+            if literal(ca).is_some_and(|pem| !pem.contains("-----BEGIN CERTIFICATE-----")) {
+                return Err(SpecError::new(
+                    "tls_ca_pem",
+                    "must be a PEM certificate (-----BEGIN CERTIFICATE-----…), or a template such as {{config.redis_ca}}",
+                ));
             }
         }
         check_non_empty("stream", &self.stream)?;

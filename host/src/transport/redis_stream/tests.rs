@@ -193,3 +193,123 @@ async fn the_egress_policy_holds_for_every_spelling_of_the_server() {
     let exists: bool = connection().await.exists(&stream).await.unwrap();
     assert!(!exists, "nothing reached Redis");
 }
+
+/// A Redis server of the test's own listening with TLS only, its certificate signed by a CA the
+/// test makes (openssl): the server is stopped when this is dropped.
+struct TlsRedis {
+    child: std::process::Child,
+    port: u16,
+    ca_pem: String,
+    _dir: tempfile::TempDir,
+}
+
+impl TlsRedis {
+    async fn start() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let path = |name: &str| dir.path().join(name).to_str().unwrap().to_owned();
+        let openssl = |args: &[&str]| {
+            let out = std::process::Command::new("openssl").args(args).output().expect("openssl runs");
+            assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        };
+        let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
+        openssl(
+            &[
+                &["req", "-subj", "/CN=te-test-ca", "-x509"][..],
+                &ec,
+                &["-keyout", &path("ca.key"), "-out", &path("ca.pem"), "-days", "1"],
+            ]
+            .concat(),
+        );
+        openssl(
+            &[
+                &["req", "-subj", "/CN=localhost"][..],
+                &ec,
+                &["-keyout", &path("server.key"), "-out", &path("server.csr")],
+            ]
+            .concat(),
+        );
+        std::fs::write(path("ext"), "subjectAltName=DNS:localhost,IP:127.0.0.1\n").unwrap();
+        openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            &path("server.csr"),
+            "-CA",
+            &path("ca.pem"),
+            "-CAkey",
+            &path("ca.key"),
+            "-CAcreateserial",
+            "-out",
+            &path("server.pem"),
+            "-days",
+            "1",
+            "-extfile",
+            &path("ext"),
+        ]);
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let child = std::process::Command::new("redis-server")
+            .args(["--port", "0", "--tls-port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--tls-cert-file", &path("server.pem"), "--tls-key-file", &path("server.key")])
+            .args(["--tls-ca-cert-file", &path("ca.pem"), "--tls-auth-clients", "no"])
+            .args(["--save", "", "--appendonly", "no", "--dir", dir.path().to_str().unwrap()])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("redis-server runs (scripts/test installs it)");
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_err() {
+            assert!(std::time::Instant::now() < deadline, "the TLS Redis did not listen on {port}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let ca_pem = std::fs::read_to_string(path("ca.pem")).unwrap();
+        Self { child, port, ca_pem, _dir: dir }
+    }
+}
+
+impl Drop for TlsRedis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test]
+async fn rediss_delivers_over_tls_verified_against_the_spec_s_ca() {
+    let server = TlsRedis::start().await;
+    let url = format!("rediss://localhost:{}", server.port);
+    let stream = unique_stream("tls");
+    let transport = RedisStreamTransport::new();
+    let tls_spec = |ca: Option<&str>| {
+        let mut spec = json!({"redis_url": url, "stream": stream, "fields_template": {"n": 1}});
+        if let Some(ca) = ca {
+            spec["tls_ca_pem"] = json!(ca);
+        }
+        normalize_spec(EndpointType::RedisStream, &spec).unwrap()
+    };
+
+    // The system's roots do not know the test's CA: the server is not trusted.
+    let refused = transport.deliver(message("exec_tls_0", &tls_spec(None)), &DeliveryLog::default()).await.unwrap_err();
+    assert!(refused.message.to_lowercase().contains("certificate"), "{refused:?}");
+
+    let receipt = transport
+        .deliver(message("exec_tls_1", &tls_spec(Some(&server.ca_pem))), &DeliveryLog::default())
+        .await
+        .unwrap();
+    let output: Value = serde_json::from_str(&receipt.output_json).unwrap();
+    let certificates = redis::TlsCertificates { client_tls: None, root_cert: Some(server.ca_pem.clone().into_bytes()) };
+    let mut con = redis::Client::build_with_tls(url.as_str(), certificates)
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let entries: Vec<(String, Vec<(String, String)>)> =
+        redis::cmd("XRANGE").arg(&stream).arg("-").arg("+").query_async(&mut con).await.unwrap();
+    assert_eq!(entries.len(), 1, "the entry is on the TLS server");
+    assert_eq!(output["message_id"], entries[0].0.as_str());
+
+    // tls_ca_pem belongs to TLS URLs, and must be a certificate.
+    let plain =
+        json!({"redis_url": REDIS_URL, "stream": "s", "fields_template": {"n": 1}, "tls_ca_pem": server.ca_pem});
+    assert_eq!(normalize_spec(EndpointType::RedisStream, &plain).unwrap_err().field, "spec.tls_ca_pem");
+    let junk = json!({"redis_url": url, "stream": "s", "fields_template": {"n": 1}, "tls_ca_pem": "not a pem"});
+    assert_eq!(normalize_spec(EndpointType::RedisStream, &junk).unwrap_err().field, "spec.tls_ca_pem");
+}
