@@ -1,11 +1,13 @@
-//! The Kafka transport: one librdkafka producer per (bootstrap servers, acks, timeout), shared
+//! The Kafka transport: one librdkafka producer per (bootstrap servers, acks, timeout,
+//! security settings), shared
 //! by every delivery to that cluster and kept in a bounded cache ([`ClientCache`]). Producers
 //! are idempotent when `acks` is `all`, so librdkafka's own retries never duplicate or reorder
 //! a partition's messages.
 //!
 //! Egress: librdkafka resolves and connects by itself, and the Rust binding offers no hook into
 //! its resolver or connector. So the bootstrap servers are resolved and checked by us and
-//! librdkafka is handed the checked addresses; then, before the producer's first message, the
+//! librdkafka is handed the checked addresses (over TLS, the checked names: a broker's
+//! certificate is verified against its name, so librdkafka resolves them again); then, before the producer's first message, the
 //! cluster's metadata is read and every broker it advertises is checked too, and a producer
 //! whose cluster names a refused broker is never used. What this leaves open (written in
 //! docs/reliability.md): librdkafka opens connections to advertised brokers by itself, before
@@ -26,7 +28,7 @@ use rdkafka::util::Timeout;
 use rdkafka::ClientConfig;
 use serde_json::{json, Value};
 
-pub use spec::{Acks, KafkaSpec};
+pub use spec::{Acks, KafkaSpec, Sasl, SaslMechanism, SecurityProtocol};
 
 use super::clients::ClientCache;
 use super::{
@@ -44,6 +46,10 @@ struct ProducerKey {
     bootstrap_servers: String,
     acks: Acks,
     timeout_ms: u64,
+    security_protocol: SecurityProtocol,
+    /// Its `Debug` hides the password.
+    sasl: Option<Sasl>,
+    ssl_ca_pem: Option<String>,
 }
 
 pub struct KafkaTransport {
@@ -74,7 +80,10 @@ impl KafkaTransport {
         }
         let settings = key.clone();
         let connect = async {
-            let bootstrap = self.checked_bootstrap(&settings.bootstrap_servers).await?;
+            let checked = self.checked_bootstrap(&settings.bootstrap_servers).await?;
+            // Over TLS librdkafka verifies each broker's certificate against the name it was
+            // given, so it gets the names (checked above, resolved again by it).
+            let bootstrap = if settings.security_protocol.tls() { settings.bootstrap_servers.clone() } else { checked };
             let producer = create_producer(&settings, &bootstrap)?;
             let brokers = broker_addresses(producer.clone(), timeout).await?;
             for (host, port) in brokers {
@@ -126,13 +135,15 @@ fn host_and_port(server: &str) -> Option<(&str, u16)> {
     .filter(|(host, _)| !host.is_empty())
 }
 
-fn create_producer(key: &ProducerKey, bootstrap: &str) -> Result<FutureProducer, Failure> {
+/// The producer's librdkafka settings.
+fn client_config(key: &ProducerKey, bootstrap: &str) -> ClientConfig {
     let acks = match key.acks {
         Acks::None => "0",
         Acks::Leader => "1",
         Acks::All => "all",
     };
-    ClientConfig::new()
+    let mut config = ClientConfig::new();
+    config
         .set("bootstrap.servers", bootstrap)
         .set("acks", acks)
         .set("enable.idempotence", if key.acks == Acks::All { "true" } else { "false" })
@@ -140,8 +151,25 @@ fn create_producer(key: &ProducerKey, bootstrap: &str) -> Result<FutureProducer,
         .set("message.timeout.ms", key.timeout_ms.to_string())
         // Deliveries are latency-bound, not batch-bound: send almost at once.
         .set("linger.ms", "1")
+        .set("security.protocol", key.security_protocol.as_str());
+    if let Some(sasl) = &key.sasl {
+        config
+            .set("sasl.mechanism", sasl.mechanism.as_str())
+            .set("sasl.username", &sasl.username)
+            .set("sasl.password", &sasl.password);
+    }
+    if let Some(ca) = &key.ssl_ca_pem {
+        config.set("ssl.ca.pem", ca);
+    }
+    config
+}
+
+fn create_producer(key: &ProducerKey, bootstrap: &str) -> Result<FutureProducer, Failure> {
+    // librdkafka names the property at fault; the password is never one it quotes (no value
+    // of it is invalid to librdkafka).
+    client_config(key, bootstrap)
         .create()
-        .map_err(|e| Failure::invalid_spec(format!("cannot create a Kafka producer for these bootstrap servers: {e}")))
+        .map_err(|e| Failure::invalid_spec(format!("cannot create a Kafka producer with these settings: {e}")))
 }
 
 /// Every broker the cluster advertises, read from its metadata (a blocking call, so off the
@@ -170,6 +198,9 @@ impl Transport for KafkaTransport {
             bootstrap_servers: spec.bootstrap_servers.clone(),
             acks: spec.acks,
             timeout_ms: spec.timeout_ms,
+            security_protocol: spec.security_protocol,
+            sasl: spec.sasl.clone(),
+            ssl_ca_pem: spec.ssl_ca_pem.clone(),
         };
         let started = std::time::Instant::now();
         let producer = tokio::time::timeout(timeout, self.producer(key, timeout))

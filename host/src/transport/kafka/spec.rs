@@ -19,6 +19,76 @@ pub enum Acks {
     All,
 }
 
+/// How the producer talks to the brokers (librdkafka's `security.protocol`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum SecurityProtocol {
+    #[default]
+    Plaintext,
+    Ssl,
+    SaslPlaintext,
+    SaslSsl,
+}
+
+impl SecurityProtocol {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Plaintext => "plaintext",
+            Self::Ssl => "ssl",
+            Self::SaslPlaintext => "sasl_plaintext",
+            Self::SaslSsl => "sasl_ssl",
+        }
+    }
+
+    pub fn tls(self) -> bool {
+        matches!(self, Self::Ssl | Self::SaslSsl)
+    }
+
+    pub fn sasl(self) -> bool {
+        matches!(self, Self::SaslPlaintext | Self::SaslSsl)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum SaslMechanism {
+    #[serde(rename = "PLAIN")]
+    Plain,
+    #[serde(rename = "SCRAM-SHA-256")]
+    ScramSha256,
+    #[serde(rename = "SCRAM-SHA-512")]
+    ScramSha512,
+}
+
+impl SaslMechanism {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Plain => "PLAIN",
+            Self::ScramSha256 => "SCRAM-SHA-256",
+            Self::ScramSha512 => "SCRAM-SHA-512",
+        }
+    }
+}
+
+/// SASL credentials; `password` is usually `{{secret.…}}`, rendered at delivery.
+#[derive(Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Sasl {
+    pub mechanism: SaslMechanism,
+    pub username: String,
+    pub password: String,
+}
+
+/// Never shows the password: producers' settings may be logged.
+impl std::fmt::Debug for Sasl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sasl")
+            .field("mechanism", &self.mechanism)
+            .field("username", &self.username)
+            .field("password", &"[redacted]")
+            .finish()
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct KafkaSpec {
@@ -33,6 +103,15 @@ pub struct KafkaSpec {
     pub acks: Acks,
     #[serde(default = "default_timeout_ms")]
     pub timeout_ms: u64,
+    #[serde(default)]
+    pub security_protocol: SecurityProtocol,
+    /// Required with `SASL_PLAINTEXT` and `SASL_SSL`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sasl: Option<Sasl>,
+    /// With `SSL` and `SASL_SSL`: the PEM certificate of a private CA that signed the brokers'
+    /// certificates; without it the system's trusted roots verify them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ssl_ca_pem: Option<String>,
 }
 
 fn default_timeout_ms() -> u64 {
@@ -55,6 +134,33 @@ impl EndpointSpec for KafkaSpec {
         }
         for name in self.headers.keys() {
             check_non_empty(&format!("headers.{name}"), name)?;
+        }
+        match (&self.sasl, self.security_protocol.sasl()) {
+            (None, true) => {
+                return Err(SpecError::new(
+                    "sasl",
+                    "is required with SASL_PLAINTEXT and SASL_SSL: {\"mechanism\": \"SCRAM-SHA-512\", \"username\": …, \"password\": \"{{secret.…}}\"}",
+                ))
+            }
+            (Some(_), false) => {
+                return Err(SpecError::new("sasl", "applies only with security_protocol SASL_PLAINTEXT or SASL_SSL"))
+            }
+            (Some(sasl), true) => {
+                check_non_empty("sasl.username", &sasl.username)?;
+                check_non_empty("sasl.password", &sasl.password)?;
+            }
+            (None, false) => {}
+        }
+        if let Some(ca) = &self.ssl_ca_pem {
+            if !self.security_protocol.tls() {
+                return Err(SpecError::new("ssl_ca_pem", "applies only with security_protocol SSL or SASL_SSL"));
+            }
+            if literal(ca).is_some_and(|pem| !pem.contains("-----BEGIN CERTIFICATE-----")) {
+                return Err(SpecError::new(
+                    "ssl_ca_pem",
+                    "must be a PEM certificate (-----BEGIN CERTIFICATE-----…), or a template such as {{config.kafka_ca}}",
+                ));
+            }
         }
         check_timeout("timeout_ms", self.timeout_ms, MAX_TIMEOUT_MS)
     }

@@ -162,3 +162,81 @@ fn cluster_messages(servers: &str, topic: &str) -> i64 {
         .map(|p| consumer.fetch_watermarks(topic, p.id(), Duration::from_secs(10)).unwrap().1)
         .sum()
 }
+
+/// A self-signed CA certificate (PEM) made with openssl, for the TLS settings.
+fn test_ca_pem() -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let (key, pem) = (dir.path().join("ca.key"), dir.path().join("ca.pem"));
+    let out = std::process::Command::new("openssl")
+        .args(["req", "-x509", "-subj", "/CN=te-kafka-test-ca", "-newkey", "ec", "-pkeyopt"])
+        .args(["ec_paramgen_curve:prime256v1", "-nodes", "-days", "1", "-keyout"])
+        .arg(&key)
+        .arg("-out")
+        .arg(&pem)
+        .output()
+        .expect("openssl runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    std::fs::read_to_string(pem).unwrap()
+}
+
+/// SSL and SASL settings reach librdkafka as its own properties, and librdkafka (built with
+/// OpenSSL) accepts them: no TLS broker runs here, so their effect is checked on the client.
+#[test]
+fn ssl_and_sasl_settings_reach_the_producer() {
+    let ca = test_ca_pem();
+    let s = spec(
+        "kafka-1.example:9093",
+        "t",
+        json!({"value_template": {}, "security_protocol": "SASL_SSL", "ssl_ca_pem": ca,
+               "sasl": {"mechanism": "SCRAM-SHA-512", "username": "svc", "password": "pa55-word-secret"}}),
+    );
+    let spec: KafkaSpec = serde_json::from_value(s).unwrap();
+    let key = ProducerKey {
+        bootstrap_servers: spec.bootstrap_servers.clone(),
+        acks: spec.acks,
+        timeout_ms: spec.timeout_ms,
+        security_protocol: spec.security_protocol,
+        sasl: spec.sasl.clone(),
+        ssl_ca_pem: spec.ssl_ca_pem.clone(),
+    };
+    let config = client_config(&key, &key.bootstrap_servers);
+    assert_eq!(config.get("security.protocol"), Some("sasl_ssl"));
+    assert_eq!(config.get("sasl.mechanism"), Some("SCRAM-SHA-512"));
+    assert_eq!((config.get("sasl.username"), config.get("sasl.password")), (Some("svc"), Some("pa55-word-secret")));
+    assert_eq!(config.get("ssl.ca.pem"), Some(ca.as_str()));
+    assert!(!format!("{key:?}").contains("pa55-word-secret"), "Debug hides the password: {key:?}");
+    // librdkafka refuses ssl and SCRAM settings it was built without; a bad CA fails here too.
+    let _producer = create_producer(&key, "127.0.0.1:9").expect("librdkafka takes the TLS and SCRAM settings");
+    let bad_ca = ProducerKey {
+        ssl_ca_pem: Some("-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----\n".into()),
+        ..key.clone()
+    };
+    let refused = create_producer(&bad_ca, "127.0.0.1:9").err().expect("a broken CA is refused");
+    assert_eq!(refused.kind, FailureKind::InvalidSpec);
+
+    // A plaintext producer gets none of it.
+    let plain = ProducerKey { security_protocol: SecurityProtocol::Plaintext, sasl: None, ssl_ca_pem: None, ..key };
+    let config = client_config(&plain, "127.0.0.1:9");
+    assert_eq!(config.get("security.protocol"), Some("plaintext"));
+    assert_eq!(config.get("sasl.password"), None);
+}
+
+#[test]
+fn security_settings_are_checked_at_registration() {
+    let base = json!({"bootstrap_servers": "k:9092", "topic": "t", "value_template": {}});
+    let field = |extra: Value| {
+        let mut s = base.clone();
+        s.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        normalize_spec(EndpointType::Kafka, &s).err().map(|e| e.field)
+    };
+    assert_eq!(field(json!({"security_protocol": "SASL_SSL"})).as_deref(), Some("spec.sasl"));
+    let sasl = json!({"mechanism": "PLAIN", "username": "u", "password": "{{secret.kafka_password}}"});
+    assert_eq!(field(json!({"sasl": sasl})).as_deref(), Some("spec.sasl"), "SASL needs a SASL protocol");
+    assert_eq!(field(json!({"security_protocol": "SASL_PLAINTEXT", "sasl": sasl})), None);
+    assert_eq!(field(json!({"security_protocol": "PLAINTEXT", "ssl_ca_pem": "x"})).as_deref(), Some("spec.ssl_ca_pem"));
+    assert_eq!(field(json!({"security_protocol": "SSL", "ssl_ca_pem": "x"})).as_deref(), Some("spec.ssl_ca_pem"));
+    assert_eq!(field(json!({"security_protocol": "SSL", "ssl_ca_pem": "{{config.kafka_ca}}"})), None);
+    assert_eq!(field(json!({"security_protocol": "TLS"})).as_deref().map(|f| f.starts_with("spec")), Some(true));
+    let bad_mechanism = json!({"mechanism": "GSSAPI", "username": "u", "password": "p"});
+    assert!(field(json!({"security_protocol": "SASL_SSL", "sasl": bad_mechanism})).is_some());
+}
