@@ -52,6 +52,19 @@ struct ProducerKey {
     ssl_ca_pem: Option<String>,
 }
 
+impl From<&KafkaSpec> for ProducerKey {
+    fn from(spec: &KafkaSpec) -> Self {
+        Self {
+            bootstrap_servers: spec.bootstrap_servers.clone(),
+            acks: spec.acks,
+            timeout_ms: spec.timeout_ms,
+            security_protocol: spec.security_protocol,
+            sasl: spec.sasl.clone(),
+            ssl_ca_pem: spec.ssl_ca_pem.clone(),
+        }
+    }
+}
+
 pub struct KafkaTransport {
     producers: ClientCache<ProducerKey, FutureProducer>,
     policy: Arc<EgressPolicy>,
@@ -194,14 +207,7 @@ impl Transport for KafkaTransport {
     async fn deliver(&self, message: Message, _log: &DeliveryLog) -> Result<Receipt, Failure> {
         let spec: KafkaSpec = rendered_spec(&message)?;
         let timeout = delivery_timeout(spec.timeout_ms, message.deadline_ms)?;
-        let key = ProducerKey {
-            bootstrap_servers: spec.bootstrap_servers.clone(),
-            acks: spec.acks,
-            timeout_ms: spec.timeout_ms,
-            security_protocol: spec.security_protocol,
-            sasl: spec.sasl.clone(),
-            ssl_ca_pem: spec.ssl_ca_pem.clone(),
-        };
+        let key = ProducerKey::from(&spec);
         let started = std::time::Instant::now();
         let producer = tokio::time::timeout(timeout, self.producer(key, timeout))
             .await

@@ -191,14 +191,7 @@ fn ssl_and_sasl_settings_reach_the_producer() {
                "sasl": {"mechanism": "SCRAM-SHA-512", "username": "svc", "password": "pa55-word-secret"}}),
     );
     let spec: KafkaSpec = serde_json::from_value(s).unwrap();
-    let key = ProducerKey {
-        bootstrap_servers: spec.bootstrap_servers.clone(),
-        acks: spec.acks,
-        timeout_ms: spec.timeout_ms,
-        security_protocol: spec.security_protocol,
-        sasl: spec.sasl.clone(),
-        ssl_ca_pem: spec.ssl_ca_pem.clone(),
-    };
+    let key = ProducerKey::from(&spec);
     let config = client_config(&key, &key.bootstrap_servers);
     assert_eq!(config.get("security.protocol"), Some("sasl_ssl"));
     assert_eq!(config.get("sasl.mechanism"), Some("SCRAM-SHA-512"));
