@@ -10,6 +10,7 @@
 use std::net::IpAddr;
 
 use serde::{Deserialize, Serialize};
+use super::error::PluginError;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Grant {
@@ -20,8 +21,10 @@ pub struct Grant {
 }
 
 impl Grant {
-    pub fn parse(text: &str) -> Result<Self, String> {
-        let bad = |why: &str| format!("grant `{text}` {why}: expected scheme://host[:port], `*` allowed per part");
+    pub fn parse(text: &str) -> Result<Self, PluginError> {
+        let bad = |why: &str| {
+            PluginError::Invalid(format!("grant `{text}` {why}: expected scheme://host[:port], `*` allowed per part"))
+        };
         let (scheme, rest) = text.trim().split_once("://").ok_or_else(|| bad("has no scheme"))?;
         if !matches!(scheme, "http" | "https" | "*") {
             return Err(bad("has a scheme other than http, https or *"));
@@ -99,7 +102,7 @@ pub fn is_internal(ip: IpAddr) -> bool {
 pub struct Grants(pub Vec<Grant>);
 
 impl Grants {
-    pub fn parse(texts: &[String]) -> Result<Self, String> {
+    pub fn parse(texts: &[String]) -> Result<Self, PluginError> {
         texts.iter().map(|t| Grant::parse(t)).collect::<Result<_, _>>().map(Self)
     }
 

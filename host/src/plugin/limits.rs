@@ -31,10 +31,12 @@ impl Default for PluginLimits {
 
 impl PluginLimits {
     /// The limits for an install asking for `memory_mb`, checked against the operator's maximum.
-    pub fn for_install(memory_mb: Option<u32>, memory_mb_max: u32) -> Result<Self, String> {
+    pub fn for_install(memory_mb: Option<u32>, memory_mb_max: u32) -> Result<Self, super::PluginError> {
         let memory_mb = memory_mb.unwrap_or(DEFAULT_MEMORY_MB.min(memory_mb_max));
         if memory_mb == 0 || memory_mb > memory_mb_max {
-            return Err(format!("`memory_mb` must be between 1 and {memory_mb_max} (TE_PLUGIN_MEMORY_MB_MAX)"));
+            return Err(super::PluginError::Invalid(format!(
+                "must be between 1 and {memory_mb_max} (TE_PLUGIN_MEMORY_MB_MAX)"
+            )));
         }
         Ok(Self { memory_mb, ..Self::default() })
     }
