@@ -10,6 +10,11 @@
 //!
 //! All SQL here sticks to the portable subset: `$N` placeholders (sqlx's SQLite driver reads
 //! them as positions), `ON CONFLICT … DO NOTHING`, `RETURNING`, and row-value comparison.
+//!
+//! Why a macro: the alternatives are these queries written twice (per-backend SQL files), or a
+//! store generic over `sqlx::Database` with `for<'q> Encode/Decode + Executor` bounds on every
+//! query. The price is that rustfmt cannot format the body and compiler errors point into the
+//! expansion; `store::conformance` runs the same behaviour on both backends as the net.
 
 macro_rules! impl_store {
     ($store:ty, $db:ty, { $($own:tt)* }) => {
