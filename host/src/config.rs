@@ -633,6 +633,20 @@ mod tests {
         Cli::command().debug_assert();
     }
 
+    /// docs/operations.md's table of settings names every `TE_*` variable `serve` reads.
+    #[test]
+    fn the_operations_guide_lists_every_setting() {
+        let doc = include_str!("../../docs/operations.md");
+        let command = Cli::command();
+        let serve = command.find_subcommand("serve").expect("serve");
+        let missing: Vec<String> = serve
+            .get_arguments()
+            .filter_map(|a| a.get_env().map(|e| e.to_string_lossy().into_owned()))
+            .filter(|env| !doc.contains(&format!("| `{env}` |")))
+            .collect();
+        assert!(missing.is_empty(), "docs/operations.md's settings table lacks {missing:?}");
+    }
+
     #[test]
     fn api_keys_parse() {
         assert_eq!(parse_api_keys(" aaaaaaaaaaaaaaaa , bbbbbbbbbbbbbbbb,").unwrap().len(), 2);
