@@ -193,13 +193,10 @@ pub enum JobsCommand {
         #[command(flatten)]
         api: ApiArgs,
     },
-    /// Follow a job's executions as they change, with a progress line, until a one-shot job's
-    /// execution ends (a cron job: until Ctrl-C).
+    /// Follow a job's executions as they change (server-sent events), with a progress line,
+    /// until a one-shot job's execution ends (a cron job: until Ctrl-C).
     Watch {
         job_id: String,
-        /// How often to ask, in milliseconds.
-        #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u64).range(100..=60_000))]
-        interval_ms: u64,
         #[command(flatten)]
         api: ApiArgs,
     },

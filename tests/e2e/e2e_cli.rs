@@ -68,7 +68,7 @@ async fn the_cli_manages_resources_and_follows_jobs(backend: Backend) {
     let created = ok(&server, &db, &["jobs", "create", "--endpoint", "hook", "--input", r#"{"n": 7}"#], "");
     assert!(created.starts_with("Created IMMEDIATE job job_") && created.contains("QUEUED"), "{created}");
     let job_id = created.split_whitespace().nth(3).unwrap().trim_end_matches(':').to_owned();
-    let watched = ok(&server, &db, &["jobs", "watch", &job_id, "--interval-ms", "100"], "");
+    let watched = ok(&server, &db, &["jobs", "watch", &job_id], "");
     assert!(watched.contains("SUCCESS (attempt 1/1)"), "{watched}");
     assert_eq!(receiver.received()[0].json(), json!({"n": 7}));
     let executions: Value =
@@ -80,8 +80,7 @@ async fn the_cli_manages_resources_and_follows_jobs(backend: Backend) {
     // A failing job: watch says so and exits non-zero.
     let created = ok(&server, &db, &["jobs", "create", "--endpoint", "broken", "--delay-ms", "10", "--json"], "");
     let job: Value = serde_json::from_str(&created).unwrap();
-    let (success, stdout, stderr) =
-        taskexec(&server, &db, &["jobs", "watch", job["job_id"].as_str().unwrap(), "--interval-ms", "100"], "");
+    let (success, stdout, stderr) = taskexec(&server, &db, &["jobs", "watch", job["job_id"].as_str().unwrap()], "");
     assert!(!success && stdout.contains("FAILED") && stderr.contains("ended FAILED"), "{stdout}{stderr}");
 
     // A cron job in a timezone, listed by trigger, then cancelled.

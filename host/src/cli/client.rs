@@ -22,20 +22,31 @@ impl Api {
 
     /// Send, and turn an error answer into an error that quotes the service's message.
     pub async fn send(&self, request: reqwest::RequestBuilder) -> anyhow::Result<(reqwest::StatusCode, Value)> {
+        let (status, response) = self.open(request).await?;
+        let text = response.text().await.unwrap_or_default();
+        Ok((status, serde_json::from_str(&text).unwrap_or(Value::Null)))
+    }
+
+    /// Send, and hand back a successful answer unread (a stream, say); an error answer becomes
+    /// an error that quotes the service's message.
+    pub async fn open(
+        &self,
+        request: reqwest::RequestBuilder,
+    ) -> anyhow::Result<(reqwest::StatusCode, reqwest::Response)> {
         let response = request
             .bearer_auth(&self.key)
             .send()
             .await
             .with_context(|| format!("cannot reach the service at {}", self.url))?;
         let status = response.status();
+        if status.is_success() {
+            return Ok((status, response));
+        }
         let text = response.text().await.unwrap_or_default();
         let body: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
-        if !status.is_success() {
-            let message = body["error"]["message"].as_str().map(str::to_owned).unwrap_or(text);
-            let code = body["error"]["code"].as_str().unwrap_or("ERROR");
-            bail!("{status} {code}: {message}");
-        }
-        Ok((status, body))
+        let message = body["error"]["message"].as_str().map(str::to_owned).unwrap_or(text);
+        let code = body["error"]["code"].as_str().unwrap_or("ERROR");
+        bail!("{status} {code}: {message}");
     }
 
     pub async fn get(&self, path: &str) -> anyhow::Result<Value> {

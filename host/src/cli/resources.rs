@@ -212,9 +212,7 @@ pub async fn jobs(command: JobsCommand) -> anyhow::Result<()> {
                 None => println!("Job {job_id} is {}.", text(&job["status"])),
             }
         }
-        JobsCommand::Watch { job_id, interval_ms, api } => {
-            super::watch::watch(&Api::new(api)?, &job_id, std::time::Duration::from_millis(interval_ms)).await?
-        }
+        JobsCommand::Watch { job_id, api } => super::watch::watch(&Api::new(api)?, &job_id).await?,
     }
     Ok(())
 }

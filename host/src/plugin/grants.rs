@@ -9,8 +9,8 @@
 
 use std::net::IpAddr;
 
-use serde::{Deserialize, Serialize};
 use super::error::PluginError;
+use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Grant {

@@ -10,6 +10,7 @@
 //! Input is checked against the endpoint's payload spec by [`crate::api::validators`].
 
 mod cron_plan;
+mod events;
 pub mod requests;
 pub mod responses;
 mod status;
@@ -45,6 +46,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(status::status))
         .routes(routes!(versions))
         .routes(routes!(executions))
+        .routes(routes!(events::events))
 }
 
 /// "an IMMEDIATE", "a DELAYED", "a CRON".
