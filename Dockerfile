@@ -5,7 +5,7 @@ COPY . .
 RUN cargo build --release -p taskexec && cp target/release/taskexec /usr/local/bin/taskexec
 
 FROM debian:bookworm-slim
-RUN apt-get update && apt-get install -y --no-install-recommends ca-certificates libssl3 && rm -rf /var/lib/apt/lists/* \
+RUN apt-get update && apt-get install -y --no-install-recommends ca-certificates curl libssl3 && rm -rf /var/lib/apt/lists/* \
     && useradd --system --home /var/lib/taskexec --create-home taskexec
 COPY --from=build /usr/local/bin/taskexec /usr/local/bin/taskexec
 USER taskexec
