@@ -66,28 +66,75 @@ pub async fn reject_nul(request: Request, next: axum::middleware::Next) -> axum:
     next.run(request).await
 }
 
-/// The JSON path of the first string (or object key) in `value` holding a NUL character.
-fn nul_field(value: &serde_json::Value, path: &mut Vec<String>) -> bool {
+/// The largest magnitude a JSON number may have. PostgreSQL keeps JSON numbers as decimals and
+/// writes them back in full (309 digits for 1.7976931348623157e308), and numbers that close to
+/// the largest double do not parse back: a row holding one could be written but never read.
+const MAX_NUMBER: f64 = 1e308;
+
+/// What no stored value may hold: a NUL character in a string or key, or a number at the edge
+/// of the double range.
+fn unstorable(value: &serde_json::Value, path: &mut Vec<String>) -> Option<&'static str> {
     match value {
-        serde_json::Value::String(s) => s.contains('\0'),
-        serde_json::Value::Array(items) => items.iter().enumerate().any(|(i, item)| {
+        serde_json::Value::String(s) if s.contains('\0') => {
+            Some("holds a NUL character (\\u0000), which no field accepts")
+        }
+        serde_json::Value::Number(n) if n.as_f64().is_some_and(|x| x.abs() >= MAX_NUMBER) => {
+            Some("is a number too large to store: its magnitude must be below 1e308")
+        }
+        serde_json::Value::Array(items) => items.iter().enumerate().find_map(|(i, item)| {
             path.push(format!("[{i}]"));
-            let found = nul_field(item, path);
-            if !found {
+            let found = unstorable(item, path);
+            if found.is_none() {
                 path.pop();
             }
             found
         }),
-        serde_json::Value::Object(map) => map.iter().any(|(key, item)| {
+        serde_json::Value::Object(map) => map.iter().find_map(|(key, item)| {
             path.push(key.clone());
-            let found = key.contains('\0') || nul_field(item, path);
-            if !found {
+            let found = if key.contains('\0') {
+                Some("holds a NUL character (\\u0000), which no field accepts")
+            } else {
+                unstorable(item, path)
+            };
+            if found.is_none() {
                 path.pop();
             }
             found
         }),
-        _ => false,
+        _ => None,
     }
+}
+
+/// Whether `bytes` may hold what [`unstorable`] looks for: the escape `\u0000` (JSON's only way
+/// to carry NUL), or an exponent of 308 and up, or a run of 300 digits. Only then is the body
+/// walked, so ordinary bodies pay one scan.
+fn may_be_unstorable(bytes: &[u8]) -> bool {
+    if bytes.windows(6).any(|w| w == b"\\u0000") {
+        return true;
+    }
+    let mut digits = 0;
+    for (i, b) in bytes.iter().enumerate() {
+        if b.is_ascii_digit() {
+            digits += 1;
+            if digits >= 300 {
+                return true;
+            }
+        } else {
+            digits = 0;
+            if matches!(b, b'e' | b'E') {
+                let exponent: Vec<u8> = bytes[i + 1..]
+                    .iter()
+                    .skip_while(|c| matches!(c, b'+' | b'-'))
+                    .take_while(|c| c.is_ascii_digit())
+                    .copied()
+                    .collect();
+                if exponent.len() >= 3 {
+                    return true;
+                }
+            }
+        }
+    }
+    false
 }
 
 /// Parse JSON, naming the field that failed. Messages quote field names and serde's
@@ -97,11 +144,11 @@ fn nul_field(value: &serde_json::Value, path: &mut Vec<String>) -> bool {
 /// field may hold: PostgreSQL cannot store one, and a value accepted by one backend and
 /// refused by the other would make them behave differently.
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
-    // JSON can only carry NUL as the escape `\u0000`; the slower check runs only then.
-    if bytes.windows(6).any(|w| w == b"\\u0000") {
+    // The slower walk runs only for a body that may hold what no stored value may.
+    if may_be_unstorable(bytes) {
         if let Ok(value) = serde_json::from_slice::<serde_json::Value>(bytes) {
             let mut path = Vec::new();
-            if nul_field(&value, &mut path) {
+            if let Some(problem) = unstorable(&value, &mut path) {
                 let field = path.iter().fold(String::new(), |mut acc, part| {
                     if !acc.is_empty() && !part.starts_with('[') {
                         acc.push('.');
@@ -109,10 +156,7 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
                     acc.push_str(part);
                     acc
                 });
-                return Err(ApiError::invalid_field(
-                    if field.is_empty() { "body" } else { &field },
-                    "holds a NUL character (\\u0000), which no field accepts",
-                ));
+                return Err(ApiError::invalid_field(if field.is_empty() { "body" } else { &field }, problem));
             }
         }
     }
@@ -169,5 +213,24 @@ mod tests {
         assert!(error.message.contains("RFC 3339 time such as 2026-01-01T09:00:00Z"), "{}", error.message);
         let ok = parse_json::<Body>(br#"{"run_at": "2026-01-01T10:00:00+01:00"}"#).unwrap();
         assert_eq!(ok.run_at.to_rfc3339(), "2026-01-01T09:00:00+00:00");
+    }
+
+    /// PostgreSQL gives 1.7976931348623157e308 back as 309 digits that do not parse again; such a
+    /// number is refused, naming where it is, in either spelling.
+    #[test]
+    fn a_number_that_cannot_be_read_back_is_refused_with_its_path() {
+        let huge = format!("1{}", "0".repeat(308));
+        for number in ["-1.7976931348623157e+308", "1E308", huge.as_str()] {
+            let body = format!(r#"{{"schema": {{"a": [1, {number}]}}}}"#);
+            let error = parse_json::<serde_json::Value>(body.as_bytes()).unwrap_err();
+            assert_eq!(
+                error.message,
+                "`schema.a[1]`: is a number too large to store: its magnitude must be below 1e308"
+            );
+        }
+        let fine = parse_json::<serde_json::Value>(br#"{"a": 1.5e307, "b": -9.9e307, "e": "1e999 in a string"}"#);
+        assert!(fine.is_ok(), "{fine:?}");
+        let error = parse_json::<serde_json::Value>(br#"{"k": "a\u0000b"}"#).unwrap_err();
+        assert_eq!(error.message, "`k`: holds a NUL character (\\u0000), which no field accepts");
     }
 }
