@@ -64,17 +64,24 @@ pub struct OutputArgs {
     pub json: bool,
 }
 
+/// A request body from a JSON file, and where and how the answer goes.
+#[derive(Debug, Args)]
+pub struct BodyArgs {
+    #[arg(short = 'f', long = "file", value_name = "FILE")]
+    pub file: std::path::PathBuf,
+    #[command(flatten)]
+    pub output: OutputArgs,
+    #[command(flatten)]
+    pub api: ApiArgs,
+}
+
 /// Create, list, read, replace and delete a named resource.
 #[derive(Debug, Subcommand)]
 pub enum ResourceCommand {
     /// Create from a JSON file (`-` reads standard input), the body `POST` takes.
     Create {
-        #[arg(short = 'f', long = "file", value_name = "FILE")]
-        file: std::path::PathBuf,
         #[command(flatten)]
-        output: OutputArgs,
-        #[command(flatten)]
-        api: ApiArgs,
+        body: BodyArgs,
     },
     /// List them all, oldest first.
     List {
@@ -92,12 +99,8 @@ pub enum ResourceCommand {
     /// Replace one from a JSON file (`-` reads standard input), the body `PUT` takes.
     Update {
         name: String,
-        #[arg(short = 'f', long = "file", value_name = "FILE")]
-        file: std::path::PathBuf,
         #[command(flatten)]
-        output: OutputArgs,
-        #[command(flatten)]
-        api: ApiArgs,
+        body: BodyArgs,
     },
     /// Delete one (refused while something uses it).
     Delete {

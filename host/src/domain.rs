@@ -127,6 +127,13 @@ text_enum! {
     }
 }
 
+impl ExecutionStatus {
+    /// SUCCESS, FAILED or CANCELLED: nothing will happen to it any more.
+    pub fn is_finished(self) -> bool {
+        matches!(self, Self::Success | Self::Failed | Self::Cancelled)
+    }
+}
+
 text_enum! {
     /// How one attempt ended.
     pub enum AttemptStatus ("attempt status") {

@@ -132,13 +132,7 @@ impl ApiError {
     /// A failure the user cannot fix: the details go to the log with the request id, the user
     /// gets the id to quote.
     pub fn internal(error: &(dyn std::error::Error + 'static)) -> Self {
-        let mut chain = error.to_string();
-        let mut source = error.source();
-        while let Some(cause) = source {
-            chain.push_str(": ");
-            chain.push_str(&cause.to_string());
-            source = cause.source();
-        }
+        let chain = crate::error_chain::describe(error);
         tracing::error!(request_id = %request_id::current(), error = %chain, "Request failed.");
         Self::new(
             ErrorCode::InternalError,

@@ -57,15 +57,16 @@ pub fn router(state: AppState, api_keys: Arc<ApiKeys>, max_body_bytes: usize, ma
 /// Every route of the API, each registered with its OpenAPI operation. `/openapi.json` and
 /// `/docs` (Swagger UI, its assets in the binary) describe these and are not among them.
 pub fn documented(api_keys: Arc<ApiKeys>, max_plugin_bytes: usize) -> OpenApiRouter<AppState> {
-    let authenticated = OpenApiRouter::new()
+    let mut authenticated = OpenApiRouter::new()
         .merge(payload_specs::router())
         .merge(configs::router())
         .merge(secrets::router())
         .merge(endpoints::router())
         .merge(jobs::router())
         .merge(executions::router())
-        .merge(plugins::router(max_plugin_bytes))
-        .route_layer(middleware::from_fn_with_state(api_keys, auth::require_api_key));
+        .merge(plugins::router(max_plugin_bytes));
+    openapi::require_api_key(authenticated.get_openapi_mut());
+    let authenticated = authenticated.route_layer(middleware::from_fn_with_state(api_keys, auth::require_api_key));
     OpenApiRouter::with_openapi(<openapi::ApiDoc as utoipa::OpenApi>::openapi())
         .merge(health::router())
         .merge(authenticated)

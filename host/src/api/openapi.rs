@@ -1,7 +1,8 @@
 //! The OpenAPI 3.1 document of the API. Each operation comes from its handler's
 //! `#[utoipa::path]`, registered together with its route (`utoipa_axum::routes!` in each
-//! module's `router()`), so a route cannot be served without being documented. What every
-//! operation shares is added here once: the bearer API key, and the error responses with every
+//! module's `router()`), so a route cannot be served without being documented. What the
+//! operations behind the API-key layer share is added here once ([`require_api_key`], called
+//! where that layer is applied): the bearer API key, and the error responses with every
 //! [`ErrorCode`] grouped by its HTTP status.
 
 use std::collections::BTreeMap;
@@ -13,9 +14,6 @@ use utoipa::openapi::{ContentBuilder, HeaderBuilder, OpenApi, Ref, ResponseBuild
 use utoipa::{PartialSchema, ToSchema};
 
 use super::error::ErrorCode;
-
-/// Served without an API key (and without the rate limit).
-pub const PUBLIC_PATHS: &[&str] = &["/healthz", "/readyz", "/metrics"];
 
 #[derive(utoipa::OpenApi)]
 #[openapi(
@@ -48,16 +46,14 @@ pub struct ErrorDetail {
     details: Option<Value>,
 }
 
-/// Add what every operation shares to the document the routes built.
-pub fn complete(mut doc: OpenApi) -> OpenApi {
-    let components = doc.components.get_or_insert_with(Default::default);
-    components.security_schemes.insert("api_key".into(), SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)));
+/// Mark every operation of `doc` as needing the API key, with the error responses that
+/// brings. Called on the routes the API-key layer wraps, so the document follows the layer.
+pub fn require_api_key(doc: &mut OpenApi) {
     let mut by_status: BTreeMap<u16, Vec<&str>> = BTreeMap::new();
     for code in ErrorCode::ALL {
         by_status.entry(code.status().as_u16()).or_default().push(code.as_str());
     }
-    for (path, item) in doc.paths.paths.iter_mut() {
-        let public = PUBLIC_PATHS.contains(&path.as_str());
+    for item in doc.paths.paths.values_mut() {
         let operations = [
             &mut item.get,
             &mut item.put,
@@ -69,13 +65,16 @@ pub fn complete(mut doc: OpenApi) -> OpenApi {
             &mut item.trace,
         ];
         for operation in operations.into_iter().flatten() {
-            if public {
-                continue;
-            }
             operation.security = Some(vec![SecurityRequirement::new("api_key", Vec::<String>::new())]);
             add_errors(operation, &by_status);
         }
     }
+}
+
+/// The document as served: the routes' operations and the API key's security scheme.
+pub fn complete(mut doc: OpenApi) -> OpenApi {
+    let components = doc.components.get_or_insert_with(Default::default);
+    components.security_schemes.insert("api_key".into(), SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)));
     doc
 }
 
@@ -108,8 +107,10 @@ fn add_errors(operation: &mut Operation, by_status: &BTreeMap<u16, Vec<&str>>) {
 mod tests {
     use std::sync::Arc;
 
-    use super::PUBLIC_PATHS;
     use crate::api::ApiKeys;
+
+    /// Served without an API key (and without the rate limit).
+    const PUBLIC_PATHS: &[&str] = &["/healthz", "/readyz", "/metrics"];
 
     /// Every route is registered through `utoipa_axum::routes!`, which documents it: a plain
     /// axum `.route(` (or `.route_service(`, `.nest(`) in the API would serve an undocumented

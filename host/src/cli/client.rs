@@ -65,7 +65,7 @@ impl Api {
         self.send(self.http.delete(format!("{}{path}", self.url))).await.map(drop)
     }
 
-    /// Every item of a list, following its cursors. `query` is `?…` or empty.
+    /// Every item of a list, following its cursors; `query` holds the list's filters.
     pub async fn list_all(&self, path: &str, query: &[(&str, String)]) -> anyhow::Result<Vec<Value>> {
         let mut items = Vec::new();
         let mut cursor: Option<String> = None;

@@ -50,27 +50,10 @@ pub fn main() -> std::process::ExitCode {
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("taskexec: {}", describe(&error));
+            eprintln!("taskexec: {}", crate::error_chain::describe(error.as_ref()));
             std::process::ExitCode::FAILURE
         }
     }
-}
-
-/// An error and its causes, each said once: some errors (sqlx's, io's through ours) repeat
-/// their source in their own message, and the chain would say it twice.
-fn describe(error: &anyhow::Error) -> String {
-    let mut said = String::new();
-    for cause in error.chain() {
-        let text = cause.to_string();
-        if said.contains(&text) {
-            continue;
-        }
-        if !said.is_empty() {
-            said.push_str(": ");
-        }
-        said.push_str(&text);
-    }
-    said
 }
 
 fn init_logging(args: &LogArgs) -> anyhow::Result<()> {
@@ -138,16 +121,4 @@ async fn migrate(args: MigrateArgs) -> anyhow::Result<()> {
     store.migrate().await.context("migration failed")?;
     tracing::info!(backend = ?store.backend(), "Migrations applied.");
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn an_error_names_each_cause_once() {
-        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "No such file or directory");
-        let error = anyhow::Error::new(io).context("cannot use the key file /x: No such file or directory");
-        assert_eq!(super::describe(&error), "cannot use the key file /x: No such file or directory");
-        let error = anyhow::anyhow!("role \"x\" does not exist").context("cannot open the database");
-        assert_eq!(super::describe(&error), "cannot open the database: role \"x\" does not exist");
-    }
 }

@@ -5,7 +5,7 @@ use anyhow::Context;
 use serde_json::{json, Value};
 
 use super::client::{print_json, print_table, read_body, text, Api, Column};
-use crate::config::{ExecutionsCommand, JobFlags, JobsCommand, OutputArgs, ResourceCommand};
+use crate::config::{BodyArgs, ExecutionsCommand, JobFlags, JobsCommand, OutputArgs, ResourceCommand};
 
 /// A named resource: where it lives in the API, what one is called, and its table.
 pub struct Resource {
@@ -102,7 +102,7 @@ fn show_list(items: &[Value], output: &OutputArgs, columns: &[Column]) {
 pub async fn resource(resource: &Resource, command: ResourceCommand) -> anyhow::Result<()> {
     let Resource { path, noun, columns } = resource;
     match command {
-        ResourceCommand::Create { file, output, api } => {
+        ResourceCommand::Create { body: BodyArgs { file, output, api } } => {
             let body = read_body(&file)?;
             let api = Api::new(api)?;
             let (status, created) = api.post(path, &body).await?;
@@ -119,7 +119,7 @@ pub async fn resource(resource: &Resource, command: ResourceCommand) -> anyhow::
             show_list(&items, &output, columns);
         }
         ResourceCommand::Get { name, api } => print_json(&Api::new(api)?.get(&format!("{path}/{name}")).await?),
-        ResourceCommand::Update { name, file, output, api } => {
+        ResourceCommand::Update { name, body: BodyArgs { file, output, api } } => {
             let body = read_body(&file)?;
             let updated = Api::new(api)?.put(&format!("{path}/{name}"), &body).await?;
             if output.json {

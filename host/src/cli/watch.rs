@@ -26,17 +26,10 @@ pub async fn watch(api: &Api, job_id: &str) -> anyhow::Result<()> {
         // Events end with a blank line; a partial one waits for the next chunk.
         while let Some(end) = buffer.find("\n\n") {
             let block: String = buffer.drain(..end + 2).collect();
-            let mut kind = "message";
-            let mut data = String::new();
+            let (mut kind, mut data) = ("message", String::new());
             for line in block.lines() {
                 if let Some(k) = line.strip_prefix("event:") {
-                    kind = if k.trim() == "end" {
-                        "end"
-                    } else if k.trim() == "execution" {
-                        "execution"
-                    } else {
-                        "other"
-                    };
+                    kind = k.trim();
                 } else if let Some(d) = line.strip_prefix("data:") {
                     data.push_str(d.strip_prefix(' ').unwrap_or(d));
                 }

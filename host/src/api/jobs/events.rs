@@ -23,10 +23,6 @@ use crate::store::{Execution, PageKey, PageRequest};
 
 const INTERVAL: Duration = Duration::from_millis(500);
 
-fn finished(status: ExecutionStatus) -> bool {
-    matches!(status, ExecutionStatus::Success | ExecutionStatus::Failed | ExecutionStatus::Cancelled)
-}
-
 /// What a stream has sent so far.
 struct Follow {
     state: AppState,
@@ -62,7 +58,7 @@ impl Follow {
         let unfinished: Vec<ExecutionId> = self
             .sent
             .iter()
-            .filter(|(id, (status, _))| !finished(*status) && !changed.iter().any(|e| &e.execution_id == *id))
+            .filter(|(id, (status, _))| !status.is_finished() && !changed.iter().any(|e| &e.execution_id == *id))
             .map(|(id, _)| id.clone())
             .collect();
         for id in unfinished {
@@ -76,7 +72,7 @@ impl Follow {
                 continue;
             }
             self.sent.insert(execution.execution_id.clone(), now);
-            let done = self.one_shot && finished(execution.status);
+            let done = self.one_shot && execution.status.is_finished();
             if let Ok(event) = Event::default().event("execution").json_data(ExecutionOut::from(execution)) {
                 self.queue.push_back(event);
             }

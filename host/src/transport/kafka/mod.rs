@@ -1,17 +1,16 @@
 //! The Kafka transport: one librdkafka producer per (bootstrap servers, acks, timeout,
-//! security settings), shared
-//! by every delivery to that cluster and kept in a bounded cache ([`ClientCache`]). Producers
-//! are idempotent when `acks` is `all`, so librdkafka's own retries never duplicate or reorder
-//! a partition's messages.
+//! security settings), shared by every delivery to that cluster and kept in a bounded cache
+//! ([`ClientCache`]). Producers are idempotent when `acks` is `all`, so librdkafka's own retries
+//! never duplicate or reorder a partition's messages.
 //!
 //! Egress: librdkafka resolves and connects by itself, and the Rust binding offers no hook into
 //! its resolver or connector. So the bootstrap servers are resolved and checked by us and
 //! librdkafka is handed the checked addresses (over TLS, the checked names: a broker's
-//! certificate is verified against its name, so librdkafka resolves them again); then, before the producer's first message, the
-//! cluster's metadata is read and every broker it advertises is checked too, and a producer
-//! whose cluster names a refused broker is never used. What this leaves open (written in
-//! docs/reliability.md): librdkafka opens connections to advertised brokers by itself, before
-//! that check, and resolves their names itself.
+//! certificate is verified against its name, so librdkafka resolves them again); then, before
+//! the producer's first message, the cluster's metadata is read and every broker it advertises
+//! is checked too, and a producer whose cluster names a refused broker is never used. What this
+//! leaves open (written in docs/reliability.md): librdkafka opens connections to advertised
+//! brokers by itself, before that check, and resolves their names itself.
 
 mod spec;
 #[cfg(test)]

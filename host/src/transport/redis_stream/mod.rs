@@ -58,11 +58,12 @@ impl RedisStreamTransport {
         tls_ca_pem: Option<&str>,
         timeout: Duration,
     ) -> Result<ConnectionManager, Failure> {
-        let key = match tls_ca_pem {
-            None => url.to_owned(),
-            Some(ca) => format!("{url}\n{ca}"),
+        // Borrowed for the usual lookup, so a delivery to a known server allocates no key.
+        let key: std::borrow::Cow<'_, str> = match tls_ca_pem {
+            None => url.into(),
+            Some(ca) => format!("{url}\n{ca}").into(),
         };
-        if let Some(manager) = self.managers.get(&key).await {
+        if let Some(manager) = self.managers.get(key.as_ref()).await {
             return Ok(manager);
         }
         let connect = async {
@@ -93,7 +94,7 @@ impl RedisStreamTransport {
                 .set_number_of_retries(1);
             ConnectionManager::new_with_config(client, config).await.map_err(|e| redis_failure(&e))
         };
-        tokio::time::timeout(timeout, self.managers.get_or_connect(key, connect))
+        tokio::time::timeout(timeout, self.managers.get_or_connect(key.into_owned(), connect))
             .await
             .map_err(|_| Failure::timeout("no connection to Redis before the timeout"))?
     }
