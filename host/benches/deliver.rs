@@ -30,7 +30,7 @@ use taskexec::store::{PluginWrite, Store};
 use taskexec::template::{MinijinjaRenderer, RenderContext, Renderer, TemplateKey};
 use taskexec::transport::http::HttpTransport;
 use taskexec::transport::wasm::WasmTransport;
-use taskexec::transport::{normalize_spec, DeliveryLog, EndpointType, Transport};
+use taskexec::transport::{normalize_spec, Delivery, EndpointType, Transport};
 
 struct Bench {
     renderer: MinijinjaRenderer,
@@ -54,7 +54,7 @@ impl Bench {
             deadline_ms: u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap() + 30_000,
             spec_json: rendered.to_string(),
         };
-        self.transport.deliver(message, &DeliveryLog::default()).await.expect("delivers");
+        self.transport.deliver(message, &Delivery::default()).await.expect("delivers");
         started.elapsed()
     }
 }
@@ -290,7 +290,7 @@ async fn run_deliveries(
                         spec_json: spec.to_string(),
                     };
                     let t0 = Instant::now();
-                    transport.deliver(message, &DeliveryLog::default()).await.expect("delivers");
+                    transport.deliver(message, &Delivery::default()).await.expect("delivers");
                     latencies.push(t0.elapsed());
                 }
                 latencies

@@ -182,6 +182,9 @@ async fn signed_webhook_reaches_the_receiver_and_verifies() {
     let id = request.header("webhook-id").unwrap();
     let timestamp = request.header("webhook-timestamp").unwrap();
     assert_eq!(id, execution_id);
+    // The host adds the attempt's trace context to the plugin's request.
+    let traceparent = request.header("traceparent").expect("a traceparent header");
+    assert_eq!(traceparent.len(), 55, "{traceparent}");
     let age = chrono::Utc::now().timestamp() - timestamp.parse::<i64>().unwrap();
     assert!((0..60).contains(&age), "timestamp {timestamp}");
     let key = base64::engine::general_purpose::STANDARD.decode(secret.strip_prefix("whsec_").unwrap()).unwrap();
@@ -495,7 +498,7 @@ async fn deliver_through(
     spec: &Value,
     id: &str,
 ) -> Result<taskexec::contract::Receipt, taskexec::contract::Failure> {
-    use taskexec::transport::{DeliveryLog, Transport};
+    use taskexec::transport::{Delivery, Transport};
     let transport = taskexec::transport::wasm::WasmTransport { host: host.clone(), plugin: name.into() };
     let message = taskexec::contract::Message {
         execution_id: id.into(),
@@ -504,7 +507,7 @@ async fn deliver_through(
         deadline_ms: u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap() + 10_000,
         spec_json: spec.to_string(),
     };
-    transport.deliver(message, &DeliveryLog::default()).await
+    transport.deliver(message, &Delivery::default()).await
 }
 
 /// More calls one after another than the runtime has instance slots, through the plugin

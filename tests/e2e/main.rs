@@ -15,3 +15,4 @@ mod e2e_requests;
 mod e2e_resources;
 mod e2e_secrets;
 mod e2e_service;
+mod e2e_traces;

@@ -1,12 +1,15 @@
 //! Request ids: one per request, in the `x-request-id` response header, in every error body and
 //! in the request's log lines. A caller's own `x-request-id` is kept when it is a short token,
-//! so ids can follow a request across services.
+//! so ids can follow a request across services. The request's span continues the caller's W3C
+//! `traceparent` when it sends one (see `crate::trace`).
 
 use axum::extract::Request;
 use axum::http::HeaderValue;
 use axum::middleware::Next;
 use axum::response::Response;
 use tracing::Instrument;
+
+use crate::trace::{TraceParent, TRACEPARENT};
 
 pub const HEADER: &str = "x-request-id";
 
@@ -34,7 +37,13 @@ pub async fn middleware(request: Request, next: Next) -> Response {
     let method = request.method().clone();
     // The path only: a query string may carry a cursor or filter values not worth logging.
     let path = request.uri().path().to_owned();
-    let span = tracing::info_span!("request", request_id = %id, %method, %path);
+    // `job_id` is filled in by the handlers that create or update a job.
+    let span = tracing::info_span!("request", request_id = %id, %method, %path, job_id = tracing::field::Empty);
+    // A caller that traces: this request, and the deliveries it causes, join its trace.
+    if let Some(parent) = request.headers().get(TRACEPARENT).and_then(|v| v.to_str().ok()).and_then(TraceParent::parse)
+    {
+        parent.adopt(&span);
+    }
     let started = std::time::Instant::now();
     let mut response = REQUEST_ID.scope(id.clone(), next.run(request)).instrument(span.clone()).await;
     span.in_scope(|| {

@@ -57,15 +57,41 @@ pub fn main() -> std::process::ExitCode {
 }
 
 fn init_logging(args: &LogArgs) -> anyhow::Result<()> {
+    install_logging(args, None)
+}
+
+/// Logs, and traces (see `crate::trace`) for the processes that serve: every span gets W3C ids,
+/// exported when an OTLP endpoint is set.
+fn init_logging_and_traces(args: &LogArgs) -> anyhow::Result<crate::trace::Tracing> {
+    let tracing =
+        crate::trace::Tracing::from_env().context("OTEL_EXPORTER_OTLP_ENDPOINT: cannot set up trace export")?;
+    install_logging(args, Some(&tracing))?;
+    if let Some(endpoint) = &tracing.exporting_to {
+        tracing::info!(%endpoint, "Exporting traces over OTLP/HTTP.");
+    }
+    Ok(tracing)
+}
+
+fn install_logging(args: &LogArgs, traces: Option<&crate::trace::Tracing>) -> anyhow::Result<()> {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::Layer;
+
     let filter = tracing_subscriber::EnvFilter::try_new(&args.log)
         .with_context(|| format!("TE_LOG: invalid filter '{}'", args.log))?;
     // Colour only for a person at a terminal: escape codes in a file or a log pipeline are noise.
     let colour = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(colour);
-    match args.log_format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().flatten_event(true).with_current_span(true).init(),
-    }
+    let text = tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_ansi(colour);
+    let logs = match args.log_format {
+        LogFormat::Text => text.boxed(),
+        LogFormat::Json => text.json().flatten_event(true).with_current_span(true).boxed(),
+    };
+    // TE_LOG filters the log lines only: the spans a trace is made of (the service's own, at
+    // INFO) exist whatever the log level, so a quiet log still carries trace context.
+    let spans = traces.map(|t| {
+        t.layer().with_filter(tracing_subscriber::filter::Targets::new().with_target("taskexec", tracing::Level::INFO))
+    });
+    tracing_subscriber::registry().with(logs.with_filter(filter)).with(spans).try_init()?;
     Ok(())
 }
 

@@ -7,7 +7,7 @@ use anyhow::{bail, Context};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use super::{database_location, init_logging, load_cipher, open_store};
+use super::{database_location, init_logging_and_traces, load_cipher, open_store};
 use crate::api::health::HealthState;
 use crate::api::{self, auth, ApiKeys, AppState};
 use crate::config::{parse_api_keys, Role, ServeArgs};
@@ -22,7 +22,7 @@ use crate::transport::Transports;
 use crate::worker::{self, CacheTtls, Pipeline, WorkerConfig};
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
-    init_logging(&args.log)?;
+    let traces = init_logging_and_traces(&args.log)?;
     args.check()?;
     crate::metrics::install();
     if args.scheduler.stuck_execution_timeout_sec.is_some() {
@@ -163,6 +163,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         let _ = task.await;
     }
     tracing::info!("Stopped.");
+    traces.shutdown().await;
     Ok(())
 }
 

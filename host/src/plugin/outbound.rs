@@ -96,11 +96,18 @@ pub struct Outbound {
     /// operator's, so the attempt's failure names it and is not retried.
     ungranted: Denials,
     deadline: Option<Instant>,
+    /// The attempt's trace context, sent as `traceparent` on each request that has none.
+    traceparent: Option<crate::trace::TraceParent>,
 }
 
 impl Outbound {
     pub fn new(egress: Arc<Egress>) -> Self {
-        Self { egress, denials: Denials::default(), ungranted: Denials::default(), deadline: None }
+        Self { egress, denials: Denials::default(), ungranted: Denials::default(), deadline: None, traceparent: None }
+    }
+
+    /// The requests of this call continue `traceparent`'s trace (the attempt's).
+    pub fn set_traceparent(&mut self, traceparent: Option<crate::trace::TraceParent>) {
+        self.traceparent = traceparent;
     }
 
     /// No request of this call may outlast `deadline`.
@@ -168,7 +175,13 @@ impl Outbound {
             (Some(a), Some(l)) => Some(a.min(l)),
             (a, l) => a.or(l),
         };
-        let (parts, body) = request.into_parts();
+        let (mut parts, body) = request.into_parts();
+        if let Some(traceparent) = &self.traceparent {
+            if !parts.headers.contains_key(crate::trace::TRACEPARENT) {
+                let value = http::HeaderValue::from_str(traceparent.as_str()).expect("a checked traceparent is ASCII");
+                parts.headers.insert(crate::trace::TRACEPARENT, value);
+            }
+        }
         let mut outgoing =
             self.egress.client.request(parts.method, parts.uri.to_string()).headers(parts.headers).body(body);
         if let Some(timeout) = timeout {

@@ -159,8 +159,8 @@ macro_rules! impl_store {
                     let sql = format!(
                         "INSERT INTO jobs (job_id, endpoint, endpoint_type, trigger_type, status, version, previous_version_id,
                              idempotency_key, input, run_at, cron_expression, cron_timezone, cron_starts_at, cron_ends_at,
-                             cron_next_run_at, created_at, endpoint_version)
-                         VALUES ($1, $2, $3, $4, 'ACTIVE', $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
+                             cron_next_run_at, created_at, endpoint_version, trace_parent)
+                         VALUES ($1, $2, $3, $4, 'ACTIVE', $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
                          ON CONFLICT (endpoint, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
                          RETURNING {JOB_COLUMNS}"
                     );
@@ -181,6 +181,7 @@ macro_rules! impl_store {
                         .bind(job.cron_next_run_at.map(DbTime))
                         .bind(DbTime(job.created_at))
                         .bind(job.endpoint_version)
+                        .bind(&job.trace_parent)
                         .fetch_optional(&mut **tx)
                         .await?)
                 }
@@ -190,8 +191,8 @@ macro_rules! impl_store {
                 pub(super) async fn execution_insert(tx: &mut sqlx::Transaction<'_, $db>, e: &ExecutionWrite) -> StoreResult<bool> {
                     let done = sqlx::query(
                         "INSERT INTO executions (execution_id, job_id, endpoint, endpoint_type, idempotency_key, status, input,
-                             max_attempts, run_at, created_at, endpoint_version)
-                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+                             max_attempts, run_at, created_at, endpoint_version, trace_parent)
+                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
                          ON CONFLICT (job_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING",
                     )
                     .bind(&e.execution_id)
@@ -205,6 +206,7 @@ macro_rules! impl_store {
                     .bind(DbTime(e.run_at))
                     .bind(DbTime(e.created_at))
                     .bind(e.endpoint_version)
+                    .bind(&e.trace_parent)
                     .execute(&mut **tx)
                     .await?;
                     Ok(done.rows_affected() == 1)

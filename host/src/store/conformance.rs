@@ -93,8 +93,12 @@ fn job(endpoint: &str, trigger: Trigger, key: Option<&str>, at: DateTime<Utc>) -
         cron_ends_at: None,
         cron_next_run_at: None,
         created_at: at,
+        trace_parent: Some(TRACE_PARENT.to_owned()),
     }
 }
+
+/// The trace context every test job and execution is written with.
+const TRACE_PARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 
 fn execution(job: &JobWrite, status: ExecutionStatus, run_at: DateTime<Utc>) -> ExecutionWrite {
     ExecutionWrite {
@@ -109,6 +113,7 @@ fn execution(job: &JobWrite, status: ExecutionStatus, run_at: DateTime<Utc>) -> 
         max_attempts: 3,
         run_at,
         created_at: job.created_at,
+        trace_parent: job.trace_parent.clone(),
     }
 }
 
@@ -235,6 +240,7 @@ mod checks {
             let lease = e.lease_expires_at.unwrap();
             assert!(lease > before + chrono::Duration::seconds(50), "leased for the claim's 60 s: {lease}");
             assert_eq!(e.worker_id.as_deref(), Some("w"));
+            assert_eq!(e.trace_parent.as_deref(), Some(TRACE_PARENT), "the job's trace context reaches the worker");
         }
         assert!(store.execution_claim(&claim("w", 10, Duration::from_secs(60))).await.unwrap().is_empty());
         // A limit is a limit.

@@ -10,11 +10,11 @@ use crate::ids::{AttemptId, ExecutionId, JobId, LogId};
 pub const JOB_COLUMNS: &str =
     "job_id, endpoint, endpoint_version, endpoint_type, trigger_type, status, version, previous_version_id, \
      replaced_by_id, idempotency_key, input, run_at, cron_expression, cron_timezone, cron_starts_at, cron_ends_at, \
-     cron_next_run_at, cron_last_tick_at, cron_prev_tick_at, created_at, retired_at";
+     cron_next_run_at, cron_last_tick_at, cron_prev_tick_at, created_at, retired_at, trace_parent";
 pub const EXECUTION_COLUMNS: &str =
     "execution_id, job_id, endpoint, endpoint_version, endpoint_type, idempotency_key, status, input, \
      output, attempt_count, max_attempts, worker_id, run_at, started_at, completed_at, duration_ms, created_at, \
-     lease_expires_at";
+     lease_expires_at, trace_parent";
 pub const ATTEMPT_COLUMNS: &str =
     "attempt_id, execution_id, attempt_number, status, started_at, completed_at, duration_ms, output, error, created_at";
 pub const LOG_COLUMNS: &str = "log_id, execution_id, attempt_number, level, message, logged_at";
@@ -47,6 +47,8 @@ pub struct Job {
     pub cron_prev_tick_at: Option<DateTime<Utc>>,
     pub created_at: DateTime<Utc>,
     pub retired_at: Option<DateTime<Utc>>,
+    /// The W3C trace context of the request that created this version (`crate::trace`).
+    pub trace_parent: Option<String>,
 }
 
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -73,6 +75,8 @@ pub struct Execution {
     pub created_at: DateTime<Utc>,
     /// While RUNNING: until when its worker holds it. Past it, the reclaimer retries it.
     pub lease_expires_at: Option<DateTime<Utc>>,
+    /// Its job's trace context: each attempt's span is a child of it.
+    pub trace_parent: Option<String>,
 }
 
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -120,6 +124,7 @@ pub struct JobWrite {
     pub cron_ends_at: Option<DateTime<Utc>>,
     pub cron_next_run_at: Option<DateTime<Utc>>,
     pub created_at: DateTime<Utc>,
+    pub trace_parent: Option<String>,
 }
 
 /// A new execution.
@@ -137,6 +142,7 @@ pub struct ExecutionWrite {
     pub max_attempts: i32,
     pub run_at: DateTime<Utc>,
     pub created_at: DateTime<Utc>,
+    pub trace_parent: Option<String>,
 }
 
 /// Filters of `GET /jobs`.

@@ -32,8 +32,9 @@ pub trait Transport: Send + Sync + 'static {
     async fn validate(&self, spec: &Value) -> Result<Value, SpecError>;
 
     /// Deliver one message (one attempt). Must finish by `message.deadline_ms`. Lines added to
-    /// `log` go to the attempt's logs (a plugin's own records, say).
-    async fn deliver(&self, message: Message, log: &DeliveryLog) -> Result<Receipt, Failure>;
+    /// `delivery` go to the attempt's logs (a plugin's own records, say); its trace context is
+    /// sent along where the transport has a place for it.
+    async fn deliver(&self, message: Message, delivery: &Delivery) -> Result<Receipt, Failure>;
 
     /// The error object an attempt records for `failure`, in the brief's shape per transport
     /// (`{"type": "TIMEOUT", "message": …}`). The default names a refusal `REJECTED`.
@@ -62,16 +63,24 @@ pub fn error_json(failure: &Failure, rejected_type: &str, code_field: Option<&st
     error
 }
 
-/// Log lines a transport adds to the attempt it delivers, at most [`DeliveryLog::MAX_LINES`]
-/// (a count of the rest is added at the end).
+/// What one delivery carries beside its message: the attempt's trace context, which the
+/// built-in transports send on (`traceparent`: an HTTP or Kafka header, a Redis Stream field)
+/// unless the spec sets its own, and the log lines a transport adds to the attempt, at most
+/// [`Delivery::MAX_LINES`] (a count of the rest is added at the end).
 #[derive(Debug, Default)]
-pub struct DeliveryLog {
+pub struct Delivery {
+    pub traceparent: Option<crate::trace::TraceParent>,
     lines: std::sync::Mutex<(Vec<(&'static str, String)>, usize)>,
 }
 
-impl DeliveryLog {
+impl Delivery {
     /// Lines kept per attempt; the stored attempt keeps fewer still (see `store::storable`).
     pub const MAX_LINES: usize = 500;
+
+    /// A delivery that continues the trace `traceparent` names.
+    pub fn traced(traceparent: Option<crate::trace::TraceParent>) -> Self {
+        Self { traceparent, lines: Default::default() }
+    }
 
     pub fn push(&self, level: &'static str, message: String) {
         let mut lines = self.lines.lock().expect("delivery log lock");

@@ -7,7 +7,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde_json::{json, Value};
 
-use super::{error_json, DeliveryLog, SpecError, Transport};
+use super::{error_json, Delivery, SpecError, Transport};
 use crate::contract::{Failure, Message, Receipt};
 use crate::plugin::PluginHost;
 
@@ -63,7 +63,7 @@ impl Transport for WasmTransport {
         }
     }
 
-    async fn deliver(&self, message: Message, log: &DeliveryLog) -> Result<Receipt, Failure> {
+    async fn deliver(&self, message: Message, delivery: &Delivery) -> Result<Receipt, Failure> {
         // A plugin that is not installed, or cannot load, fails the same way next time; a
         // database that did not answer may answer the next attempt.
         let plugin = self.host.latest(&self.plugin).await.map_err(|e| match e.is_transient() {
@@ -71,7 +71,7 @@ impl Transport for WasmTransport {
             false => Failure::invalid_spec(e.to_string()),
         })?;
         let record = &plugin.record;
-        log.push(
+        delivery.push(
             "INFO",
             format!("Plugin {} version {} (sha256 {}).", record.name, record.version, &record.sha256[..12]),
         );
@@ -84,10 +84,10 @@ impl Transport for WasmTransport {
             .await;
         crate::metrics::plugin_call(&record.name, outcome.trapped);
         for (level, line) in &outcome.logs.records {
-            log.push(level, format!("[plugin {}] {line}", record.name));
+            delivery.push(level, format!("[plugin {}] {line}", record.name));
         }
         if outcome.logs.suppressed > 0 {
-            log.push(
+            delivery.push(
                 "WARN",
                 format!(
                     "[plugin {}] {} more log records not kept (at most {} per call).",
@@ -96,7 +96,7 @@ impl Transport for WasmTransport {
             );
         }
         for denial in &outcome.denials {
-            log.push("WARN", format!("[plugin {}] outbound request denied: {denial}", record.name));
+            delivery.push("WARN", format!("[plugin {}] outbound request denied: {denial}", record.name));
         }
         let mut result = outcome.result;
         // A request refused for want of a grant is refused again on every retry.

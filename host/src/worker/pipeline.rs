@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
+use tracing::Instrument;
 
 use super::cache::TtlCache;
 use super::completer::Completer;
@@ -29,7 +30,8 @@ use crate::secret::redact::Redactor;
 use crate::secret::{SecretCipher, SecretValue};
 use crate::store::{now, AttemptFinish, Endpoint, Execution, LogWrite, Store, StoreError};
 use crate::template::{self, RenderContext, Renderers, TemplateKey};
-use crate::transport::{DeliveryLog, Transports};
+use crate::trace::TraceParent;
+use crate::transport::{Delivery, Transports};
 
 /// Time a transport gets beyond its own timeout before the host stops waiting.
 const DEADLINE_GRACE: Duration = Duration::from_secs(2);
@@ -129,20 +131,37 @@ impl Pipeline {
         self.completer.close(within).await;
     }
 
+    /// Run one attempt in its own span: a child of the job's trace context, with the ids a
+    /// reader of the logs or the trace needs.
     pub async fn process(&self, execution: Execution, leases: &Leases) {
+        let span = tracing::info_span!(
+            "attempt",
+            job_id = %execution.job_id,
+            execution_id = %execution.execution_id,
+            attempt = execution.attempt_count,
+            endpoint = %execution.endpoint,
+        );
+        if let Some(parent) = execution.trace_parent.as_deref().and_then(TraceParent::parse) {
+            parent.adopt(&span);
+        }
+        let traceparent = TraceParent::of(&span);
+        self.run(execution, leases, traceparent).instrument(span).await
+    }
+
+    async fn run(&self, execution: Execution, leases: &Leases, traceparent: Option<TraceParent>) {
         let started_at = now();
         let clock = Instant::now();
         let attempt = execution.attempt_count;
         let mut logs = Logs(Vec::new());
         logs.push("INFO", format!("Attempt {attempt} of {} started on {}.", execution.max_attempts, self.worker_id));
 
-        let (outcome, policy, secrets) = match self.attempt(&execution, leases, &mut logs).await {
+        let (outcome, policy, secrets) = match self.attempt(&execution, leases, &mut logs, traceparent).await {
             Ok(done) => done,
             Err(error) => {
                 // The database failed before anything was sent. Record a retryable failure:
                 // the completer retries the write until the database answers, so the
                 // execution is never left RUNNING with nobody to finish it.
-                tracing::warn!(execution_id = %execution.execution_id, %error, "Attempt stopped before delivery: the store failed.");
+                tracing::warn!(%error, "Attempt stopped before delivery: the store failed.");
                 let message = format!("The database could not be read before delivery ({error}); nothing was sent.");
                 logs.push("WARN", message.clone());
                 let error_json = json!({ "type": "STORE_UNAVAILABLE", "message": message, "retryable": true });
@@ -163,14 +182,13 @@ impl Pipeline {
         match self.completer.finish(finish).await {
             Ok(true) => {
                 record_metrics(&execution, status, &error_type);
-                tracing::debug!(execution_id = %execution.execution_id, attempt, %status, duration_ms, "Attempt recorded.")
+                tracing::debug!(%status, duration_ms, "Attempt recorded.")
             }
-            Ok(false) => tracing::warn!(
-                execution_id = %execution.execution_id, attempt,
-                "Attempt result discarded: the execution was reclaimed or cancelled meanwhile."
-            ),
+            Ok(false) => {
+                tracing::warn!("Attempt result discarded: the execution was reclaimed or cancelled meanwhile.")
+            }
             Err(error) => {
-                tracing::error!(execution_id = %execution.execution_id, %error, "Could not record the attempt.")
+                tracing::error!(%error, "Could not record the attempt.")
             }
         }
     }
@@ -181,6 +199,7 @@ impl Pipeline {
         execution: &Execution,
         leases: &Leases,
         logs: &mut Logs,
+        traceparent: Option<TraceParent>,
     ) -> Result<(Outcome, RetryPolicy, Vec<SecretValue>), StoreError> {
         let store = &self.store;
         let (name, version) = (&execution.endpoint, execution.endpoint_version);
@@ -253,15 +272,15 @@ impl Pipeline {
         }
         let sent = Instant::now();
         crate::metrics::fire_lateness((now() - execution.run_at).to_std().unwrap_or_default());
-        let delivery_log = DeliveryLog::default();
+        let delivery = Delivery::traced(traceparent);
         let delivered = tokio::time::timeout(
             Duration::from_millis(timeout_ms) + DEADLINE_GRACE,
-            transport.deliver(message, &delivery_log),
+            transport.deliver(message, &delivery),
         )
         .await;
         crate::metrics::delivery(endpoint_type.as_str(), sent.elapsed());
         let elapsed_ms = sent.elapsed().as_millis();
-        for (level, line) in delivery_log.take() {
+        for (level, line) in delivery.take() {
             logs.push(level, line);
         }
         let outcome = match delivered {

@@ -4,6 +4,7 @@
 pub mod db;
 pub mod fixtures;
 pub mod hostile;
+pub mod otlp;
 pub mod postgres;
 pub mod receiver;
 pub mod server;

@@ -37,6 +37,7 @@ use crate::domain::{ExecutionStatus, JobStatus, Trigger};
 use crate::ids::{ExecutionId, JobId};
 use crate::retry::RetryPolicy;
 use crate::store::{now, Execution, ExecutionWrite, Inserted, Job, JobFilter, JobWrite, PageKey};
+use crate::trace::TraceParent;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -110,6 +111,9 @@ async fn create(State(state): State<AppState>, ApiJson(body): ApiJson<JobIn>) ->
     let at = now();
     let max_attempts = RetryPolicy::parse(Some(&endpoint.retry_policy)).map(|p| p.max_attempts as i32).unwrap_or(1);
     let job_id = JobId::new();
+    tracing::Span::current().record("job_id", tracing::field::display(&job_id));
+    // This request's trace: every delivery of the job continues it (see `crate::trace`).
+    let trace_parent = TraceParent::current().map(|t| t.to_string());
     let mut job = JobWrite {
         job_id: job_id.clone(),
         endpoint: endpoint.name.clone(),
@@ -127,6 +131,7 @@ async fn create(State(state): State<AppState>, ApiJson(body): ApiJson<JobIn>) ->
         cron_ends_at: None,
         cron_next_run_at: None,
         created_at: at,
+        trace_parent: trace_parent.clone(),
     };
     let execution = match trigger {
         Trigger::Cron => {
@@ -169,6 +174,7 @@ async fn create(State(state): State<AppState>, ApiJson(body): ApiJson<JobIn>) ->
                 max_attempts,
                 run_at,
                 created_at: at,
+                trace_parent: trace_parent.clone(),
             })
         }
     };
@@ -202,6 +208,7 @@ async fn create(State(state): State<AppState>, ApiJson(body): ApiJson<JobIn>) ->
                 lease_expires_at: None,
                 duration_ms: None,
                 created_at: e.created_at,
+                trace_parent: e.trace_parent,
             });
             (StatusCode::CREATED, job, first)
         }
@@ -337,8 +344,10 @@ async fn update(
         body.ends_at.or(old.cron_ends_at),
         at,
     )?;
+    let new_id = JobId::new();
+    tracing::Span::current().record("job_id", tracing::field::display(&new_id));
     let new = JobWrite {
-        job_id: JobId::new(),
+        job_id: new_id,
         endpoint: old.endpoint.clone(),
         // A new version is a new job: it is delivered with the endpoint as it is now.
         endpoint_version: endpoint.as_ref().map(|e| e.version).or(old.endpoint_version).unwrap_or(1),
@@ -356,6 +365,8 @@ async fn update(
         cron_ends_at: plan.ends_at,
         cron_next_run_at: Some(plan.next_run_at),
         created_at: at,
+        // The new version's ticks continue the trace of the request that made it.
+        trace_parent: TraceParent::current().map(|t| t.to_string()),
     };
     let created = state.store.job_replace(&job_id, &new).await?.ok_or_else(|| {
         ApiError::new(ErrorCode::JobNotUpdatable, format!("Job '{job_id}' was retired while this update ran."))

@@ -15,11 +15,12 @@ use serde_json::{json, Value};
 pub use spec::{HttpMethod, HttpSpec};
 
 use super::{
-    delivery_timeout, egress_refused, error_json, normalize_spec, receipt, rendered_spec, DeliveryLog, EndpointType,
+    delivery_timeout, egress_refused, error_json, normalize_spec, receipt, rendered_spec, Delivery, EndpointType,
     SpecError, Transport,
 };
 use crate::contract::{Failure, Message, Receipt};
 use crate::egress::{self, EgressPolicy, PolicyResolver};
+use crate::trace::TRACEPARENT;
 
 /// Bytes of a response body kept in the execution's output; the rest is cut (and the output
 /// says so with `"body_truncated": true`). Outputs are stored per attempt, so they stay small.
@@ -69,7 +70,7 @@ impl Transport for HttpTransport {
         normalize_spec(EndpointType::Http, spec)
     }
 
-    async fn deliver(&self, message: Message, _log: &DeliveryLog) -> Result<Receipt, Failure> {
+    async fn deliver(&self, message: Message, delivery: &Delivery) -> Result<Receipt, Failure> {
         let spec: HttpSpec = rendered_spec(&message)?;
         let timeout = delivery_timeout(spec.timeout_ms, message.deadline_ms)?;
         let url = reqwest::Url::parse(&spec.url)
@@ -85,7 +86,7 @@ impl Transport for HttpTransport {
         if let Some(address) = egress::literal_address(url.as_str()) {
             self.policy.check(address).map_err(|denied| egress_refused(&denied))?;
         }
-        let headers = request_headers(&spec, &message)?;
+        let headers = request_headers(&spec, &message, delivery)?;
         let method = match spec.method {
             HttpMethod::GET => reqwest::Method::GET,
             HttpMethod::POST => reqwest::Method::POST,
@@ -127,10 +128,10 @@ pub fn is_retryable(status: StatusCode) -> bool {
     status == StatusCode::REQUEST_TIMEOUT || status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error()
 }
 
-/// The spec's headers, then `Idempotency-Key: <execution id>` unless the spec sets its own,
-/// and `Content-Type: application/json` for a body unless the spec sets one.
-fn request_headers(spec: &HttpSpec, message: &Message) -> Result<HeaderMap, Failure> {
-    let mut headers = HeaderMap::with_capacity(spec.headers.len() + 2);
+/// The spec's headers, then `Idempotency-Key: <execution id>`, the attempt's `traceparent`, and
+/// `Content-Type: application/json` for a body, each unless the spec sets its own.
+fn request_headers(spec: &HttpSpec, message: &Message, delivery: &Delivery) -> Result<HeaderMap, Failure> {
+    let mut headers = HeaderMap::with_capacity(spec.headers.len() + 3);
     for (name, value) in &spec.headers {
         let header_name = HeaderName::from_bytes(name.as_bytes())
             .map_err(|_| Failure::invalid_spec(format!("header name `{name}` is not valid")))?;
@@ -143,6 +144,14 @@ fn request_headers(spec: &HttpSpec, message: &Message) -> Result<HeaderMap, Fail
         let key = HeaderValue::from_str(&message.idempotency_key)
             .map_err(|_| Failure::invalid_spec("the idempotency key cannot be sent as a header"))?;
         headers.insert("idempotency-key", key);
+    }
+    if let Some(traceparent) = &delivery.traceparent {
+        if !headers.contains_key(TRACEPARENT) {
+            headers.insert(
+                TRACEPARENT,
+                HeaderValue::from_str(traceparent.as_str()).expect("a checked traceparent is ASCII"),
+            );
+        }
     }
     if spec.body_template.is_some() && !headers.contains_key(CONTENT_TYPE) {
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));

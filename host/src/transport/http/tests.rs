@@ -13,8 +13,9 @@ use serde_json::{json, Value};
 
 use super::*;
 use crate::contract::FailureKind;
+use crate::trace::TraceParent;
 use crate::transport::tests::message;
-use crate::transport::DeliveryLog;
+use crate::transport::Delivery;
 
 #[derive(Debug, Clone)]
 struct Seen {
@@ -95,7 +96,9 @@ async fn delivers_method_headers_and_body_byte_for_byte() {
             "body_template": body,
         }),
     );
-    let receipt = HttpTransport::new().deliver(message("exec_123", &spec), &DeliveryLog::default()).await.unwrap();
+    let trace = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let traced = Delivery::traced(TraceParent::parse(trace));
+    let receipt = HttpTransport::new().deliver(message("exec_123", &spec), &traced).await.unwrap();
     let output: Value = serde_json::from_str(&receipt.output_json).unwrap();
     assert_eq!(output, json!({"status_code": 200, "body": "OK"}));
 
@@ -106,19 +109,23 @@ async fn delivers_method_headers_and_body_byte_for_byte() {
     assert_eq!(seen.headers["authorization"], "Bearer sk-live-abc");
     assert_eq!(seen.headers["x-custom"], "value");
     assert_eq!(seen.headers["idempotency-key"], "exec_123");
+    assert_eq!(seen.headers["traceparent"], trace);
     assert_eq!(seen.headers["content-type"], "application/json");
     assert!(seen.headers["user-agent"].to_str().unwrap().starts_with("taskexec/"));
 }
 
 #[tokio::test]
-async fn the_spec_may_set_its_own_idempotency_key_and_a_get_has_no_body() {
+async fn the_spec_may_set_its_own_idempotency_key_and_traceparent_and_a_get_has_no_body() {
     let (base, log) = receiver().await;
-    let mut s = spec(format!("{base}/hook"), json!({"headers": {"Idempotency-Key": "mine"}}));
+    let mine = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    let mut s = spec(format!("{base}/hook"), json!({"headers": {"Idempotency-Key": "mine", "traceparent": mine}}));
     s["method"] = json!("GET");
-    HttpTransport::new().deliver(message("exec_1", &s), &DeliveryLog::default()).await.unwrap();
+    let traced = Delivery::traced(TraceParent::parse("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"));
+    HttpTransport::new().deliver(message("exec_1", &s), &traced).await.unwrap();
     let seen = log.lock().unwrap()[0].clone();
     assert_eq!(seen.method, Method::GET);
     assert_eq!(seen.headers.get_all("idempotency-key").iter().collect::<Vec<_>>(), ["mine"]);
+    assert_eq!(seen.headers.get_all("traceparent").iter().collect::<Vec<_>>(), [mine]);
     assert!(seen.headers.get("content-type").is_none());
     assert!(seen.body.is_empty());
 }
@@ -129,12 +136,12 @@ async fn statuses_are_judged_by_the_expected_codes() {
     let transport = HttpTransport::new();
     // 202 is expected by default; 201 is not when the spec narrows the list.
     assert!(transport
-        .deliver(message("e", &spec(format!("{base}/status/202"), json!({}))), &DeliveryLog::default())
+        .deliver(message("e", &spec(format!("{base}/status/202"), json!({}))), &Delivery::default())
         .await
         .is_ok());
     let narrowed = spec(format!("{base}/status/201"), json!({"expected_status_codes": [200]}));
     assert!(matches!(
-        transport.deliver(message("e", &narrowed), &DeliveryLog::default()).await.unwrap_err().kind,
+        transport.deliver(message("e", &narrowed), &Delivery::default()).await.unwrap_err().kind,
         FailureKind::Rejected(Some(201))
     ));
 
@@ -150,7 +157,7 @@ async fn statuses_are_judged_by_the_expected_codes() {
         (503, true),
     ] {
         let failure = transport
-            .deliver(message("e", &spec(format!("{base}/status/{code}"), json!({}))), &DeliveryLog::default())
+            .deliver(message("e", &spec(format!("{base}/status/{code}"), json!({}))), &Delivery::default())
             .await
             .unwrap_err();
         assert_eq!(failure.kind, FailureKind::Rejected(Some(code)), "{code}");
@@ -170,7 +177,7 @@ async fn a_slow_receiver_times_out() {
     let transport = HttpTransport::new();
     let started = std::time::Instant::now();
     let failure = transport
-        .deliver(message("e", &spec(format!("{base}/slow"), json!({"timeout_ms": 200}))), &DeliveryLog::default())
+        .deliver(message("e", &spec(format!("{base}/slow"), json!({"timeout_ms": 200}))), &Delivery::default())
         .await
         .unwrap_err();
     assert_eq!((failure.kind, failure.retryable), (FailureKind::Timeout, true));
@@ -180,7 +187,7 @@ async fn a_slow_receiver_times_out() {
     // A message whose deadline has passed is not sent at all.
     let mut late = message("e", &spec(format!("{base}/ok"), json!({})));
     late.deadline_ms = 1;
-    assert_eq!(transport.deliver(late, &DeliveryLog::default()).await.unwrap_err().kind, FailureKind::Timeout);
+    assert_eq!(transport.deliver(late, &Delivery::default()).await.unwrap_err().kind, FailureKind::Timeout);
 }
 
 #[tokio::test]
@@ -191,7 +198,7 @@ async fn an_unreachable_receiver_is_a_connection_error() {
     let failure = transport
         .deliver(
             message("e", &spec(format!("http://127.0.0.1:{port}/x?token=sk-in-query"), json!({}))),
-            &DeliveryLog::default(),
+            &Delivery::default(),
         )
         .await
         .unwrap_err();
@@ -204,7 +211,7 @@ async fn an_unreachable_receiver_is_a_connection_error() {
 async fn a_large_body_is_truncated_in_the_output() {
     let (base, _log) = receiver().await;
     let receipt = HttpTransport::new()
-        .deliver(message("e", &spec(format!("{base}/big"), json!({}))), &DeliveryLog::default())
+        .deliver(message("e", &spec(format!("{base}/big"), json!({}))), &Delivery::default())
         .await
         .unwrap();
     let output: Value = serde_json::from_str(&receipt.output_json).unwrap();
@@ -218,7 +225,7 @@ async fn a_header_that_renders_badly_is_an_invalid_spec_and_not_quoted() {
     // Registration refuses such a literal; a template can still render to one.
     let mut s = spec(format!("{base}/x"), json!({}));
     s["headers"] = json!({"X-Key": "line\nbreak-sk-secret"});
-    let failure = HttpTransport::new().deliver(message("e", &s), &DeliveryLog::default()).await.unwrap_err();
+    let failure = HttpTransport::new().deliver(message("e", &s), &Delivery::default()).await.unwrap_err();
     assert_eq!((failure.kind, failure.retryable), (FailureKind::InvalidSpec, false));
     assert!(!failure.message.contains("sk-secret"));
     assert!(log.lock().unwrap().is_empty(), "nothing was sent");

@@ -31,11 +31,12 @@ pub use spec::{Acks, KafkaSpec, Sasl, SaslMechanism, SecurityProtocol};
 
 use super::clients::ClientCache;
 use super::{
-    cannot_reach, delivery_timeout, error_json, normalize_spec, receipt, rendered_spec, DeliveryLog, EndpointType,
+    cannot_reach, delivery_timeout, error_json, normalize_spec, receipt, rendered_spec, Delivery, EndpointType,
     SpecError, Transport,
 };
 use crate::contract::{Failure, Message, Receipt};
 use crate::egress::{self, EgressPolicy, ResolveError};
+use crate::trace::TRACEPARENT;
 
 /// The header every message carries: receivers deduplicate retries on it.
 pub const EXECUTION_ID_HEADER: &str = "te-execution-id";
@@ -203,7 +204,7 @@ impl Transport for KafkaTransport {
         normalize_spec(EndpointType::Kafka, spec)
     }
 
-    async fn deliver(&self, message: Message, _log: &DeliveryLog) -> Result<Receipt, Failure> {
+    async fn deliver(&self, message: Message, delivery: &Delivery) -> Result<Receipt, Failure> {
         let spec: KafkaSpec = rendered_spec(&message)?;
         let timeout = delivery_timeout(spec.timeout_ms, message.deadline_ms)?;
         let key = ProducerKey::from(&spec);
@@ -218,8 +219,13 @@ impl Transport for KafkaTransport {
         }
 
         let value = serde_json::to_vec(&spec.value_template).expect("JSON serializes");
-        let mut headers = OwnedHeaders::new_with_capacity(spec.headers.len() + 1)
+        let mut headers = OwnedHeaders::new_with_capacity(spec.headers.len() + 2)
             .insert(Header { key: EXECUTION_ID_HEADER, value: Some(message.execution_id.as_bytes()) });
+        if let Some(traceparent) = &delivery.traceparent {
+            if !spec.headers.iter().any(|(name, _)| name.eq_ignore_ascii_case(TRACEPARENT)) {
+                headers = headers.insert(Header { key: TRACEPARENT, value: Some(traceparent.as_str().as_bytes()) });
+            }
+        }
         for (name, value) in &spec.headers {
             headers = headers.insert(Header { key: name.as_str(), value: Some(value.as_bytes()) });
         }
@@ -231,7 +237,7 @@ impl Transport for KafkaTransport {
         let send = producer.send(record, Timeout::After(timeout));
         match tokio::time::timeout(timeout + Duration::from_millis(500), send).await {
             Err(_) => Err(Failure::timeout(format!("no broker acknowledgement within {} ms", timeout.as_millis()))),
-            Ok(Ok(delivery)) => Ok(receipt(json!({ "partition": delivery.partition, "offset": delivery.offset }))),
+            Ok(Ok(acked)) => Ok(receipt(json!({ "partition": acked.partition, "offset": acked.offset }))),
             Ok(Err((error, _message))) => Err(kafka_failure(&error)),
         }
     }

@@ -14,8 +14,12 @@ use std::sync::Arc;
 
 use super::*;
 use crate::contract::FailureKind;
+use crate::trace::TraceParent;
 use crate::transport::tests::message;
-use crate::transport::DeliveryLog;
+use crate::transport::Delivery;
+
+/// The attempt's trace context a delivery is given.
+const TRACE: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 
 fn spec(servers: &str, topic: &str, extra: Value) -> Value {
     let mut spec = json!({"bootstrap_servers": servers, "topic": topic});
@@ -37,7 +41,8 @@ async fn produces_key_value_and_headers_that_a_consumer_reads_back() {
         }),
     );
     let transport = KafkaTransport::new();
-    let receipt = transport.deliver(message("exec_kafka_1", &s), &DeliveryLog::default()).await.unwrap();
+    let traced = Delivery::traced(TraceParent::parse(TRACE));
+    let receipt = transport.deliver(message("exec_kafka_1", &s), &traced).await.unwrap();
     let output: Value = serde_json::from_str(&receipt.output_json).unwrap();
 
     let consumer: BaseConsumer = ClientConfig::new()
@@ -60,10 +65,11 @@ async fn produces_key_value_and_headers_that_a_consumer_reads_back() {
     let pairs: Vec<(String, Vec<u8>)> = headers.iter().map(|h| (h.key.to_owned(), h.value.unwrap().to_vec())).collect();
     assert!(pairs.contains(&(EXECUTION_ID_HEADER.to_owned(), b"exec_kafka_1".to_vec())), "{pairs:?}");
     assert!(pairs.contains(&("ce-type".to_owned(), b"order.created".to_vec())), "{pairs:?}");
+    assert!(pairs.contains(&("traceparent".to_owned(), TRACE.as_bytes().to_vec())), "{pairs:?}");
     assert_eq!(output, json!({"partition": received.partition(), "offset": received.offset()}));
 
     // The producer is shared by every delivery to the same cluster and settings.
-    transport.deliver(message("exec_kafka_2", &s), &DeliveryLog::default()).await.unwrap();
+    transport.deliver(message("exec_kafka_2", &s), &Delivery::default()).await.unwrap();
     assert_eq!(transport.producers.client_count().await, 1);
 }
 
@@ -79,7 +85,7 @@ async fn a_broker_error_fails_the_attempt_with_its_code() {
     // Every produce request is refused: not authorized for the topic (code 29).
     cluster.request_errors(RDKafkaApiKey::Produce, &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED; 10]);
     let transport = KafkaTransport::new();
-    let failure = transport.deliver(message("exec_denied", &s), &DeliveryLog::default()).await.unwrap_err();
+    let failure = transport.deliver(message("exec_denied", &s), &Delivery::default()).await.unwrap_err();
     assert_eq!(failure.kind, FailureKind::Rejected(Some(29)), "{}", failure.message);
     assert!(!failure.retryable);
     let error = transport.error_json(&failure);
@@ -90,7 +96,7 @@ async fn a_broker_error_fails_the_attempt_with_its_code() {
 async fn an_unreachable_cluster_times_out_retryably() {
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let s = spec(&format!("127.0.0.1:{port}"), "t", json!({"value_template": {}, "timeout_ms": 800}));
-    let failure = KafkaTransport::new().deliver(message("exec_nobody", &s), &DeliveryLog::default()).await.unwrap_err();
+    let failure = KafkaTransport::new().deliver(message("exec_nobody", &s), &Delivery::default()).await.unwrap_err();
     assert!(matches!(failure.kind, FailureKind::Timeout | FailureKind::Connection), "{failure:?}");
     assert!(failure.retryable);
 }
@@ -114,7 +120,7 @@ async fn the_egress_policy_holds_for_the_bootstrap_servers_and_every_advertised_
     let s = spec(&servers, "t", json!({"value_template": {"a": 1}, "timeout_ms": 5000}));
     let deny_loopback = Arc::new(EgressPolicy::parse(None, Some("127.0.0.0/8,::1/128")).unwrap());
     let failure = KafkaTransport::with_policy(deny_loopback.clone())
-        .deliver(message("exec_denied_bootstrap", &s), &DeliveryLog::default())
+        .deliver(message("exec_denied_bootstrap", &s), &Delivery::default())
         .await
         .unwrap_err();
     assert_eq!(failure.kind, FailureKind::InvalidSpec, "{failure:?}");
@@ -123,7 +129,7 @@ async fn the_egress_policy_holds_for_the_bootstrap_servers_and_every_advertised_
     for spelling in [format!("127.1:{port}"), format!("2130706433:{port}"), format!("localhost:{port}")] {
         let s = spec(&spelling, "t", json!({"value_template": {"a": 1}, "timeout_ms": 5000}));
         let transport = KafkaTransport::with_policy(deny_loopback.clone());
-        let failure = transport.deliver(message("exec_spelling", &s), &DeliveryLog::default()).await.unwrap_err();
+        let failure = transport.deliver(message("exec_spelling", &s), &Delivery::default()).await.unwrap_err();
         assert!(failure.message.contains("egress"), "{spelling}: {}", failure.message);
     }
     // The bootstrap server allowed, the broker it advertises refused: a forwarder on
@@ -144,7 +150,7 @@ async fn the_egress_policy_holds_for_the_bootstrap_servers_and_every_advertised_
     let bootstrap_only = Arc::new(EgressPolicy::parse(Some("127.0.0.2/32"), Some("127.0.0.0/8,::1/128")).unwrap());
     let s = spec(&front.to_string(), "t", json!({"value_template": {"a": 1}, "timeout_ms": 5000}));
     let failure = KafkaTransport::with_policy(bootstrap_only)
-        .deliver(message("exec_broker", &s), &DeliveryLog::default())
+        .deliver(message("exec_broker", &s), &Delivery::default())
         .await
         .unwrap_err();
     assert_eq!(failure.kind, FailureKind::InvalidSpec, "{failure:?}");

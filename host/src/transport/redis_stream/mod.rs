@@ -19,11 +19,12 @@ pub use spec::{MaxLen, RedisStreamSpec};
 
 use super::clients::ClientCache;
 use super::{
-    cannot_reach, delivery_timeout, egress_refused, error_json, normalize_spec, receipt, rendered_spec, DeliveryLog,
+    cannot_reach, delivery_timeout, egress_refused, error_json, normalize_spec, receipt, rendered_spec, Delivery,
     EndpointType, SpecError, Transport,
 };
 use crate::contract::{Failure, Message, Receipt};
 use crate::egress::{self, EgressPolicy};
+use crate::trace::TRACEPARENT;
 
 /// The field every entry carries: consumers deduplicate retries on it.
 pub const EXECUTION_ID_FIELD: &str = "te_execution_id";
@@ -140,7 +141,7 @@ impl Transport for RedisStreamTransport {
         normalize_spec(EndpointType::RedisStream, spec)
     }
 
-    async fn deliver(&self, message: Message, _log: &DeliveryLog) -> Result<Receipt, Failure> {
+    async fn deliver(&self, message: Message, delivery: &Delivery) -> Result<Receipt, Failure> {
         let spec: RedisStreamSpec = rendered_spec(&message)?;
         let timeout = delivery_timeout(spec.timeout_ms, message.deadline_ms)?;
         let max_len = match &spec.max_len {
@@ -164,6 +165,11 @@ impl Transport for RedisStreamTransport {
             command.arg(n);
         }
         command.arg("*").arg(EXECUTION_ID_FIELD).arg(&message.execution_id);
+        if let Some(traceparent) = &delivery.traceparent {
+            if !spec.fields_template.contains_key(TRACEPARENT) {
+                command.arg(TRACEPARENT).arg(traceparent.as_str());
+            }
+        }
         for (field, value) in &spec.fields_template {
             command.arg(field).arg(field_value(value));
         }

@@ -5,8 +5,9 @@ use serde_json::{json, Value};
 
 use super::*;
 use crate::contract::FailureKind;
+use crate::trace::TraceParent;
 use crate::transport::tests::message;
-use crate::transport::DeliveryLog;
+use crate::transport::Delivery;
 
 const REDIS_URL: &str = "redis://127.0.0.1:6379";
 
@@ -36,7 +37,9 @@ async fn xadds_the_fields_and_reads_back_with_xrange() {
         json!({"fields_template": {"user_id": "u_abc", "title": "Weekly", "count": 3, "meta": {"a": [1, 2]}}}),
     );
     let transport = RedisStreamTransport::new();
-    let receipt = transport.deliver(message("exec_redis_1", &s), &DeliveryLog::default()).await.unwrap();
+    let trace = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let receipt =
+        transport.deliver(message("exec_redis_1", &s), &Delivery::traced(TraceParent::parse(trace))).await.unwrap();
     let output: Value = serde_json::from_str(&receipt.output_json).unwrap();
     assert_eq!(output["stream"], stream);
 
@@ -48,6 +51,7 @@ async fn xadds_the_fields_and_reads_back_with_xrange() {
     assert_eq!(output["message_id"], id.as_str());
     let fields: std::collections::HashMap<_, _> = fields.iter().cloned().collect();
     assert_eq!(fields[EXECUTION_ID_FIELD], "exec_redis_1");
+    assert_eq!(fields["traceparent"], trace, "the attempt's trace context");
     assert_eq!(fields["user_id"], "u_abc");
     assert_eq!(fields["count"], "3", "non-strings are stored as JSON");
     assert_eq!(fields["meta"], r#"{"a":[1,2]}"#);
@@ -61,7 +65,7 @@ async fn maxlen_trims_the_stream() {
     let exact = spec(&stream, json!({"fields_template": {"n": "x"}, "max_len": 5, "approximate_trimming": false}));
     let transport = RedisStreamTransport::new();
     for i in 0..12 {
-        transport.deliver(message(&format!("exec_{i}"), &exact), &DeliveryLog::default()).await.unwrap();
+        transport.deliver(message(&format!("exec_{i}"), &exact), &Delivery::default()).await.unwrap();
     }
     let mut con = connection().await;
     let len: u64 = redis::cmd("XLEN").arg(&stream).query_async(&mut con).await.unwrap();
@@ -77,7 +81,7 @@ async fn maxlen_trims_the_stream() {
     let approx = spec(&stream, json!({"fields_template": {"n": "x"}, "max_len": "{{config.max}}"}));
     let mut rendered = approx.clone();
     rendered["max_len"] = json!("3");
-    transport.deliver(message("exec_approx", &rendered), &DeliveryLog::default()).await.unwrap();
+    transport.deliver(message("exec_approx", &rendered), &Delivery::default()).await.unwrap();
     let len: u64 = redis::cmd("XLEN").arg(&stream).query_async(&mut con).await.unwrap();
     assert!(len >= 3, "approximate trimming keeps at least max_len: {len}");
     let _: () = con.del(&stream).await.unwrap();
@@ -90,7 +94,7 @@ async fn a_wrong_type_key_is_a_stream_error_that_is_not_retried() {
     let _: () = con.set(&key, "not a stream").await.unwrap();
     let transport = RedisStreamTransport::new();
     let failure = transport
-        .deliver(message("e", &spec(&key, json!({"fields_template": {"a": "b"}}))), &DeliveryLog::default())
+        .deliver(message("e", &spec(&key, json!({"fields_template": {"a": "b"}}))), &Delivery::default())
         .await
         .unwrap_err();
     assert_eq!(failure.kind, FailureKind::Rejected(None));
@@ -106,7 +110,7 @@ async fn an_unreachable_server_is_a_connection_error_without_the_password() {
     let mut s = spec("s", json!({"fields_template": {"a": "b"}}));
     s["redis_url"] = json!(format!("redis://:hunter2-pw@127.0.0.1:{port}"));
     let transport = RedisStreamTransport::new();
-    let failure = transport.deliver(message("e", &s), &DeliveryLog::default()).await.unwrap_err();
+    let failure = transport.deliver(message("e", &s), &Delivery::default()).await.unwrap_err();
     assert!(matches!(failure.kind, FailureKind::Connection | FailureKind::Timeout), "{failure:?}");
     assert!(failure.retryable);
     assert!(!failure.message.contains("hunter2"), "{}", failure.message);
@@ -152,14 +156,14 @@ async fn a_server_that_never_answers_holds_up_no_delivery_to_another() {
     hanging["redis_url"] = json!(format!("redis://{addr}"));
     let stuck = {
         let transport = transport.clone();
-        tokio::spawn(async move { transport.deliver(message("e_stuck", &hanging), &DeliveryLog::default()).await })
+        tokio::spawn(async move { transport.deliver(message("e_stuck", &hanging), &Delivery::default()).await })
     };
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(!stuck.is_finished(), "the delivery to the silent server is still connecting");
     let stream = unique_stream("beside-a-hang");
     let fine = spec(&stream, json!({"fields_template": {"a": "b"}}));
     let started = std::time::Instant::now();
-    transport.deliver(message("e_fine", &fine), &DeliveryLog::default()).await.unwrap();
+    transport.deliver(message("e_fine", &fine), &Delivery::default()).await.unwrap();
     assert!(!stuck.is_finished(), "the other delivery went through while the first still hung");
     assert!(started.elapsed() < Duration::from_secs(3), "took {:?}", started.elapsed());
     let failure = stuck.await.unwrap().unwrap_err();
@@ -186,7 +190,7 @@ async fn the_egress_policy_holds_for_every_spelling_of_the_server() {
     ] {
         let mut s = spec(&stream, json!({"fields_template": {"a": "b"}}));
         s["redis_url"] = json!(url);
-        let failure = transport.deliver(message("e", &s), &DeliveryLog::default()).await.unwrap_err();
+        let failure = transport.deliver(message("e", &s), &Delivery::default()).await.unwrap_err();
         assert_eq!(failure.kind, FailureKind::InvalidSpec, "{url}: {failure:?}");
         assert!(failure.message.contains("TE_EGRESS_DENY"), "{url}: {}", failure.message);
     }
@@ -287,13 +291,11 @@ async fn rediss_delivers_over_tls_verified_against_the_spec_s_ca() {
     };
 
     // The system's roots do not know the test's CA: the server is not trusted.
-    let refused = transport.deliver(message("exec_tls_0", &tls_spec(None)), &DeliveryLog::default()).await.unwrap_err();
+    let refused = transport.deliver(message("exec_tls_0", &tls_spec(None)), &Delivery::default()).await.unwrap_err();
     assert!(refused.message.to_lowercase().contains("certificate"), "{refused:?}");
 
-    let receipt = transport
-        .deliver(message("exec_tls_1", &tls_spec(Some(&server.ca_pem))), &DeliveryLog::default())
-        .await
-        .unwrap();
+    let receipt =
+        transport.deliver(message("exec_tls_1", &tls_spec(Some(&server.ca_pem))), &Delivery::default()).await.unwrap();
     let output: Value = serde_json::from_str(&receipt.output_json).unwrap();
     let certificates = redis::TlsCertificates { client_tls: None, root_cert: Some(server.ca_pem.clone().into_bytes()) };
     let mut con = redis::Client::build_with_tls(url.as_str(), certificates)
