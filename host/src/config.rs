@@ -207,6 +207,35 @@ pub enum JobsCommand {
 
 #[derive(Debug, Subcommand)]
 pub enum ExecutionsCommand {
+    /// List executions across jobs, oldest first (`--status FAILED`: the dead letters).
+    List {
+        #[command(flatten)]
+        filter: ExecutionFilterArgs,
+        /// Show at most this many.
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+        #[command(flatten)]
+        output: OutputArgs,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// Retry a FAILED or CANCELLED execution: a new execution, with the endpoint as it is now.
+    Retry {
+        execution_id: String,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// Retry in bulk the FAILED (or `--status CANCELLED`) executions the filters match, at most
+    /// `--limit` of them, none twice.
+    Replay {
+        #[command(flatten)]
+        filter: ExecutionFilterArgs,
+        /// Retry at most this many (1-1000).
+        #[arg(long, default_value_t = 100)]
+        limit: u32,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
     /// Show an execution, as JSON.
     Get {
         execution_id: String,
@@ -235,6 +264,40 @@ pub enum ExecutionsCommand {
         #[command(flatten)]
         api: ApiArgs,
     },
+}
+
+/// Which executions `executions list` and `executions replay` take.
+#[derive(Debug, Args)]
+pub struct ExecutionFilterArgs {
+    /// PENDING, QUEUED, RUNNING, RETRYING, SUCCESS, FAILED or CANCELLED.
+    #[arg(long)]
+    pub status: Option<String>,
+    #[arg(long)]
+    pub endpoint: Option<String>,
+    #[arg(long)]
+    pub job: Option<String>,
+    /// Created at or after this time (RFC 3339, e.g. 2026-11-24T09:00:00Z).
+    #[arg(long, value_name = "TIME")]
+    pub since: Option<String>,
+    /// Created before this time (RFC 3339).
+    #[arg(long, value_name = "TIME")]
+    pub until: Option<String>,
+}
+
+impl ExecutionFilterArgs {
+    /// The filters given, by their names in the API (query parameters and replay's body).
+    pub fn fields(self) -> Vec<(&'static str, String)> {
+        [
+            ("status", self.status),
+            ("endpoint", self.endpoint),
+            ("job_id", self.job),
+            ("created_after", self.since),
+            ("created_before", self.until),
+        ]
+        .into_iter()
+        .filter_map(|(name, value)| value.map(|v| (name, v)))
+        .collect()
+    }
 }
 
 #[derive(Debug, Args)]

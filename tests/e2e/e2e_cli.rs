@@ -78,10 +78,32 @@ async fn the_cli_manages_resources_and_follows_jobs(backend: Backend) {
     assert!(logs.starts_with("TIME") && logs.contains("Delivered in"), "{logs}");
 
     // A failing job: watch says so and exits non-zero.
-    let created = ok(&server, &db, &["jobs", "create", "--endpoint", "broken", "--delay-ms", "10", "--json"], "");
+    let created = ok(
+        &server,
+        &db,
+        &["jobs", "create", "--endpoint", "broken", "--delay-ms", "10", "--input", r#"{"n": 1}"#, "--json"],
+        "",
+    );
     let job: Value = serde_json::from_str(&created).unwrap();
     let (success, stdout, stderr) = taskexec(&server, &db, &["jobs", "watch", job["job_id"].as_str().unwrap()], "");
     assert!(!success && stdout.contains("FAILED") && stderr.contains("ended FAILED"), "{stdout}{stderr}");
+
+    // The dead letters, and a retry of one once its endpoint is fixed.
+    let dead = ok(&server, &db, &["executions", "list", "--status", "FAILED"], "");
+    assert!(dead.lines().next().unwrap().starts_with("EXECUTION"), "{dead}");
+    assert_eq!(dead.lines().count(), 2, "a header and one failure: {dead}");
+    assert!(dead.contains("broken"), "{dead}");
+    let failed_id = dead.lines().nth(1).unwrap().split_whitespace().next().unwrap().to_owned();
+    ok(&server, &db, &["endpoints", "update", "broken", "-f", "-"], &endpoint("broken", "/ok/fixed"));
+    let retried = ok(&server, &db, &["executions", "retry", &failed_id], "");
+    assert!(retried.starts_with(&format!("Execution {failed_id} is retried as exec_")), "{retried}");
+    let again = ok(&server, &db, &["executions", "retry", &failed_id], "");
+    assert!(again.contains("was already retried as"), "{again}");
+    let retry_id = retried.split_whitespace().nth(5).unwrap();
+    let watched: Value = serde_json::from_str(&ok(&server, &db, &["executions", "get", retry_id], "")).unwrap();
+    assert_eq!(watched["retry_of"], failed_id.as_str());
+    // Nothing failed is left un-retried (the retry may still be running: it is not FAILED).
+    assert_eq!(ok(&server, &db, &["executions", "replay", "--endpoint", "broken"], ""), "Queued 0 retries.\n");
 
     // A cron job in a timezone, listed by trigger, then cancelled.
     let created = ok(

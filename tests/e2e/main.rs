@@ -11,6 +11,7 @@ mod e2e_faults;
 mod e2e_jobs;
 mod e2e_plugins;
 mod e2e_processes;
+mod e2e_recovery;
 mod e2e_requests;
 mod e2e_resources;
 mod e2e_secrets;

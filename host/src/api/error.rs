@@ -57,6 +57,8 @@ error_codes! {
     Conflict => ("CONFLICT", CONFLICT),
     JobNotUpdatable => ("JOB_NOT_UPDATABLE", CONFLICT),
     ExecutionNotCancellable => ("EXECUTION_NOT_CANCELLABLE", CONFLICT),
+    /// A retry of an execution that is not FAILED or CANCELLED.
+    ExecutionNotRetryable => ("EXECUTION_NOT_RETRYABLE", CONFLICT),
     PayloadTooLarge => ("PAYLOAD_TOO_LARGE", PAYLOAD_TOO_LARGE),
     /// The API key is over `TE_API_RATE_LIMIT`; `Retry-After` says when to come back.
     RateLimited => ("RATE_LIMITED", TOO_MANY_REQUESTS),

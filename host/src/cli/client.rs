@@ -67,6 +67,11 @@ impl Api {
 
     /// Every item of a list, following its cursors; `query` holds the list's filters.
     pub async fn list_all(&self, path: &str, query: &[(&str, String)]) -> anyhow::Result<Vec<Value>> {
+        self.list_up_to(path, query, usize::MAX).await
+    }
+
+    /// The first `most` items of a list (all of them, if fewer), following its cursors.
+    pub async fn list_up_to(&self, path: &str, query: &[(&str, String)], most: usize) -> anyhow::Result<Vec<Value>> {
         let mut items = Vec::new();
         let mut cursor: Option<String> = None;
         loop {
@@ -79,8 +84,11 @@ impl Api {
             let (_, page) = self.send(request).await?;
             items.extend(page["items"].as_array().cloned().unwrap_or_default());
             match page["cursor"].as_str() {
-                Some(next) => cursor = Some(next.to_owned()),
-                None => return Ok(items),
+                Some(next) if items.len() < most => cursor = Some(next.to_owned()),
+                _ => {
+                    items.truncate(most);
+                    return Ok(items);
+                }
             }
         }
     }

@@ -67,6 +67,7 @@ const JOB_COLUMNS: &[Column] = &[
 const EXECUTION_COLUMNS: &[Column] = &[
     ("EXECUTION", |v| text(&v["execution_id"])),
     ("STATUS", |v| text(&v["status"])),
+    ("ENDPOINT", |v| text(&v["endpoint"])),
     ("ATTEMPTS", |v| format!("{}/{}", text(&v["attempt_count"]), text(&v["max_attempts"]))),
     ("RUN AT", |v| text(&v["run_at"])),
     ("DURATION", |v| v["duration_ms"].as_i64().map(|ms| format!("{ms} ms")).unwrap_or_default()),
@@ -219,6 +220,23 @@ pub async fn jobs(command: JobsCommand) -> anyhow::Result<()> {
 
 pub async fn executions(command: ExecutionsCommand) -> anyhow::Result<()> {
     match command {
+        ExecutionsCommand::List { filter, limit, output, api } => {
+            let items = Api::new(api)?.list_up_to("/executions", &filter.fields(), limit).await?;
+            show_list(&items, &output, EXECUTION_COLUMNS);
+        }
+        ExecutionsCommand::Retry { execution_id, api } => {
+            let (status, retry) = Api::new(api)?.post(&format!("/executions/{execution_id}/retry"), &json!({})).await?;
+            let verb = if status == 201 { "is retried as" } else { "was already retried as" };
+            println!("Execution {execution_id} {verb} {} ({}).", text(&retry["execution_id"]), text(&retry["status"]));
+        }
+        ExecutionsCommand::Replay { filter, limit, api } => {
+            let mut body = json!({ "limit": limit });
+            for (name, value) in filter.fields() {
+                body[name] = json!(value);
+            }
+            let (_, answer) = Api::new(api)?.post("/executions/replay", &body).await?;
+            println!("Queued {} retries.", text(&answer["queued"]));
+        }
         ExecutionsCommand::Get { execution_id, api } => {
             print_json(&Api::new(api)?.get(&format!("/executions/{execution_id}")).await?)
         }

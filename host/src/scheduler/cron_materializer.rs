@@ -158,6 +158,7 @@ fn plan_tick(job: &Job, schedule: &CronSchedule, max_attempts: i32, now: DateTim
         run_at: tick,
         created_at: now,
         trace_parent: job.trace_parent.clone(),
+        retry_of: None,
     });
     let next = schedule.next_after(tick).filter(before_end);
     Some(CronAdvance { job_id: job.job_id.clone(), tick, next, execution })

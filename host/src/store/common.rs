@@ -28,7 +28,7 @@ macro_rules! impl_store {
             use $crate::store::engine::{ATTEMPT_COLUMNS, EXECUTION_COLUMNS, JOB_COLUMNS, LOG_COLUMNS, PLUGIN_COLUMNS};
             use $crate::store::{
                 now, Attempt, AttemptFinish, Config, CronAdvance, DbTime, Deleted, Endpoint, EndpointWrite, Execution,
-                ExecutionLog, ExecutionWrite, Inserted, Job, JobFilter, JobStats, JobWrite, PageRequest, PayloadSpec,
+                ExecutionFilter, ExecutionLog, ExecutionWrite, Inserted, Job, JobFilter, JobStats, JobWrite, PageRequest, PayloadSpec,
                 PluginRecord, PluginWrite, Secret, StoreError, StoreResult,
             };
 
@@ -78,6 +78,48 @@ macro_rules! impl_store {
                         query = query.bind(DbTime(after.created_at)).bind(&after.key);
                     }
                     Ok(query.bind(page.limit).fetch_all(&self.pool).await?)
+                }
+
+                /// Executions matching `filter` (plus `extra` conditions), in creation order,
+                /// strictly after `after`, at most `limit`.
+                async fn execution_filtered(
+                    &self,
+                    filter: &ExecutionFilter,
+                    extra: &[&str],
+                    after: Option<&$crate::store::PageKey>,
+                    limit: i64,
+                ) -> StoreResult<Vec<Execution>> {
+                    let (mut conditions, mut next) = $crate::store::engine::execution_conditions(filter);
+                    conditions.extend(extra.iter().map(|c| (*c).to_owned()));
+                    if after.is_some() {
+                        conditions.push(format!("(created_at, execution_id) > (${next}, ${})", next + 1));
+                        next += 2;
+                    }
+                    let filter_sql = if conditions.is_empty() { String::new() } else { format!("WHERE {}", conditions.join(" AND ")) };
+                    let sql = format!(
+                        "SELECT {EXECUTION_COLUMNS} FROM executions {filter_sql} ORDER BY created_at, execution_id LIMIT ${next}"
+                    );
+                    let mut query = sqlx::query_as::<$db, Execution>(&sql);
+                    // In the order execution_conditions numbered them.
+                    if let Some(status) = filter.status {
+                        query = query.bind(status);
+                    }
+                    if let Some(endpoint) = &filter.endpoint {
+                        query = query.bind(endpoint);
+                    }
+                    if let Some(job_id) = &filter.job_id {
+                        query = query.bind(job_id);
+                    }
+                    if let Some(t) = filter.created_after {
+                        query = query.bind(DbTime(t));
+                    }
+                    if let Some(t) = filter.created_before {
+                        query = query.bind(DbTime(t));
+                    }
+                    if let Some(after) = after {
+                        query = query.bind(DbTime(after.created_at)).bind(&after.key);
+                    }
+                    Ok(query.bind(limit).fetch_all(&self.pool).await?)
                 }
 
                 /// Delete one row unless `referencing_sql` (one `$1`, one text column) finds
@@ -191,8 +233,8 @@ macro_rules! impl_store {
                 pub(super) async fn execution_insert(tx: &mut sqlx::Transaction<'_, $db>, e: &ExecutionWrite) -> StoreResult<bool> {
                     let done = sqlx::query(
                         "INSERT INTO executions (execution_id, job_id, endpoint, endpoint_type, idempotency_key, status, input,
-                             max_attempts, run_at, created_at, endpoint_version, trace_parent)
-                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+                             max_attempts, run_at, created_at, endpoint_version, trace_parent, retry_of)
+                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
                          ON CONFLICT (job_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING",
                     )
                     .bind(&e.execution_id)
@@ -207,6 +249,7 @@ macro_rules! impl_store {
                     .bind(DbTime(e.created_at))
                     .bind(e.endpoint_version)
                     .bind(&e.trace_parent)
+                    .bind(&e.retry_of)
                     .execute(&mut **tx)
                     .await?;
                     Ok(done.rows_affected() == 1)
@@ -745,6 +788,43 @@ macro_rules! impl_store {
                     let mut filters = vec![("job_id", job_id)];
                     filters.extend(status.map(|s| ("status", s.as_str())));
                     self.list_page(EXECUTION_COLUMNS, "executions", "created_at", "execution_id", &filters, page).await
+                }
+
+                async fn execution_search(&self, filter: &ExecutionFilter, page: &PageRequest) -> StoreResult<Vec<Execution>> {
+                    self.execution_filtered(filter, &[], page.after.as_ref(), page.limit).await
+                }
+
+                async fn execution_unretried(&self, filter: &ExecutionFilter, limit: i64) -> StoreResult<Vec<Execution>> {
+                    // A retry is keyed `retry:{execution id}` in the same job, so the unique
+                    // index on (job_id, idempotency_key) answers "already retried?".
+                    let unretried = format!(
+                        "NOT EXISTS (SELECT 1 FROM executions r WHERE r.job_id = executions.job_id
+                             AND r.idempotency_key = '{}' || executions.execution_id)",
+                        $crate::store::RETRY_KEY_PREFIX
+                    );
+                    let finished = "status IN ('FAILED', 'CANCELLED')";
+                    self.execution_filtered(filter, &[finished, &unretried], None, limit).await
+                }
+
+                async fn execution_retry_many(&self, retries: &[ExecutionWrite]) -> StoreResult<Vec<Inserted<Execution>>> {
+                    let mut tx = self.begin_write().await?;
+                    let mut created = Vec::with_capacity(retries.len());
+                    for retry in retries {
+                        created.push(Self::execution_insert(&mut tx, retry).await?);
+                    }
+                    let mut stored = Vec::with_capacity(retries.len());
+                    let sql = format!("SELECT {EXECUTION_COLUMNS} FROM executions WHERE job_id = $1 AND idempotency_key = $2");
+                    for (retry, created) in retries.iter().zip(created) {
+                        let row = sqlx::query_as::<$db, Execution>(&sql)
+                            .bind(&retry.job_id)
+                            .bind(&retry.idempotency_key)
+                            .fetch_optional(&mut *tx)
+                            .await?
+                            .ok_or(StoreError::UniqueViolation)?;
+                        stored.push(if created { Inserted::Created(row) } else { Inserted::Existing(row) });
+                    }
+                    tx.commit().await?;
+                    Ok(stored)
                 }
 
                 async fn execution_cancel(&self, execution_id: &str) -> StoreResult<bool> {

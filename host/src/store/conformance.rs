@@ -114,6 +114,7 @@ fn execution(job: &JobWrite, status: ExecutionStatus, run_at: DateTime<Utc>) -> 
         run_at,
         created_at: job.created_at,
         trace_parent: job.trace_parent.clone(),
+        retry_of: None,
     }
 }
 

@@ -14,7 +14,7 @@ pub const JOB_COLUMNS: &str =
 pub const EXECUTION_COLUMNS: &str =
     "execution_id, job_id, endpoint, endpoint_version, endpoint_type, idempotency_key, status, input, \
      output, attempt_count, max_attempts, worker_id, run_at, started_at, completed_at, duration_ms, created_at, \
-     lease_expires_at, trace_parent";
+     lease_expires_at, trace_parent, retry_of";
 pub const ATTEMPT_COLUMNS: &str =
     "attempt_id, execution_id, attempt_number, status, started_at, completed_at, duration_ms, output, error, created_at";
 pub const LOG_COLUMNS: &str = "log_id, execution_id, attempt_number, level, message, logged_at";
@@ -77,6 +77,8 @@ pub struct Execution {
     pub lease_expires_at: Option<DateTime<Utc>>,
     /// Its job's trace context: each attempt's span is a child of it.
     pub trace_parent: Option<String>,
+    /// The failed or cancelled execution this one retries (`POST /executions/{id}/retry`).
+    pub retry_of: Option<ExecutionId>,
 }
 
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -143,6 +145,19 @@ pub struct ExecutionWrite {
     pub run_at: DateTime<Utc>,
     pub created_at: DateTime<Utc>,
     pub trace_parent: Option<String>,
+    pub retry_of: Option<ExecutionId>,
+}
+
+/// Filters of `GET /executions` and `POST /executions/replay`; every one that is set applies.
+#[derive(Debug, Clone, Default)]
+pub struct ExecutionFilter {
+    pub status: Option<ExecutionStatus>,
+    pub endpoint: Option<String>,
+    pub job_id: Option<String>,
+    /// Created at or after.
+    pub created_after: Option<DateTime<Utc>>,
+    /// Created before.
+    pub created_before: Option<DateTime<Utc>>,
 }
 
 /// Filters of `GET /jobs`.
@@ -331,4 +346,31 @@ pub struct PluginWrite {
     pub world: String,
     pub grants: Value,
     pub limits: Value,
+}
+
+/// The SQL conditions of `filter`, numbered from `$1` in the order its values are bound (status,
+/// endpoint, job, created after, created before); and the next free parameter number.
+pub(crate) fn execution_conditions(filter: &ExecutionFilter) -> (Vec<String>, usize) {
+    let mut conditions = Vec::new();
+    let mut next = 1;
+    let mut add = |condition: &str| {
+        conditions.push(condition.replace('?', &format!("${next}")));
+        next += 1;
+    };
+    if filter.status.is_some() {
+        add("status = ?");
+    }
+    if filter.endpoint.is_some() {
+        add("endpoint = ?");
+    }
+    if filter.job_id.is_some() {
+        add("job_id = ?");
+    }
+    if filter.created_after.is_some() {
+        add("created_at >= ?");
+    }
+    if filter.created_before.is_some() {
+        add("created_at < ?");
+    }
+    (conditions, next)
 }

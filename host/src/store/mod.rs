@@ -24,12 +24,16 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 
 pub use engine::{
-    Attempt, AttemptFinish, ClaimParams, CronAdvance, EndpointShares, Execution, ExecutionLog, ExecutionWrite, Job,
-    JobFilter, JobStats, JobWrite, LeaseExtend, LogWrite, PluginRecord, PluginWrite,
+    Attempt, AttemptFinish, ClaimParams, CronAdvance, EndpointShares, Execution, ExecutionFilter, ExecutionLog,
+    ExecutionWrite, Job, JobFilter, JobStats, JobWrite, LeaseExtend, LogWrite, PluginRecord, PluginWrite,
 };
 pub use time::{now, DbTime};
 
 pub type StoreResult<T> = Result<T, StoreError>;
+
+/// The idempotency key of a retry is this prefix and the id of the execution it retries: at
+/// most one retry per execution, whoever asks and however often.
+pub const RETRY_KEY_PREFIX: &str = "retry:";
 
 /// What can go wrong below the [`Store`] interface, classified so callers can answer a user
 /// precisely. Database error kinds are matched explicitly in [`StoreError::from_sqlx`].
@@ -328,6 +332,15 @@ pub trait Store: Send + Sync + 'static {
         status: Option<crate::domain::ExecutionStatus>,
         page: &PageRequest,
     ) -> StoreResult<Vec<Execution>>;
+    /// Executions across jobs matching `filter`, in creation order, a page at a time.
+    async fn execution_search(&self, filter: &ExecutionFilter, page: &PageRequest) -> StoreResult<Vec<Execution>>;
+    /// At most `limit` FAILED or CANCELLED executions matching `filter` that nothing retries
+    /// yet, oldest first.
+    async fn execution_unretried(&self, filter: &ExecutionFilter, limit: i64) -> StoreResult<Vec<Execution>>;
+    /// Insert retries (each keyed [`RETRY_KEY_PREFIX`] + the execution it retries) in one
+    /// transaction; each as stored: `Created`, or `Existing` when that execution was retried
+    /// before (that retry, unchanged).
+    async fn execution_retry_many(&self, retries: &[ExecutionWrite]) -> StoreResult<Vec<Inserted<Execution>>>;
     /// PENDING, QUEUED or RETRYING to CANCELLED; whether it changed.
     async fn execution_cancel(&self, execution_id: &str) -> StoreResult<bool>;
     async fn attempt_list(&self, execution_id: &str, page: &PageRequest) -> StoreResult<Vec<Attempt>>;

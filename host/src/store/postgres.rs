@@ -222,9 +222,9 @@ impl PgStore {
             let created: Vec<chrono::DateTime<chrono::Utc>> = executions.iter().map(|e| e.created_at).collect();
             sqlx::query(
                 "INSERT INTO executions (execution_id, job_id, endpoint, endpoint_type, idempotency_key, status, input,
-                     max_attempts, run_at, created_at, endpoint_version, trace_parent)
+                     max_attempts, run_at, created_at, endpoint_version, trace_parent, retry_of)
                  SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::jsonb[],
-                     $8::int4[], $9::timestamptz[], $10::timestamptz[], $11::int4[], $12::text[])
+                     $8::int4[], $9::timestamptz[], $10::timestamptz[], $11::int4[], $12::text[], $13::text[])
                  ON CONFLICT (job_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING",
             )
             .bind(column(|e| e.execution_id.to_string()))
@@ -239,6 +239,7 @@ impl PgStore {
             .bind(&created)
             .bind(executions.iter().map(|e| e.endpoint_version).collect::<Vec<_>>())
             .bind(executions.iter().map(|e| e.trace_parent.as_deref()).collect::<Vec<_>>())
+            .bind(executions.iter().map(|e| e.retry_of.as_ref().map(|id| id.to_string())).collect::<Vec<_>>())
             .execute(&mut **tx)
             .await?;
         }

@@ -175,6 +175,7 @@ async fn create(State(state): State<AppState>, ApiJson(body): ApiJson<JobIn>) ->
                 run_at,
                 created_at: at,
                 trace_parent: trace_parent.clone(),
+                retry_of: None,
             })
         }
     };
@@ -209,6 +210,7 @@ async fn create(State(state): State<AppState>, ApiJson(body): ApiJson<JobIn>) ->
                 duration_ms: None,
                 created_at: e.created_at,
                 trace_parent: e.trace_parent,
+                retry_of: None,
             });
             (StatusCode::CREATED, job, first)
         }

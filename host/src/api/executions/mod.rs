@@ -1,4 +1,7 @@
-//! `/executions`: the fires of a job, their attempts and their logs.
+//! `/executions`: the fires of a job, their attempts and their logs; across jobs, the
+//! dead-letter view and replay (`recovery`).
+
+mod recovery;
 
 use axum::extract::{Path, State};
 use axum::Json;
@@ -16,7 +19,14 @@ use crate::api::error::{ApiError, ApiResult, ErrorCode};
 use crate::store::{Attempt, Execution, ExecutionLog, PageKey};
 
 pub fn router() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(read)).routes(routes!(cancel)).routes(routes!(attempts)).routes(routes!(logs))
+    OpenApiRouter::new()
+        .routes(routes!(recovery::search))
+        .routes(routes!(recovery::replay))
+        .routes(routes!(read))
+        .routes(routes!(cancel))
+        .routes(routes!(recovery::retry))
+        .routes(routes!(attempts))
+        .routes(routes!(logs))
 }
 
 fn optional_timestamp<S: serde::Serializer>(t: &Option<DateTime<Utc>>, serializer: S) -> Result<S::Ok, S::Error> {
@@ -50,6 +60,8 @@ pub struct ExecutionOut {
     pub duration_ms: Option<i32>,
     #[serde(serialize_with = "timestamp")]
     pub created_at: DateTime<Utc>,
+    /// The execution this one retries (`POST /executions/{id}/retry` or replay), if any.
+    pub retry_of: Option<crate::ids::ExecutionId>,
 }
 
 impl From<Execution> for ExecutionOut {
@@ -71,6 +83,7 @@ impl From<Execution> for ExecutionOut {
             completed_at: e.completed_at,
             duration_ms: e.duration_ms,
             created_at: e.created_at,
+            retry_of: e.retry_of,
         }
     }
 }
