@@ -196,6 +196,21 @@ pub enum JobsCommand {
         #[command(flatten)]
         api: ApiArgs,
     },
+    /// Pause a CRON job: no ticks until it is resumed.
+    Pause {
+        job_id: String,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// Resume a paused CRON job from the next tick (`--catch-up`: from the first tick missed,
+    /// as its catchup_policy says).
+    Resume {
+        job_id: String,
+        #[arg(long)]
+        catch_up: bool,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
     /// Follow a job's executions as they change (server-sent events), with a progress line,
     /// until a one-shot job's execution ends (a cron job: until Ctrl-C).
     Watch {

@@ -153,6 +153,32 @@ text_enum! {
 }
 
 text_enum! {
+    /// What a CRON job does with a tick that comes while an earlier execution of it is still
+    /// unfinished (queued, running or waiting to retry).
+    pub enum OverlapPolicy ("overlap policy") {
+        /// Fire anyway: executions of the job may run side by side.
+        Allow => "allow",
+        /// Skip the tick: its execution is CANCELLED, saying why.
+        Skip => "skip",
+        /// Hold one tick until the earlier execution finishes, then fire it; skip any further.
+        BufferOne => "buffer_one",
+    }
+}
+
+text_enum! {
+    /// Which of a CRON job's missed ticks are made up (missed: the scheduler was down or behind,
+    /// or the job was paused and resumed with `catch_up`).
+    pub enum CatchupPolicy ("catchup policy") {
+        /// Every missed tick (within the job's `catchup_window`, when it has one).
+        All => "all",
+        /// Only the newest of the ticks that are due at once.
+        Latest => "latest",
+        /// None: a tick more than the `catchup_window` (default 60 s) late is skipped.
+        None => "none",
+    }
+}
+
+text_enum! {
     /// When a job fires.
     pub enum Trigger ("trigger") {
         /// Now.

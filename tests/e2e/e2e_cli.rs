@@ -117,6 +117,11 @@ async fn the_cli_manages_resources_and_follows_jobs(backend: Backend) {
         serde_json::from_str(&ok(&server, &db, &["jobs", "list", "--trigger", "CRON", "--json"], "")).unwrap();
     let cron_id = crons[0]["job_id"].as_str().unwrap();
     assert_eq!(crons.as_array().unwrap().len(), 1);
+    assert!(
+        ok(&server, &db, &["jobs", "pause", cron_id], "").starts_with(&format!("Job {cron_id} is paused (since 20"))
+    );
+    let resumed = ok(&server, &db, &["jobs", "resume", cron_id], "");
+    assert!(resumed.contains("runs again; next tick 20") && resumed.contains("T09:00:00+0"), "{resumed}");
     assert!(ok(&server, &db, &["jobs", "cancel", cron_id], "").contains("RETIRED"));
 
     // Errors quote the service; completions come from the same definition.

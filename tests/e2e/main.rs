@@ -14,6 +14,7 @@ mod e2e_processes;
 mod e2e_recovery;
 mod e2e_requests;
 mod e2e_resources;
+mod e2e_schedules;
 mod e2e_secrets;
 mod e2e_service;
 mod e2e_traces;

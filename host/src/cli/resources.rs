@@ -205,6 +205,15 @@ pub async fn jobs(command: JobsCommand) -> anyhow::Result<()> {
             let items = Api::new(api)?.list_all(&format!("/jobs/{job_id}/executions"), &query).await?;
             show_list(&items, &output, EXECUTION_COLUMNS);
         }
+        JobsCommand::Pause { job_id, api } => {
+            let (_, job) = Api::new(api)?.post(&format!("/jobs/{job_id}/pause"), &json!({})).await?;
+            println!("Job {job_id} is paused (since {}).", text(&job["paused_at"]));
+        }
+        JobsCommand::Resume { job_id, catch_up, api } => {
+            let body = json!({ "catch_up": catch_up });
+            let (_, job) = Api::new(api)?.post(&format!("/jobs/{job_id}/resume"), &body).await?;
+            println!("Job {job_id} runs again; next tick {}.", text(&job["next_run_at"]));
+        }
         JobsCommand::Cancel { job_id, api } => {
             let api = Api::new(api)?;
             let (_, job) = api.post(&format!("/jobs/{job_id}/cancel"), &json!({})).await?;

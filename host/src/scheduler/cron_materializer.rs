@@ -8,7 +8,10 @@
 //!
 //! Each tick's execution is keyed `{job_id}_{tick epoch ms}` (so a tick is never created twice),
 //! and the job's next tick is computed from the tick just made, not from now: a scheduler that
-//! was down for N ticks catches up with N executions. The advance is a compare-and-set on the old
+//! was down for N ticks catches up with N executions, as far as the job's catch-up policy
+//! says (`catchup_policy` all | latest | none, `catchup_window`: see [`catch_up`]). A job with
+//! an overlap policy other than `allow` has every tick made PENDING, for the promoter to apply
+//! the policy when the tick is due. The advance is a compare-and-set on the old
 //! tick, so two schedulers never both advance one job. Retiring a job cancels its waiting tick.
 //!
 //! The loop sleeps until the earliest next tick less the lookahead (at most
@@ -24,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::schedule::CronSchedule;
 use super::{SchedulerConfig, Wakeups};
-use crate::domain::ExecutionStatus;
+use crate::domain::{CatchupPolicy, ExecutionStatus, OverlapPolicy};
 use crate::health::Beat;
 use crate::ids::ExecutionId;
 use crate::retry::RetryPolicy;
@@ -139,27 +142,152 @@ pub async fn materialize_due(
     }
 }
 
-/// The advance for a job's due tick: its execution (none when the tick is past `ends_at`) and
-/// the tick after it (none when the schedule is over).
+/// The advance for a job's due tick: its execution (none when the tick is past `ends_at`, or
+/// skipped by the catch-up policy) and the tick after it (none when the schedule is over).
 fn plan_tick(job: &Job, schedule: &CronSchedule, max_attempts: i32, now: DateTime<Utc>) -> Option<CronAdvance> {
     let tick = job.cron_next_run_at?;
     let before_end = |t: &DateTime<Utc>| job.cron_ends_at.is_none_or(|end| *t < end);
-    let execution = before_end(&tick).then(|| ExecutionWrite {
+    let (made, last, skipped_to) = match catch_up(job, schedule, tick, now) {
+        CatchUp::Make(t) => (Some(t), t, None),
+        CatchUp::SkipTo(next) => (None, tick, next),
+    };
+    let overlap = (job.overlap_policy != OverlapPolicy::Allow).then_some(job.overlap_policy);
+    let execution = made.filter(before_end).map(|made| ExecutionWrite {
         execution_id: ExecutionId::new(),
         job_id: job.job_id.clone(),
         endpoint: job.endpoint.clone(),
         endpoint_version: job.endpoint_version,
         endpoint_type: job.endpoint_type,
-        idempotency_key: Some(tick_key(&job.job_id, tick)),
-        // A tick still ahead waits for the promoter; a due (or missed) one is claimable now.
-        status: if tick > now { ExecutionStatus::Pending } else { ExecutionStatus::Queued },
+        idempotency_key: Some(tick_key(&job.job_id, made)),
+        // A tick still ahead waits for the promoter; a due (or missed) one is claimable now,
+        // unless its job's overlap policy is to be applied when it is due (the promoter's).
+        status: if made > now || overlap.is_some() { ExecutionStatus::Pending } else { ExecutionStatus::Queued },
         input: job.input.clone().unwrap_or_default(),
         max_attempts,
-        run_at: tick,
+        run_at: made,
         created_at: now,
         trace_parent: job.trace_parent.clone(),
         retry_of: None,
+        overlap_policy: overlap,
     });
-    let next = schedule.next_after(tick).filter(before_end);
-    Some(CronAdvance { job_id: job.job_id.clone(), tick, next, execution })
+    let next = match made {
+        Some(made) => schedule.next_after(made),
+        None => skipped_to,
+    }
+    .filter(before_end);
+    Some(CronAdvance { job_id: job.job_id.clone(), tick, last, next, execution })
+}
+
+/// What the catch-up policy makes of a job's next tick.
+#[derive(Debug, PartialEq, Eq)]
+enum CatchUp {
+    /// Make this tick (the one read, or under `latest` the newest due one).
+    Make(DateTime<Utc>),
+    /// Make nothing: every tick before this one is too late (None: and none is left).
+    SkipTo(Option<DateTime<Utc>>),
+}
+
+/// How late a `none` job's tick may be and still fire, unless it sets its own window.
+const NONE_DEFAULT_WINDOW_SEC: i32 = 60;
+/// Ticks walked forward, at most, to find the newest due one under `latest`.
+const LATEST_WALK_LIMIT: usize = 100_000;
+
+/// A tick more than the job's catch-up window late is skipped, with every other one that late,
+/// in one step; under `latest`, a due tick with a newer one also due gives way to the newest.
+fn catch_up(job: &Job, schedule: &CronSchedule, tick: DateTime<Utc>, now: DateTime<Utc>) -> CatchUp {
+    let window = match (job.catchup_window_sec, job.catchup_policy) {
+        (Some(seconds), _) => Some(seconds),
+        (None, CatchupPolicy::None) => Some(NONE_DEFAULT_WINDOW_SEC),
+        (None, _) => None,
+    };
+    let mut tick = tick;
+    if let Some(seconds) = window {
+        let oldest = now - chrono::Duration::seconds(i64::from(seconds));
+        if tick < oldest {
+            match schedule.next_after(oldest - chrono::Duration::microseconds(1)) {
+                Some(first) if first <= now => tick = first,
+                next => return CatchUp::SkipTo(next),
+            }
+        }
+    }
+    if job.catchup_policy == CatchupPolicy::Latest {
+        for _ in 0..LATEST_WALK_LIMIT {
+            match schedule.next_after(tick) {
+                Some(newer) if newer <= now => tick = newer,
+                _ => break,
+            }
+        }
+    }
+    CatchUp::Make(tick)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::{EndpointType, JobStatus, Trigger};
+    use crate::ids::JobId;
+
+    fn at(text: &str) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(text).unwrap().with_timezone(&Utc)
+    }
+
+    fn job(policy: CatchupPolicy, window: Option<i32>) -> Job {
+        Job {
+            job_id: JobId::new(),
+            endpoint: "e".into(),
+            endpoint_version: Some(1),
+            endpoint_type: EndpointType::Http,
+            trigger_type: Trigger::Cron,
+            status: JobStatus::Active,
+            version: 1,
+            previous_version_id: None,
+            replaced_by_id: None,
+            idempotency_key: None,
+            input: None,
+            run_at: None,
+            cron_expression: None,
+            cron_timezone: None,
+            cron_starts_at: None,
+            cron_ends_at: None,
+            cron_next_run_at: None,
+            cron_last_tick_at: None,
+            cron_prev_tick_at: None,
+            created_at: at("2026-01-01T00:00:00Z"),
+            retired_at: None,
+            trace_parent: None,
+            paused_at: None,
+            overlap_policy: OverlapPolicy::Allow,
+            catchup_policy: policy,
+            catchup_window_sec: window,
+        }
+    }
+
+    #[test]
+    fn catch_up_policies_choose_which_missed_ticks_are_made() {
+        let minutely = CronSchedule::parse("0 * * * * *", "UTC").unwrap();
+        let now = at("2026-03-02T10:05:30Z");
+        let missed = at("2026-03-02T10:00:00Z");
+        let make = |t: &str| CatchUp::Make(at(t));
+        // all: every tick, however late (one per pass, each from the one before).
+        assert_eq!(catch_up(&job(CatchupPolicy::All, None), &minutely, missed, now), make("2026-03-02T10:00:00Z"));
+        // all within a window: the too-late ones are skipped in one step.
+        assert_eq!(catch_up(&job(CatchupPolicy::All, Some(120)), &minutely, missed, now), make("2026-03-02T10:04:00Z"));
+        // latest: only the newest due tick.
+        assert_eq!(catch_up(&job(CatchupPolicy::Latest, None), &minutely, missed, now), make("2026-03-02T10:05:00Z"));
+        // none: a tick more than 60 s late is skipped; one 30 s late still fires.
+        assert_eq!(catch_up(&job(CatchupPolicy::None, None), &minutely, missed, now), make("2026-03-02T10:05:00Z"));
+        let late = at("2026-03-02T10:05:00Z");
+        assert_eq!(catch_up(&job(CatchupPolicy::None, None), &minutely, late, now), make("2026-03-02T10:05:00Z"));
+        // A window with no due tick left in it: nothing is made, the schedule goes on from the next.
+        let hourly = CronSchedule::parse("0 0 * * * *", "UTC").unwrap();
+        assert_eq!(
+            catch_up(&job(CatchupPolicy::None, Some(60)), &hourly, at("2026-03-02T08:00:00Z"), now),
+            CatchUp::SkipTo(Some(at("2026-03-02T11:00:00Z")))
+        );
+        // A tick on time is made under every policy.
+        for policy in [CatchupPolicy::All, CatchupPolicy::Latest, CatchupPolicy::None] {
+            let due = at("2026-03-02T10:06:00Z");
+            assert_eq!(catch_up(&job(policy, Some(1)), &minutely, due, now), CatchUp::Make(due), "{policy}");
+        }
+    }
 }

@@ -38,7 +38,7 @@ pub async fn run(
             }
             Err(error) => tracing::warn!(%error, "Promoting delayed executions failed; retrying."),
         }
-        match store.execution_next_pending().await {
+        match store.execution_next_pending(now()).await {
             Ok(Some(next)) => {
                 let until = (next - now()).to_std().unwrap_or(Duration::ZERO);
                 sleep = sleep.min(until);

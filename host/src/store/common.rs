@@ -201,8 +201,10 @@ macro_rules! impl_store {
                     let sql = format!(
                         "INSERT INTO jobs (job_id, endpoint, endpoint_type, trigger_type, status, version, previous_version_id,
                              idempotency_key, input, run_at, cron_expression, cron_timezone, cron_starts_at, cron_ends_at,
-                             cron_next_run_at, created_at, endpoint_version, trace_parent)
-                         VALUES ($1, $2, $3, $4, 'ACTIVE', $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
+                             cron_next_run_at, created_at, endpoint_version, trace_parent, paused_at, overlap_policy,
+                             catchup_policy, catchup_window_sec)
+                         VALUES ($1, $2, $3, $4, 'ACTIVE', $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18,
+                             $19, $20, $21)
                          ON CONFLICT (endpoint, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
                          RETURNING {JOB_COLUMNS}"
                     );
@@ -224,6 +226,10 @@ macro_rules! impl_store {
                         .bind(DbTime(job.created_at))
                         .bind(job.endpoint_version)
                         .bind(&job.trace_parent)
+                        .bind(job.paused_at.map(DbTime))
+                        .bind(job.overlap_policy)
+                        .bind(job.catchup_policy)
+                        .bind(job.catchup_window_sec)
                         .fetch_optional(&mut **tx)
                         .await?)
                 }
@@ -233,8 +239,8 @@ macro_rules! impl_store {
                 pub(super) async fn execution_insert(tx: &mut sqlx::Transaction<'_, $db>, e: &ExecutionWrite) -> StoreResult<bool> {
                     let done = sqlx::query(
                         "INSERT INTO executions (execution_id, job_id, endpoint, endpoint_type, idempotency_key, status, input,
-                             max_attempts, run_at, created_at, endpoint_version, trace_parent, retry_of)
-                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+                             max_attempts, run_at, created_at, endpoint_version, trace_parent, retry_of, overlap_policy)
+                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
                          ON CONFLICT (job_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING",
                     )
                     .bind(&e.execution_id)
@@ -250,6 +256,7 @@ macro_rules! impl_store {
                     .bind(e.endpoint_version)
                     .bind(&e.trace_parent)
                     .bind(&e.retry_of)
+                    .bind(e.overlap_policy)
                     .execute(&mut **tx)
                     .await?;
                     Ok(done.rows_affected() == 1)
@@ -666,6 +673,40 @@ macro_rules! impl_store {
                     Ok(done.rows_affected() == 1)
                 }
 
+                async fn job_pause(&self, job_id: &str, at: DateTime<Utc>) -> StoreResult<bool> {
+                    let mut tx = self.begin_write().await?;
+                    let done = sqlx::query(
+                        "UPDATE jobs SET paused_at = $2, cron_next_run_at = NULL
+                         WHERE job_id = $1 AND status = 'ACTIVE' AND trigger_type = 'CRON' AND paused_at IS NULL",
+                    )
+                    .bind(job_id)
+                    .bind(DbTime(at))
+                    .execute(&mut *tx)
+                    .await?;
+                    // A tick made ahead, or held by `buffer_one`, is not delivered while paused:
+                    // it is removed (it never ran), so a resume that catches up makes it again.
+                    if done.rows_affected() == 1 {
+                        sqlx::query("DELETE FROM executions WHERE job_id = $1 AND status = 'PENDING' AND attempt_count = 0")
+                            .bind(job_id)
+                            .execute(&mut *tx)
+                            .await?;
+                    }
+                    tx.commit().await?;
+                    Ok(done.rows_affected() == 1)
+                }
+
+                async fn job_resume(&self, job_id: &str, next_run_at: Option<DateTime<Utc>>) -> StoreResult<bool> {
+                    let done = sqlx::query(
+                        "UPDATE jobs SET paused_at = NULL, cron_next_run_at = $2
+                         WHERE job_id = $1 AND status = 'ACTIVE' AND paused_at IS NOT NULL",
+                    )
+                    .bind(job_id)
+                    .bind(next_run_at.map(DbTime))
+                    .execute(&self.pool)
+                    .await?;
+                    Ok(done.rows_affected() == 1)
+                }
+
                 async fn job_cancel_waiting(&self, job_id: &str) -> StoreResult<Vec<String>> {
                     let at = DbTime(now());
                     let mut tx = self.begin_write().await?;
@@ -891,18 +932,52 @@ macro_rules! impl_store {
                 }
 
                 async fn execution_promote_due(&self, now: DateTime<Utc>) -> StoreResult<u64> {
-                    let done = sqlx::query("UPDATE executions SET status = 'QUEUED' WHERE status = 'PENDING' AND run_at <= $1")
-                        .bind(DbTime(now))
-                        .execute(&self.pool)
-                        .await?;
+                    // Ticks of jobs with an overlap policy (every other execution has none) go
+                    // through the policy first, in the same transaction: while an earlier
+                    // execution of the job is unfinished, a `skip` tick is skipped, and a
+                    // `buffer_one` tick waits unless an older one already waits, when it is
+                    // skipped. Only the oldest due tick of such a job is released at once.
+                    let mut tx = self.begin_write().await?;
+                    let busy = "EXISTS (SELECT 1 FROM executions p WHERE p.job_id = executions.job_id
+                                     AND p.status IN ('QUEUED', 'RUNNING', 'RETRYING'))";
+                    let older_waiting = "EXISTS (SELECT 1 FROM executions b WHERE b.job_id = executions.job_id
+                                     AND b.status = 'PENDING' AND b.overlap_policy IS NOT NULL
+                                     AND (b.run_at, b.execution_id) < (executions.run_at, executions.execution_id))";
+                    let skipped = sqlx::query(&format!(
+                        "UPDATE executions SET status = 'CANCELLED', completed_at = $1, output = $2
+                         WHERE status = 'PENDING' AND run_at <= $1 AND overlap_policy IS NOT NULL AND {busy}
+                           AND (overlap_policy = 'skip' OR {older_waiting})"
+                    ))
+                    .bind(DbTime(now))
+                    .bind(Json(serde_json::json!({
+                        "skipped": "overlap_policy: an earlier execution of the job was still unfinished at this tick"
+                    })))
+                    .execute(&mut *tx)
+                    .await?;
+                    if skipped.rows_affected() > 0 {
+                        tracing::debug!(skipped = skipped.rows_affected(), "Skipped cron ticks by overlap policy.");
+                    }
+                    let done = sqlx::query(&format!(
+                        "UPDATE executions SET status = 'QUEUED'
+                         WHERE status = 'PENDING' AND run_at <= $1
+                           AND (overlap_policy IS NULL OR NOT ({busy} OR {older_waiting}))"
+                    ))
+                    .bind(DbTime(now))
+                    .execute(&mut *tx)
+                    .await?;
+                    tx.commit().await?;
                     Ok(done.rows_affected())
                 }
 
-                async fn execution_next_pending(&self) -> StoreResult<Option<DateTime<Utc>>> {
-                    let row: Option<(DateTime<Utc>,)> =
-                        sqlx::query_as("SELECT run_at FROM executions WHERE status = 'PENDING' ORDER BY run_at LIMIT 1")
-                            .fetch_optional(&self.pool)
-                            .await?;
+                async fn execution_next_pending(&self, now: DateTime<Utc>) -> StoreResult<Option<DateTime<Utc>>> {
+                    // Due ticks still PENDING after a promotion are held by their job's overlap
+                    // policy: they are looked at again each promotion interval, not in a spin.
+                    let row: Option<(DateTime<Utc>,)> = sqlx::query_as(
+                        "SELECT run_at FROM executions WHERE status = 'PENDING' AND run_at > $1 ORDER BY run_at LIMIT 1",
+                    )
+                    .bind(DbTime(now))
+                    .fetch_optional(&self.pool)
+                    .await?;
                     Ok(row.map(|(t,)| t))
                 }
 

@@ -94,6 +94,10 @@ fn job(endpoint: &str, trigger: Trigger, key: Option<&str>, at: DateTime<Utc>) -
         cron_next_run_at: None,
         created_at: at,
         trace_parent: Some(TRACE_PARENT.to_owned()),
+        paused_at: None,
+        overlap_policy: crate::domain::OverlapPolicy::Allow,
+        catchup_policy: crate::domain::CatchupPolicy::All,
+        catchup_window_sec: None,
     }
 }
 
@@ -115,6 +119,7 @@ fn execution(job: &JobWrite, status: ExecutionStatus, run_at: DateTime<Utc>) -> 
         created_at: job.created_at,
         trace_parent: job.trace_parent.clone(),
         retry_of: None,
+        overlap_policy: None,
     }
 }
 
@@ -305,6 +310,7 @@ mod checks {
             CronAdvance {
                 job_id: j.job_id.clone(),
                 tick,
+                last: tick,
                 next: Some(tick + chrono::Duration::days(1)),
                 execution: Some(e),
             }

@@ -4,13 +4,14 @@
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use crate::domain::{AttemptStatus, EndpointType, ExecutionStatus, JobStatus, Trigger};
+use crate::domain::{AttemptStatus, CatchupPolicy, EndpointType, ExecutionStatus, JobStatus, OverlapPolicy, Trigger};
 use crate::ids::{AttemptId, ExecutionId, JobId, LogId};
 
 pub const JOB_COLUMNS: &str =
     "job_id, endpoint, endpoint_version, endpoint_type, trigger_type, status, version, previous_version_id, \
      replaced_by_id, idempotency_key, input, run_at, cron_expression, cron_timezone, cron_starts_at, cron_ends_at, \
-     cron_next_run_at, cron_last_tick_at, cron_prev_tick_at, created_at, retired_at, trace_parent";
+     cron_next_run_at, cron_last_tick_at, cron_prev_tick_at, created_at, retired_at, trace_parent, paused_at, \
+     overlap_policy, catchup_policy, catchup_window_sec";
 pub const EXECUTION_COLUMNS: &str =
     "execution_id, job_id, endpoint, endpoint_version, endpoint_type, idempotency_key, status, input, \
      output, attempt_count, max_attempts, worker_id, run_at, started_at, completed_at, duration_ms, created_at, \
@@ -49,6 +50,12 @@ pub struct Job {
     pub retired_at: Option<DateTime<Utc>>,
     /// The W3C trace context of the request that created this version (`crate::trace`).
     pub trace_parent: Option<String>,
+    /// Set while a CRON job is paused (it makes no ticks; `cron_next_run_at` is cleared).
+    pub paused_at: Option<DateTime<Utc>>,
+    pub overlap_policy: OverlapPolicy,
+    pub catchup_policy: CatchupPolicy,
+    /// How late a tick may be and still be made (None: no limit; 60 s under `none`).
+    pub catchup_window_sec: Option<i32>,
 }
 
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -127,6 +134,10 @@ pub struct JobWrite {
     pub cron_next_run_at: Option<DateTime<Utc>>,
     pub created_at: DateTime<Utc>,
     pub trace_parent: Option<String>,
+    pub paused_at: Option<DateTime<Utc>>,
+    pub overlap_policy: OverlapPolicy,
+    pub catchup_policy: CatchupPolicy,
+    pub catchup_window_sec: Option<i32>,
 }
 
 /// A new execution.
@@ -146,6 +157,8 @@ pub struct ExecutionWrite {
     pub created_at: DateTime<Utc>,
     pub trace_parent: Option<String>,
     pub retry_of: Option<ExecutionId>,
+    /// A cron tick's job's overlap policy, applied when the tick is due (None: allow).
+    pub overlap_policy: Option<OverlapPolicy>,
 }
 
 /// Filters of `GET /executions` and `POST /executions/replay`; every one that is set applies.
@@ -291,7 +304,11 @@ pub struct LeaseExtend {
 #[derive(Debug, Clone)]
 pub struct CronAdvance {
     pub job_id: JobId,
+    /// The job's next tick as read: the compare-and-set's expected value.
     pub tick: DateTime<Utc>,
+    /// The tick recorded as the job's last: `tick`, or the later one its catch-up policy made
+    /// (or skipped to).
+    pub last: DateTime<Utc>,
     /// None when the schedule has no tick left (past `ends_at`).
     pub next: Option<DateTime<Utc>>,
     pub execution: Option<ExecutionWrite>,

@@ -311,6 +311,11 @@ pub trait Store: Send + Sync + 'static {
     async fn job_replace(&self, old_job_id: &str, new: &JobWrite) -> StoreResult<Option<Job>>;
     /// ACTIVE to RETIRED; whether it changed.
     async fn job_retire(&self, job_id: &str) -> StoreResult<bool>;
+    /// Pause an ACTIVE, unpaused CRON job: no more ticks (its next is cleared) and its ticks
+    /// waiting (made ahead, or held by `buffer_one`) are removed; whether it changed.
+    async fn job_pause(&self, job_id: &str, at: DateTime<Utc>) -> StoreResult<bool>;
+    /// Resume a paused job from `next_run_at`; whether it changed.
+    async fn job_resume(&self, job_id: &str, next_run_at: Option<DateTime<Utc>>) -> StoreResult<bool>;
     /// Cancel a job's executions that have not started (PENDING, QUEUED, RETRYING) and retire
     /// the job if any were; the ids cancelled.
     async fn job_cancel_waiting(&self, job_id: &str) -> StoreResult<Vec<String>>;
@@ -361,8 +366,8 @@ pub trait Store: Send + Sync + 'static {
     async fn cron_advance_many(&self, advances: &[CronAdvance]) -> StoreResult<Vec<bool>>;
     /// PENDING executions whose time has come become QUEUED; how many.
     async fn execution_promote_due(&self, now: DateTime<Utc>) -> StoreResult<u64>;
-    /// The earliest `run_at` of a PENDING execution: when the promoter next has work.
-    async fn execution_next_pending(&self) -> StoreResult<Option<DateTime<Utc>>>;
+    /// The earliest `run_at` after `now` of a PENDING execution: when the promoter next has work.
+    async fn execution_next_pending(&self, now: DateTime<Utc>) -> StoreResult<Option<DateTime<Utc>>>;
     /// RUNNING executions whose lease has expired by the database's clock (their worker is
     /// gone: killed, partitioned) are reclaimed: each gets a failed attempt (`WORKER_LOST`) and
     /// becomes RETRYING (or FAILED when out of attempts). `now` is this process's clock, used

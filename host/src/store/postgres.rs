@@ -198,15 +198,16 @@ impl PgStore {
         let ticks: Vec<chrono::DateTime<chrono::Utc>> = advances.iter().map(|a| a.tick).collect();
         let next: Vec<Option<chrono::DateTime<chrono::Utc>>> = advances.iter().map(|a| a.next).collect();
         let moved: Vec<(String,)> = sqlx::query_as(
-            "UPDATE jobs AS j SET cron_next_run_at = v.next, cron_last_tick_at = v.tick,
+            "UPDATE jobs AS j SET cron_next_run_at = v.next, cron_last_tick_at = v.last,
                  cron_prev_tick_at = j.cron_last_tick_at
-             FROM UNNEST($1::text[], $2::timestamptz[], $3::timestamptz[]) AS v(job_id, tick, next)
+             FROM UNNEST($1::text[], $2::timestamptz[], $3::timestamptz[], $4::timestamptz[]) AS v(job_id, tick, next, last)
              WHERE j.job_id = v.job_id AND j.cron_next_run_at = v.tick AND j.status = 'ACTIVE'
              RETURNING j.job_id",
         )
         .bind(&ids)
         .bind(&ticks)
         .bind(&next)
+        .bind(advances.iter().map(|a| a.last).collect::<Vec<_>>())
         .fetch_all(&mut **tx)
         .await?;
         let won: std::collections::HashSet<&str> = moved.iter().map(|(id,)| id.as_str()).collect();
@@ -222,9 +223,9 @@ impl PgStore {
             let created: Vec<chrono::DateTime<chrono::Utc>> = executions.iter().map(|e| e.created_at).collect();
             sqlx::query(
                 "INSERT INTO executions (execution_id, job_id, endpoint, endpoint_type, idempotency_key, status, input,
-                     max_attempts, run_at, created_at, endpoint_version, trace_parent, retry_of)
+                     max_attempts, run_at, created_at, endpoint_version, trace_parent, retry_of, overlap_policy)
                  SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::jsonb[],
-                     $8::int4[], $9::timestamptz[], $10::timestamptz[], $11::int4[], $12::text[], $13::text[])
+                     $8::int4[], $9::timestamptz[], $10::timestamptz[], $11::int4[], $12::text[], $13::text[], $14::text[])
                  ON CONFLICT (job_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING",
             )
             .bind(column(|e| e.execution_id.to_string()))
@@ -240,6 +241,7 @@ impl PgStore {
             .bind(executions.iter().map(|e| e.endpoint_version).collect::<Vec<_>>())
             .bind(executions.iter().map(|e| e.trace_parent.as_deref()).collect::<Vec<_>>())
             .bind(executions.iter().map(|e| e.retry_of.as_ref().map(|id| id.to_string())).collect::<Vec<_>>())
+            .bind(executions.iter().map(|e| e.overlap_policy.map(|p| p.as_str())).collect::<Vec<_>>())
             .execute(&mut **tx)
             .await?;
         }

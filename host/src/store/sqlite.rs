@@ -93,12 +93,13 @@ impl SqliteStore {
         for advance in advances {
             // The compare-and-set: only the scheduler that still sees `tick` as next moves it.
             let moved = sqlx::query(
-                "UPDATE jobs SET cron_next_run_at = $3, cron_last_tick_at = $2, cron_prev_tick_at = cron_last_tick_at
+                "UPDATE jobs SET cron_next_run_at = $3, cron_last_tick_at = $4, cron_prev_tick_at = cron_last_tick_at
                  WHERE job_id = $1 AND cron_next_run_at = $2 AND status = 'ACTIVE'",
             )
             .bind(&advance.job_id)
             .bind(super::DbTime(advance.tick))
             .bind(advance.next.map(super::DbTime))
+            .bind(super::DbTime(advance.last))
             .execute(&mut **tx)
             .await?;
             let won = moved.rows_affected() == 1;

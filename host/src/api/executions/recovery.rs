@@ -241,5 +241,6 @@ fn retry_of(execution: &Execution, endpoint: &Endpoint, trace_parent: Option<Str
         created_at: at,
         trace_parent,
         retry_of: Some(execution.execution_id.clone()),
+        overlap_policy: None,
     }
 }

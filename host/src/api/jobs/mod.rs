@@ -5,12 +5,14 @@
 //! - [`requests`]: the bodies and query parameters the routes accept;
 //! - [`responses`]: what they answer ([`responses::JobOut`], [`responses::JobStatusOut`]);
 //! - `cron_plan`: a cron schedule checked and its first tick found;
+//! - `policies`: a cron job's pause and resume, and its overlap and catch-up policies;
 //! - `status`: `GET /jobs/{id}/status`.
 //!
 //! Input is checked against the endpoint's payload spec by [`crate::api::validators`].
 
 mod cron_plan;
 mod events;
+mod policies;
 pub mod requests;
 pub mod responses;
 mod status;
@@ -33,7 +35,7 @@ use super::state::AppState;
 use super::validators::validate_input;
 use super::Created;
 use crate::api::error::{ApiError, ApiResult, ErrorCode};
-use crate::domain::{ExecutionStatus, JobStatus, Trigger};
+use crate::domain::{CatchupPolicy, ExecutionStatus, JobStatus, OverlapPolicy, Trigger};
 use crate::ids::{ExecutionId, JobId};
 use crate::retry::RetryPolicy;
 use crate::store::{now, Execution, ExecutionWrite, Inserted, Job, JobFilter, JobWrite, PageKey};
@@ -44,6 +46,8 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(create, list))
         .routes(routes!(read, update))
         .routes(routes!(cancel))
+        .routes(routes!(policies::pause))
+        .routes(routes!(policies::resume))
         .routes(routes!(status::status))
         .routes(routes!(versions))
         .routes(routes!(executions))
@@ -85,6 +89,9 @@ async fn create(State(state): State<AppState>, ApiJson(body): ApiJson<JobIn>) ->
         refuse("timezone", body.timezone.is_some())?;
         refuse("starts_at", body.starts_at.is_some())?;
         refuse("ends_at", body.ends_at.is_some())?;
+        refuse("overlap_policy", body.overlap_policy.is_some())?;
+        refuse("catchup_policy", body.catchup_policy.is_some())?;
+        refuse("catchup_window", body.catchup_window.is_some())?;
     }
     if trigger != Trigger::Delayed {
         refuse("run_at", body.run_at.is_some())?;
@@ -132,6 +139,10 @@ async fn create(State(state): State<AppState>, ApiJson(body): ApiJson<JobIn>) ->
         cron_next_run_at: None,
         created_at: at,
         trace_parent: trace_parent.clone(),
+        paused_at: None,
+        overlap_policy: body.overlap_policy.unwrap_or(OverlapPolicy::Allow),
+        catchup_policy: body.catchup_policy.unwrap_or(CatchupPolicy::All),
+        catchup_window_sec: body.catchup_window.as_deref().map(policies::parse_window).transpose()?,
     };
     let execution = match trigger {
         Trigger::Cron => {
@@ -176,6 +187,7 @@ async fn create(State(state): State<AppState>, ApiJson(body): ApiJson<JobIn>) ->
                 created_at: at,
                 trace_parent: trace_parent.clone(),
                 retry_of: None,
+                overlap_policy: None,
             })
         }
     };
@@ -268,6 +280,12 @@ fn differing_field(existing: &Job, requested: &JobWrite, compare_run_at: bool) -
         Some("cron")
     } else if existing.cron_timezone != requested.cron_timezone {
         Some("timezone")
+    } else if existing.overlap_policy != requested.overlap_policy {
+        Some("overlap_policy")
+    } else if (existing.catchup_policy, existing.catchup_window_sec)
+        != (requested.catchup_policy, requested.catchup_window_sec)
+    {
+        Some("catchup_policy")
     } else {
         None
     }
@@ -365,10 +383,18 @@ async fn update(
         cron_timezone: Some(plan.timezone),
         cron_starts_at: Some(plan.starts_at),
         cron_ends_at: plan.ends_at,
-        cron_next_run_at: Some(plan.next_run_at),
+        cron_next_run_at: old.paused_at.is_none().then_some(plan.next_run_at),
         created_at: at,
         // The new version's ticks continue the trace of the request that made it.
         trace_parent: TraceParent::current().map(|t| t.to_string()),
+        // A paused job's new version is paused too, from now: resume it to run the schedule.
+        paused_at: old.paused_at.map(|_| at),
+        overlap_policy: body.overlap_policy.unwrap_or(old.overlap_policy),
+        catchup_policy: body.catchup_policy.unwrap_or(old.catchup_policy),
+        catchup_window_sec: match body.catchup_window.as_deref() {
+            Some(text) => Some(policies::parse_window(text)?),
+            None => old.catchup_window_sec,
+        },
     };
     let created = state.store.job_replace(&job_id, &new).await?.ok_or_else(|| {
         ApiError::new(ErrorCode::JobNotUpdatable, format!("Job '{job_id}' was retired while this update ran."))

@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::domain::Trigger;
+use crate::domain::{CatchupPolicy, OverlapPolicy, Trigger};
 
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -20,6 +20,13 @@ pub struct JobIn {
     pub timezone: Option<String>,
     pub starts_at: Option<DateTime<Utc>>,
     pub ends_at: Option<DateTime<Utc>>,
+    /// CRON only: what a tick does while an earlier execution is unfinished (default `allow`).
+    pub overlap_policy: Option<OverlapPolicy>,
+    /// CRON only: which missed ticks are made up (default `all`).
+    pub catchup_policy: Option<CatchupPolicy>,
+    /// CRON only: how late a tick may be and still be made (`90s`, `15m`, `2h`, `7d`; default:
+    /// no limit, or `60s` under `catchup_policy: none`).
+    pub catchup_window: Option<String>,
 }
 
 /// `PUT /jobs/{id}`: what changes in the cron job's next version; absent fields carry over.
@@ -31,6 +38,9 @@ pub struct JobUpdateIn {
     pub input: Option<Value>,
     pub starts_at: Option<DateTime<Utc>>,
     pub ends_at: Option<DateTime<Utc>>,
+    pub overlap_policy: Option<OverlapPolicy>,
+    pub catchup_policy: Option<CatchupPolicy>,
+    pub catchup_window: Option<String>,
 }
 
 #[derive(Deserialize, utoipa::IntoParams)]

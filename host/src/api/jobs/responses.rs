@@ -7,7 +7,7 @@ use chrono_tz::Tz;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::domain::{EndpointType, ExecutionStatus, JobStatus, Trigger};
+use crate::domain::{CatchupPolicy, EndpointType, ExecutionStatus, JobStatus, OverlapPolicy, Trigger};
 use crate::ids::{ExecutionId, JobId};
 use crate::store::{now, Execution, Job};
 
@@ -53,6 +53,12 @@ pub struct CronScheduleOut {
     pub last_tick_at: Option<String>,
     pub previous_version_id: Option<JobId>,
     pub replaced_by_id: Option<JobId>,
+    /// Set while the job is paused (`POST /jobs/{id}/pause`); `next_run_at` is then null.
+    pub paused_at: Option<String>,
+    pub overlap_policy: OverlapPolicy,
+    pub catchup_policy: CatchupPolicy,
+    /// Null: no limit (60s under `catchup_policy: none`).
+    pub catchup_window: Option<String>,
 }
 
 impl JobOut {
@@ -71,6 +77,10 @@ impl JobOut {
                 last_tick_at: last.as_ref().map(|t| local(t, tz)),
                 previous_version_id: job.previous_version_id.clone(),
                 replaced_by_id: job.replaced_by_id.clone(),
+                paused_at: job.paused_at.as_ref().map(utc),
+                overlap_policy: job.overlap_policy,
+                catchup_policy: job.catchup_policy,
+                catchup_window: job.catchup_window_sec.map(super::policies::format_window),
             }
         });
         Self {
@@ -206,6 +216,9 @@ pub fn initial_status(job: &Job) -> ExecutionStatus {
 /// and the one before it the last (a retired job's waiting tick was cancelled, so it is neither).
 fn cron_ticks(job: &Job) -> (Option<DateTime<Utc>>, Option<DateTime<Utc>>) {
     match job.cron_last_tick_at {
+        // Paused: no next tick; one made ahead was withdrawn.
+        Some(waiting) if job.paused_at.is_some() && waiting > now() => (None, job.cron_prev_tick_at),
+        last if job.paused_at.is_some() => (None, last),
         Some(waiting) if waiting > now() => {
             let next = if job.status == JobStatus::Active { Some(waiting) } else { job.cron_next_run_at };
             (next, job.cron_prev_tick_at)

@@ -1,0 +1,149 @@
+//! A CRON job's schedule policies: pause and resume, what a tick does while an earlier
+//! execution is unfinished (`overlap_policy`), and which missed ticks are made up
+//! (`catchup_policy`, `catchup_window`). The scheduler applies them (`scheduler::cron_materializer`
+//! and the promoter); here they are checked and changed.
+
+use axum::extract::{Path, State};
+use axum::Json;
+use chrono::{DateTime, Utc};
+use serde::Deserialize;
+
+use super::responses::JobOut;
+use super::{load, with_article};
+use crate::api::error::{ApiError, ApiResult, ErrorCode};
+use crate::api::extract::{parse_json, ApiBytes};
+use crate::api::state::AppState;
+use crate::domain::{JobStatus, Trigger};
+use crate::scheduler::schedule::CronSchedule;
+use crate::store::{now, Job};
+
+/// The longest `catchup_window`: a year.
+const MAX_WINDOW_SEC: i64 = 366 * 24 * 3600;
+
+/// A `catchup_window` such as `90s`, `15m`, `2h` or `7d` (a bare number is seconds), in seconds.
+pub fn parse_window(text: &str) -> ApiResult<i32> {
+    let refuse = || {
+        ApiError::invalid_field(
+            "catchup_window",
+            format!("`{text}` is not a duration from 1s to 366d: write it as 90s, 15m, 2h or 7d"),
+        )
+    };
+    let text = text.trim();
+    let (digits, unit) = text.split_at(text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len()));
+    let scale = match unit {
+        "" | "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        _ => return Err(refuse()),
+    };
+    let seconds = digits.parse::<i64>().ok().and_then(|n| n.checked_mul(scale)).ok_or_else(refuse)?;
+    if !(1..=MAX_WINDOW_SEC).contains(&seconds) {
+        return Err(refuse());
+    }
+    i32::try_from(seconds).map_err(|_| refuse())
+}
+
+/// Seconds in the largest unit that divides them: `900` is `15m`.
+pub fn format_window(seconds: i32) -> String {
+    for (unit, scale) in [("d", 86_400), ("h", 3600), ("m", 60)] {
+        if seconds % scale == 0 {
+            return format!("{}{unit}", seconds / scale);
+        }
+    }
+    format!("{seconds}s")
+}
+
+/// The job, if it is a CRON job that has not been retired: only those can pause or resume.
+async fn active_cron(state: &AppState, job_id: &str) -> ApiResult<Job> {
+    let job = load(state, job_id).await?;
+    if job.trigger_type != Trigger::Cron {
+        return Err(ApiError::new(
+            ErrorCode::JobNotUpdatable,
+            format!(
+                "Job '{job_id}' is {} job; only CRON jobs can be paused and resumed.",
+                with_article(job.trigger_type)
+            ),
+        ));
+    }
+    if job.status != JobStatus::Active {
+        let latest =
+            job.replaced_by_id.as_deref().map(|id| format!(" Its newer version is '{id}'.")).unwrap_or_default();
+        return Err(ApiError::new(ErrorCode::JobNotUpdatable, format!("Job '{job_id}' is retired.{latest}")));
+    }
+    Ok(job)
+}
+
+/// Pause a CRON job: it makes no ticks until resumed.
+///
+/// A tick already made ahead of its time (or held by `buffer_one`) is withdrawn (it never
+/// ran); an execution already queued or running finishes. Pausing a paused job changes nothing.
+#[utoipa::path(post, path = "/jobs/{job_id}/pause", tag = "jobs", params(("job_id" = String, Path, description = "The job's id (`job_…`).")), responses(
+    (status = 200, description = "The job, with `paused_at` set.", body = JobOut),
+))]
+pub(super) async fn pause(State(state): State<AppState>, Path(job_id): Path<String>) -> ApiResult<Json<JobOut>> {
+    active_cron(&state, &job_id).await?;
+    state.store.job_pause(&job_id, now()).await?;
+    Ok(Json(JobOut::new(&load(&state, &job_id).await?, None)))
+}
+
+/// `POST /jobs/{id}/resume`.
+#[derive(Deserialize, Default, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ResumeIn {
+    /// Make up the ticks missed while paused, as the job's `catchup_policy` says (default
+    /// false: the schedule carries on from the next tick after now).
+    #[serde(default)]
+    pub catch_up: bool,
+}
+
+/// Resume a paused CRON job.
+///
+/// From the first tick after now; with `{"catch_up": true}`, from the first tick after it was
+/// paused, the missed ones made up as its `catchup_policy` and `catchup_window` say. Resuming
+/// a job that is not paused changes nothing.
+#[utoipa::path(post, path = "/jobs/{job_id}/resume", tag = "jobs", params(("job_id" = String, Path, description = "The job's id (`job_…`).")), request_body(content = Option<ResumeIn>), responses(
+    (status = 200, description = "The job, running its schedule again.", body = JobOut),
+))]
+pub(super) async fn resume(
+    State(state): State<AppState>,
+    Path(job_id): Path<String>,
+    ApiBytes(body): ApiBytes,
+) -> ApiResult<Json<JobOut>> {
+    // The body is optional: none is `{}`.
+    let body: ResumeIn = if body.is_empty() { ResumeIn::default() } else { parse_json(&body)? };
+    let job = active_cron(&state, &job_id).await?;
+    let catch_up = body.catch_up;
+    if let Some(paused_at) = job.paused_at {
+        let from = if catch_up { paused_at } else { now() };
+        state.store.job_resume(&job_id, next_tick(&job, from)).await?;
+        state.wakeups.cron_changed.notify_one();
+    }
+    Ok(Json(JobOut::new(&load(&state, &job_id).await?, None)))
+}
+
+/// The job's first tick after `from` (and not before it starts), if its schedule has one left.
+fn next_tick(job: &Job, from: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    let schedule = CronSchedule::parse(job.cron_expression.as_deref()?, job.cron_timezone.as_deref()?).ok()?;
+    let from = job.cron_starts_at.map_or(from, |start| from.max(start - chrono::Duration::microseconds(1)));
+    schedule.next_after(from).filter(|t| job.cron_ends_at.is_none_or(|end| *t < end))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn windows_read_and_print_in_their_largest_unit() {
+        for (text, seconds, shown) in
+            [("90", 90, "90s"), ("90s", 90, "90s"), ("15m", 900, "15m"), ("2h", 7200, "2h"), ("7d", 604_800, "7d")]
+        {
+            assert_eq!(parse_window(text).ok(), Some(seconds), "{text}");
+            assert_eq!(format_window(seconds), shown);
+        }
+        for bad in ["", "0s", "-5s", "5w", "1.5h", "367d", "99999999999999999999"] {
+            let error = parse_window(bad).err().unwrap_or_else(|| panic!("{bad:?} accepted"));
+            assert!(error.message.contains("`catchup_window`"), "{}", error.message);
+        }
+    }
+}

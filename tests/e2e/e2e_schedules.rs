@@ -1,0 +1,185 @@
+//! A CRON job's schedule policies: pause and resume (with and without catching up), and what
+//! a tick does while the previous execution still runs (`overlap_policy`).
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde_json::{json, Value};
+
+use crate::both_backends;
+use crate::support::fixtures::http_endpoint;
+use crate::support::{eventually, wait_for, Backend, Client, Receiver, Server, TestDb};
+
+both_backends!(
+    paused_jobs_make_no_ticks_and_resume_as_their_catchup_policy_says,
+    overlapping_ticks_are_skipped_or_buffered
+);
+
+fn time(value: &Value) -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339(value.as_str().unwrap_or_else(|| panic!("a time: {value}")))
+        .unwrap()
+        .with_timezone(&Utc)
+}
+
+async fn executions(api: &Client, job_id: &str) -> Vec<Value> {
+    api.list_all(&format!("/jobs/{job_id}/executions"), 200).await.0
+}
+
+fn every_second(endpoint: &str, extra: Value) -> Value {
+    let mut job = json!({"endpoint": endpoint, "trigger": "CRON", "cron": "* * * * * *", "timezone": "UTC",
+                         "input": {"user_id": "u", "amount": 1}});
+    job.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+    job
+}
+
+/// Executions of the job whose tick falls in (from, to], but for those cancelled.
+fn ticks_between(executions: &[Value], from: DateTime<Utc>, to: DateTime<Utc>) -> usize {
+    let tick = |e: &Value| time(&e["run_at"]);
+    executions.iter().filter(|e| e["status"] != "CANCELLED" && tick(e) > from && tick(e) <= to).count()
+}
+
+async fn paused_jobs_make_no_ticks_and_resume_as_their_catchup_policy_says(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let server = Server::start(&db).await;
+    let api = server.client();
+    let receiver = Receiver::start().await;
+    http_endpoint(&api, &receiver, "tick", "/ok/tick", json!(null)).await;
+    let all = api.create("/jobs", &every_second("tick", json!({"catchup_policy": "all"}))).await;
+    let latest =
+        api.create("/jobs", &every_second("tick", json!({"catchup_policy": "latest", "catchup_window": "1h"}))).await;
+    assert_eq!((all["catchup_policy"].as_str(), all["overlap_policy"].as_str()), (Some("all"), Some("allow")));
+    assert_eq!(latest["catchup_window"], "1h");
+    let (all, latest) = (all["job_id"].as_str().unwrap().to_owned(), latest["job_id"].as_str().unwrap().to_owned());
+    for id in [&all, &latest] {
+        eventually("a first tick", Duration::from_secs(20), || async { !executions(&api, id).await.is_empty() }).await;
+    }
+
+    // Paused: no ticks, and the next one is cleared.
+    let mut paused_at = Vec::new();
+    for id in [&all, &latest] {
+        let paused = api.post(&format!("/jobs/{id}/pause"), &json!({})).await;
+        assert_eq!(paused.status, 200, "{}", paused.text);
+        assert_eq!(paused.body["next_run_at"], Value::Null);
+        paused_at.push(time(&paused.body["paused_at"]));
+        // Pausing again changes nothing.
+        assert_eq!(
+            api.post(&format!("/jobs/{id}/pause"), &json!({})).await.body["paused_at"],
+            paused.body["paused_at"]
+        );
+    }
+    // Four ticks' time passes; nothing fires meanwhile (a tick made ahead was withdrawn).
+    let quiet_until = Utc::now() + chrono::Duration::milliseconds(4200);
+    wait_for("four ticks' time", Duration::from_secs(6), || Utc::now() > quiet_until).await;
+    for (id, paused) in [&all, &latest].into_iter().zip(&paused_at) {
+        let made = executions(&api, id).await;
+        assert_eq!(ticks_between(&made, *paused, Utc::now()), 0, "a paused job ticked: {made:?}");
+    }
+
+    // Resumed with catch_up: `all` makes up every missed tick, `latest` only the newest.
+    let mut resumed_at = Vec::new();
+    for id in [&all, &latest] {
+        let resumed = api.post(&format!("/jobs/{id}/resume"), &json!({"catch_up": true})).await;
+        assert_eq!(resumed.status, 200, "{}", resumed.text);
+        assert_eq!(resumed.body["paused_at"], Value::Null);
+        resumed_at.push(Utc::now());
+    }
+    eventually("the missed ticks made up", Duration::from_secs(20), || async {
+        ticks_between(&executions(&api, &all).await, paused_at[0], resumed_at[0]) >= 3
+    })
+    .await;
+    eventually("a tick after the resume", Duration::from_secs(20), || async {
+        executions(&api, &latest)
+            .await
+            .iter()
+            .any(|e| time(&e["run_at"]) > resumed_at[1] + chrono::Duration::seconds(1))
+    })
+    .await;
+    // `latest` made the newest tick due when it caught up (within a second of the resume),
+    // none of the older ones of the paused time.
+    let made = executions(&api, &latest).await;
+    let second = chrono::Duration::seconds(1);
+    assert_eq!(ticks_between(&made, paused_at[1], resumed_at[1] - second), 0, "older missed ticks made: {made:?}");
+    assert!(ticks_between(&made, resumed_at[1] - second, resumed_at[1] + second) >= 1, "no tick caught up: {made:?}");
+
+    // Resumed without catch_up: the schedule goes on from now, nothing made up.
+    api.post(&format!("/jobs/{all}/pause"), &json!({})).await;
+    let paused = time(&api.get(&format!("/jobs/{all}")).await.body["paused_at"]);
+    let quiet_until = Utc::now() + chrono::Duration::milliseconds(2200);
+    wait_for("two ticks' time", Duration::from_secs(5), || Utc::now() > quiet_until).await;
+    let resumed = api.post(&format!("/jobs/{all}/resume"), &json!({})).await;
+    let resumed_at = Utc::now();
+    assert!(time(&resumed.body["next_run_at"]) > paused, "{}", resumed.text);
+    eventually("a tick after the resume", Duration::from_secs(20), || async {
+        executions(&api, &all).await.iter().any(|e| time(&e["run_at"]) > resumed_at)
+    })
+    .await;
+    let made = executions(&api, &all).await;
+    let before_resume = resumed_at - chrono::Duration::milliseconds(1000);
+    assert_eq!(ticks_between(&made, paused, before_resume), 0, "nothing made up: {made:?}");
+
+    // Only an active CRON job pauses; policies belong to CRON jobs.
+    let once = api.create("/jobs", &json!({"endpoint": "tick", "trigger": "IMMEDIATE", "idempotency_key": "k", "input": {"user_id": "u", "amount": 1}})).await;
+    api.post(&format!("/jobs/{}/pause", once["job_id"].as_str().unwrap()), &json!({}))
+        .await
+        .error(409, "JOB_NOT_UPDATABLE");
+    api.post("/jobs/job_missing/resume", &json!({})).await.error(404, "JOB_NOT_FOUND");
+    let refused = api
+        .post(
+            "/jobs",
+            &json!({"endpoint": "tick", "trigger": "IMMEDIATE", "idempotency_key": "k2", "overlap_policy": "skip"}),
+        )
+        .await;
+    assert!(refused.error(400, "INVALID_REQUEST").contains("`overlap_policy`"));
+    let refused = api.post("/jobs", &every_second("tick", json!({"catchup_window": "5 weeks"}))).await;
+    assert!(refused.error(400, "INVALID_REQUEST").contains("`catchup_window`"));
+    let refused = api.post("/jobs", &every_second("tick", json!({"overlap_policy": "queue"}))).await;
+    assert!(refused.error(400, "INVALID_REQUEST").contains("overlap_policy"), "{}", refused.text);
+}
+
+/// Each job's deliveries (SUCCESS executions) in start order never overlap: each starts after
+/// the one before it finished.
+fn assert_one_at_a_time(made: &[Value]) {
+    let mut done: Vec<&Value> = made.iter().filter(|e| e["status"] == "SUCCESS").collect();
+    done.sort_by_key(|e| time(&e["started_at"]));
+    for pair in done.windows(2) {
+        assert!(time(&pair[1]["started_at"]) >= time(&pair[0]["completed_at"]), "overlap: {pair:?}");
+    }
+}
+
+async fn overlapping_ticks_are_skipped_or_buffered(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let server = Server::start(&db).await;
+    let api = server.client();
+    // A delivery takes 1.5 s; the jobs tick every second.
+    let receiver = Receiver::start().await;
+    http_endpoint(&api, &receiver, "slow-skip", "/slow/1500", json!(null)).await;
+    http_endpoint(&api, &receiver, "slow-buffer", "/slow/1500", json!(null)).await;
+    let skip = api.create("/jobs", &every_second("slow-skip", json!({"overlap_policy": "skip"}))).await;
+    let buffer = api.create("/jobs", &every_second("slow-buffer", json!({"overlap_policy": "buffer_one"}))).await;
+    let (skip, buffer) = (skip["job_id"].as_str().unwrap().to_owned(), buffer["job_id"].as_str().unwrap().to_owned());
+    let succeeded = |made: &[Value]| made.iter().filter(|e| e["status"] == "SUCCESS").count();
+    for id in [&skip, &buffer] {
+        eventually("three deliveries", Duration::from_secs(30), || async {
+            succeeded(&executions(&api, id).await) >= 3
+        })
+        .await;
+    }
+    for id in [&skip, &buffer] {
+        api.post(&format!("/jobs/{id}/cancel"), &json!({})).await;
+    }
+    for id in [&skip, &buffer] {
+        let made = executions(&api, id).await;
+        assert_one_at_a_time(&made);
+        let skipped: Vec<&Value> = made.iter().filter(|e| e["output"]["skipped"].is_string()).collect();
+        assert!(!skipped.is_empty(), "ticks during a delivery are skipped: {made:?}");
+        assert!(skipped.iter().all(|e| e["status"] == "CANCELLED"));
+    }
+    // buffer_one held a tick that came during a delivery and fired it after: a delivery
+    // started well after its tick, once the one before it finished.
+    let made = executions(&api, &buffer).await;
+    let held = made
+        .iter()
+        .filter(|e| e["status"] == "SUCCESS")
+        .any(|e| time(&e["started_at"]) - time(&e["run_at"]) > chrono::Duration::milliseconds(300));
+    assert!(held, "a tick was held until the previous delivery ended: {made:?}");
+}
