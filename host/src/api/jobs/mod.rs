@@ -337,21 +337,7 @@ async fn update(
     Path(job_id): Path<String>,
     ApiJson(body): ApiJson<JobUpdateIn>,
 ) -> ApiResult<Json<JobOut>> {
-    let old = load(&state, &job_id).await?;
-    if old.trigger_type != Trigger::Cron {
-        return Err(ApiError::new(
-            ErrorCode::JobNotUpdatable,
-            format!(
-                "Job '{job_id}' is {} job; only CRON jobs can be updated. Create a new job instead.",
-                with_article(old.trigger_type)
-            ),
-        ));
-    }
-    if old.status != JobStatus::Active {
-        let latest =
-            old.replaced_by_id.as_deref().map(|id| format!(" Its newer version is '{id}'.")).unwrap_or_default();
-        return Err(ApiError::new(ErrorCode::JobNotUpdatable, format!("Job '{job_id}' is retired.{latest}")));
-    }
+    let old = policies::active_cron(&state, &job_id, "updated. Create a new job instead").await?;
     let endpoint = state.store.endpoint_get(&old.endpoint).await?;
     let input = body.input.unwrap_or_else(|| old.input.clone().unwrap_or_default());
     let payload_spec = endpoint.as_ref().and_then(|e| e.payload_spec.as_deref());

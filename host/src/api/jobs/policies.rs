@@ -17,6 +17,8 @@ use crate::domain::{JobStatus, Trigger};
 use crate::scheduler::schedule::CronSchedule;
 use crate::store::{now, Job};
 
+const PAUSED: &str = "paused and resumed";
+
 /// The longest `catchup_window`: a year.
 const MAX_WINDOW_SEC: i64 = 366 * 24 * 3600;
 
@@ -54,16 +56,14 @@ pub fn format_window(seconds: i32) -> String {
     format!("{seconds}s")
 }
 
-/// The job, if it is a CRON job that has not been retired: only those can pause or resume.
-async fn active_cron(state: &AppState, job_id: &str) -> ApiResult<Job> {
+/// The job, if it is a CRON job that has not been retired: only those can be updated, paused
+/// or resumed. `what` ends the refusal's sentence: "only CRON jobs can be {what}."
+pub(super) async fn active_cron(state: &AppState, job_id: &str, what: &str) -> ApiResult<Job> {
     let job = load(state, job_id).await?;
     if job.trigger_type != Trigger::Cron {
         return Err(ApiError::new(
             ErrorCode::JobNotUpdatable,
-            format!(
-                "Job '{job_id}' is {} job; only CRON jobs can be paused and resumed.",
-                with_article(job.trigger_type)
-            ),
+            format!("Job '{job_id}' is {} job; only CRON jobs can be {what}.", with_article(job.trigger_type)),
         ));
     }
     if job.status != JobStatus::Active {
@@ -82,7 +82,7 @@ async fn active_cron(state: &AppState, job_id: &str) -> ApiResult<Job> {
     (status = 200, description = "The job, with `paused_at` set.", body = JobOut),
 ))]
 pub(super) async fn pause(State(state): State<AppState>, Path(job_id): Path<String>) -> ApiResult<Json<JobOut>> {
-    active_cron(&state, &job_id).await?;
+    active_cron(&state, &job_id, PAUSED).await?;
     state.store.job_pause(&job_id, now()).await?;
     Ok(Json(JobOut::new(&load(&state, &job_id).await?, None)))
 }
@@ -112,7 +112,7 @@ pub(super) async fn resume(
 ) -> ApiResult<Json<JobOut>> {
     // The body is optional: none is `{}`.
     let body: ResumeIn = if body.is_empty() { ResumeIn::default() } else { parse_json(&body)? };
-    let job = active_cron(&state, &job_id).await?;
+    let job = active_cron(&state, &job_id, PAUSED).await?;
     let catch_up = body.catch_up;
     if let Some(paused_at) = job.paused_at {
         let from = if catch_up { paused_at } else { now() };
