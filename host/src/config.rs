@@ -4,6 +4,7 @@
 //! variable, so clap's error quotes it).
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
@@ -598,6 +599,14 @@ pub struct WorkerArgs {
     pub worker_lease_sec: Option<u64>,
 }
 
+/// `TE_RETENTION`: a duration (`30d`, `12h`, `90m`, `3600s`); zero turns the purge off.
+fn retention(text: &str) -> Result<Duration, String> {
+    crate::duration::parse_seconds(text)
+        .and_then(|seconds| u64::try_from(seconds).ok())
+        .map(Duration::from_secs)
+        .ok_or_else(|| format!("`{text}` is not a duration: write it as 30d, 12h, 90m or 3600s (0 keeps everything)"))
+}
+
 /// The lease when neither `TE_WORKER_LEASE_SEC` nor its old name is set.
 pub const DEFAULT_LEASE_SEC: u64 = 30;
 
@@ -627,6 +636,14 @@ pub struct SchedulerArgs {
     #[arg(long, env = "TE_RECLAIM_INTERVAL_SEC", value_name = "TE_RECLAIM_INTERVAL_SEC", default_value_t = 30,
           value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub reclaim_interval_sec: u64,
+    /// How long finished executions (with their attempts and logs) and finished one-shot jobs
+    /// are kept, from their creation: `30d`, `12h`, `90m`, `3600s`; `0` keeps them forever.
+    #[arg(long, env = "TE_RETENTION", value_name = "TE_RETENTION", default_value = "30d", value_parser = retention)]
+    pub retention: Duration,
+    /// How often the retention purge runs, in seconds.
+    #[arg(long, env = "TE_PURGE_INTERVAL_SEC", value_name = "TE_PURGE_INTERVAL_SEC", default_value_t = 60,
+          value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub purge_interval_sec: u64,
     /// Deprecated: the old name of TE_WORKER_LEASE_SEC. Executions are no longer reclaimed
     /// after a fixed time RUNNING, only when their worker stops renewing their lease.
     #[arg(long, env = "TE_STUCK_EXECUTION_TIMEOUT_SEC", value_name = "TE_STUCK_EXECUTION_TIMEOUT_SEC",

@@ -27,6 +27,7 @@
 //! - `retry`: an endpoint's retry policy and the backoff between attempts.
 //! - `health`: liveness of the process's loops, behind `/healthz`.
 //! - `region`: region heartbeats; what a second region will add.
+//! - `duration`: durations as written in settings and requests (`90s`, `15m`, `7d`).
 //! - `error_chain`: an error and its causes as one line, each said once.
 //! - [`ids`]: prefixed id types.
 //! - `metrics`: Prometheus metrics behind `/metrics`.
@@ -42,6 +43,7 @@ pub mod cli;
 pub(crate) mod config;
 pub mod contract;
 pub mod domain;
+pub(crate) mod duration;
 pub mod egress;
 pub(crate) mod error_chain;
 pub(crate) mod health;

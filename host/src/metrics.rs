@@ -34,6 +34,7 @@ pub const PLUGIN_CALLS: &str = "taskexec_plugin_calls_total";
 pub const PLUGIN_TRAPS: &str = "taskexec_plugin_traps_total";
 pub const PLUGIN_INSTANTIATE_SECONDS: &str = "taskexec_plugin_instantiate_seconds";
 pub const DB_POOL_CONNECTIONS: &str = "taskexec_db_pool_connections";
+pub const PURGED: &str = "taskexec_retention_purged_total";
 
 /// Buckets for durations: from 1 ms to 5 minutes (the longest a delivery may take).
 const SECONDS_BUCKETS: [f64; 16] =
@@ -75,6 +76,7 @@ fn describe() {
     describe_counter!(PLUGIN_TRAPS, "Plugin calls that trapped or ran out of time, by plugin.");
     describe_histogram!(PLUGIN_INSTANTIATE_SECONDS, Unit::Seconds, "Time to instantiate a plugin for a call.");
     describe_gauge!(DB_POOL_CONNECTIONS, "Database pool connections, by state (idle or busy).");
+    describe_counter!(PURGED, "Rows deleted by the retention purge (TE_RETENTION), by kind (executions, jobs).");
 }
 
 /// The text of `/metrics`: what was recorded, and the database's current figures.
@@ -136,6 +138,10 @@ pub fn loop_round(name: &'static str, took: Duration, failed: bool) {
     if failed {
         counter!(LOOP_ERRORS, "loop" => name).increment(1);
     }
+}
+
+pub fn purged(kind: &'static str, rows: usize) {
+    counter!(PURGED, "kind" => kind).increment(rows as u64);
 }
 
 pub fn result_write_retried() {

@@ -226,10 +226,11 @@ async fn deletes_refused_while_referenced(backend: Backend) {
         let msg = api.delete(path).await.error(409, "CONFLICT");
         assert!(msg.starts_with(what) && msg.contains("send-welcome-email"), "{path}: {msg}");
     }
-    // An endpoint with jobs cannot go. (Jobs have no API yet, so the row is written directly.)
+    // An endpoint an active cron job delivers through cannot go. (The row is written directly:
+    // the job's schedule does not matter here.)
     db.execute(
         "INSERT INTO jobs (job_id, endpoint, endpoint_type, trigger_type, created_at)
-         VALUES ('job_test1', 'send-welcome-email', 'HTTP', 'IMMEDIATE', '2026-01-01T00:00:00.000000Z')",
+         VALUES ('job_test1', 'send-welcome-email', 'HTTP', 'CRON', '2026-01-01T00:00:00.000000Z')",
     )
     .await;
     let msg = api.delete("/endpoints/send-welcome-email").await.error(409, "CONFLICT");

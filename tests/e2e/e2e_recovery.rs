@@ -1,12 +1,18 @@
 //! Recovering from a receiver's bad day: the dead-letter view, retry and replay.
 
+use std::time::Duration;
+
 use serde_json::{json, Value};
 
 use crate::both_backends;
 use crate::support::fixtures::{http_endpoint, immediate, wait_for_status};
-use crate::support::{Backend, Client, Receiver, Server, TestDb};
+use crate::support::{eventually, Backend, Client, Receiver, Server, ServerOptions, TestDb};
 
-both_backends!(failed_executions_are_listed_retried_and_replayed);
+both_backends!(
+    failed_executions_are_listed_retried_and_replayed,
+    finished_history_is_purged_after_the_retention,
+    jobs_and_endpoints_are_deleted_with_their_history_once_nothing_is_left_to_deliver,
+);
 
 fn ids(page: &Value) -> Vec<String> {
     page["items"].as_array().unwrap().iter().map(|e| e["execution_id"].as_str().unwrap().to_owned()).collect()
@@ -114,4 +120,94 @@ async fn failed_executions_are_listed_retried_and_replayed(backend: Backend) {
     }
     assert_eq!(receiver.count_of("/ok/fixed"), 3);
     assert_eq!(ids(&api.get("/executions?status=FAILED").await.body), failed, "the records stay");
+}
+
+async fn finished_history_is_purged_after_the_retention(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let server =
+        Server::start_with(&db, ServerOptions::new().env("TE_RETENTION", "2s").env("TE_PURGE_INTERVAL_SEC", "1")).await;
+    let api = server.client();
+    let receiver = Receiver::start().await;
+    http_endpoint(&api, &receiver, "hook", "/ok/hook", json!(null)).await;
+    let later = api
+        .create(
+            "/jobs",
+            &json!({"endpoint": "hook", "trigger": "DELAYED", "idempotency_key": "later", "delay_ms": 3_600_000,
+                                 "input": {"user_id": "u", "amount": 1}}),
+        )
+        .await;
+    let done = api.create("/jobs", &immediate("hook", "done", json!({"user_id": "u", "amount": 1}))).await;
+    let done_execution = done["execution"]["execution_id"].as_str().unwrap().to_owned();
+    wait_for_status(&api, &done_execution, "SUCCESS").await;
+    let attempts = format!("SELECT COUNT(*) FROM attempts WHERE execution_id = '{done_execution}'");
+    assert_eq!(db.scalar(&attempts).await, 1);
+
+    // Once older than TE_RETENTION, the finished execution goes with its attempts and logs, and
+    // its one-shot job with it; what has not run yet stays.
+    eventually("the finished job purged", Duration::from_secs(20), || async {
+        api.get(&format!("/jobs/{}", done["job_id"].as_str().unwrap())).await.status == 404
+    })
+    .await;
+    api.get(&format!("/executions/{done_execution}")).await.error(404, "EXECUTION_NOT_FOUND");
+    assert_eq!(db.scalar(&attempts).await, 0);
+    let logs = format!("SELECT COUNT(*) FROM execution_logs WHERE execution_id = '{done_execution}'");
+    assert_eq!(db.scalar(&logs).await, 0);
+    let waiting = api.get(&format!("/jobs/{}", later["job_id"].as_str().unwrap())).await;
+    assert_eq!(waiting.body["execution"]["status"], "PENDING", "{}", waiting.text);
+    let metrics = Client::new(&server.base_url, None).get("/metrics").await.text;
+    assert!(metrics.contains("taskexec_retention_purged_total{kind=\"executions\"} 1"), "{metrics}");
+}
+
+async fn jobs_and_endpoints_are_deleted_with_their_history_once_nothing_is_left_to_deliver(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let server = Server::start(&db).await;
+    let api = server.client();
+    let receiver = Receiver::start().await;
+    http_endpoint(&api, &receiver, "hook", "/ok/hook", json!(null)).await;
+    let input = json!({"user_id": "u", "amount": 1});
+
+    // A finished job goes with its execution.
+    let done = api.create("/jobs", &immediate("hook", "done", input.clone())).await;
+    let (done_job, done_execution) =
+        (done["job_id"].as_str().unwrap().to_owned(), done["execution"]["execution_id"].as_str().unwrap().to_owned());
+    wait_for_status(&api, &done_execution, "SUCCESS").await;
+    assert_eq!(api.delete(&format!("/jobs/{done_job}")).await.status, 204);
+    api.get(&format!("/jobs/{done_job}")).await.error(404, "JOB_NOT_FOUND");
+    api.get(&format!("/executions/{done_execution}")).await.error(404, "EXECUTION_NOT_FOUND");
+    api.delete(&format!("/jobs/{done_job}")).await.error(404, "JOB_NOT_FOUND");
+
+    // One still to run is refused, naming its execution, until it is cancelled.
+    let later = api
+        .create("/jobs", &json!({"endpoint": "hook", "trigger": "DELAYED", "idempotency_key": "later", "delay_ms": 3_600_000, "input": input}))
+        .await;
+    let later_job = later["job_id"].as_str().unwrap();
+    let message = api.delete(&format!("/jobs/{later_job}")).await.error(409, "CONFLICT");
+    assert!(message.contains(later["execution"]["execution_id"].as_str().unwrap()), "{message}");
+    // While it waits, the endpoint cannot go either.
+    let message = api.delete("/endpoints/hook").await.error(409, "CONFLICT");
+    assert!(message.contains(later_job), "{message}");
+    api.post(&format!("/jobs/{later_job}/cancel"), &json!({})).await;
+    assert_eq!(api.delete(&format!("/jobs/{later_job}")).await.status, 204);
+
+    // An active cron job must be cancelled first; so must it before its endpoint goes.
+    let cron = api
+        .create(
+            "/jobs",
+            &json!({"endpoint": "hook", "trigger": "CRON", "cron": "0 9 * * MON", "timezone": "UTC", "input": input}),
+        )
+        .await;
+    let cron_job = cron["job_id"].as_str().unwrap();
+    let message = api.delete(&format!("/jobs/{cron_job}")).await.error(409, "CONFLICT");
+    assert!(message.contains("cancel it first"), "{message}");
+    let message = api.delete("/endpoints/hook").await.error(409, "CONFLICT");
+    assert!(message.contains(cron_job), "{message}");
+    api.post(&format!("/jobs/{cron_job}/cancel"), &json!({})).await;
+
+    // Finished jobs no longer keep an endpoint: it goes, and their history with it.
+    let kept = api.create("/jobs", &immediate("hook", "kept", input.clone())).await;
+    wait_for_status(&api, kept["execution"]["execution_id"].as_str().unwrap(), "SUCCESS").await;
+    assert_eq!(api.delete("/endpoints/hook").await.status, 204);
+    api.get("/endpoints/hook").await.error(404, "ENDPOINT_NOT_FOUND");
+    api.get(&format!("/jobs/{}", kept["job_id"].as_str().unwrap())).await.error(404, "JOB_NOT_FOUND");
+    assert_eq!(db.scalar("SELECT COUNT(*) FROM executions").await, 0);
 }

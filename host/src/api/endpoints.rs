@@ -292,7 +292,9 @@ async fn update(
     Ok(Json(updated.ok_or_else(|| not_found(&name))?.into()))
 }
 
-/// Delete an endpoint no active job uses.
+/// Delete an endpoint no job still delivers through, with its finished jobs and their history.
+///
+/// Refused while an active cron job, or a job with an unfinished execution, uses it.
 #[utoipa::path(delete, path = "/endpoints/{name}", tag = "endpoints", params(("name" = String, Path)), responses(
     (status = 204, description = "Deleted."),
 ))]

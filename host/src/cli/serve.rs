@@ -92,6 +92,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             cron_lookahead: Duration::from_secs(s.cron_lookahead_sec),
             promote_interval: Duration::from_millis(s.promote_interval_ms),
             reclaim_interval: Duration::from_secs(s.reclaim_interval_sec),
+            retention: s.retention,
+            purge_interval: Duration::from_secs(s.purge_interval_sec),
         };
         background.extend(scheduler::spawn(store.clone(), config, wakeups.clone(), shutdown.clone(), &liveness));
         background.push(tokio::spawn(heartbeat::run(store.clone(), format!("scheduler:{instance}"), shutdown.clone())));

@@ -5,9 +5,11 @@
 //!   (unique keys + compare-and-set).
 //! - [`promoter`]: PENDING executions whose `run_at` has come become QUEUED.
 //! - [`reclaimer`]: RUNNING executions whose worker's lease expired become RETRYING or FAILED.
+//! - [`purger`]: finished executions and jobs older than `TE_RETENTION` are deleted.
 
 pub mod cron_materializer;
 pub mod promoter;
+pub mod purger;
 pub mod reclaimer;
 pub mod schedule;
 
@@ -30,6 +32,9 @@ pub struct SchedulerConfig {
     pub cron_lookahead: Duration,
     pub promote_interval: Duration,
     pub reclaim_interval: Duration,
+    /// How long finished executions and jobs are kept (zero: forever).
+    pub retention: Duration,
+    pub purge_interval: Duration,
 }
 
 /// Signals between the roles of one process.
@@ -85,7 +90,7 @@ async fn broadcast(store: &dyn Store) {
     }
 }
 
-/// Start the three loops, each reporting to `liveness`.
+/// Start the loops (the purger only with a retention), each reporting to `liveness`.
 pub fn spawn(
     store: Arc<dyn Store>,
     config: SchedulerConfig,
@@ -96,7 +101,14 @@ pub fn spawn(
     let materializer = liveness.register("scheduler.cron_materializer", config.cron_tick_interval);
     let promoter = liveness.register("scheduler.promoter", config.promote_interval);
     let reclaimer = liveness.register("scheduler.reclaimer", config.reclaim_interval);
-    vec![
+    let mut loops = Vec::new();
+    if !config.retention.is_zero() {
+        // A round may take a while on a large backlog; it beats between batches.
+        let beat = liveness.register("scheduler.purger", config.purge_interval);
+        let purger = purger::run(store.clone(), config.retention, config.purge_interval, shutdown.clone(), beat);
+        loops.push(tokio::spawn(purger));
+    }
+    loops.extend([
         tokio::spawn(cron_materializer::run(
             store.clone(),
             config.clone(),
@@ -106,5 +118,6 @@ pub fn spawn(
         )),
         tokio::spawn(promoter::run(store.clone(), config.clone(), wakeups.clone(), shutdown.clone(), promoter)),
         tokio::spawn(reclaimer::run(store, config, wakeups, shutdown, reclaimer)),
-    ]
+    ]);
+    loops
 }

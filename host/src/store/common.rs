@@ -40,6 +40,11 @@ macro_rules! impl_store {
                  max_concurrency";
             /// How many referencing rows a refused delete names.
             const IN_USE_SHOWN: i64 = 20;
+            /// A job (`j`) that still has deliveries to make: an active, unpaused-or-paused cron
+            /// job, or any job with an unfinished execution.
+            const ACTIVE_JOB: &str = "(j.trigger_type = 'CRON' AND j.status = 'ACTIVE')
+                 OR EXISTS (SELECT 1 FROM executions x WHERE x.job_id = j.job_id
+                            AND x.status IN ('PENDING', 'QUEUED', 'RUNNING', 'RETRYING'))";
             /// Log rows one INSERT writes (6 parameters each: far below PostgreSQL's 65,535 and
             /// SQLite's 32,766 parameters per statement).
             const LOG_ROWS_PER_INSERT: usize = 1000;
@@ -569,16 +574,146 @@ macro_rules! impl_store {
                 }
 
                 async fn endpoint_delete(&self, name: &str) -> StoreResult<Deleted> {
-                    // Any job, even a retired one, keeps its endpoint (its history points at
-                    // it); active jobs are named first because they are the ones to cancel.
-                    self.delete_unless_referenced(
-                        "SELECT job_id FROM jobs WHERE endpoint = $1
-                         ORDER BY CASE status WHEN 'ACTIVE' THEN 0 ELSE 1 END, created_at DESC
-                         LIMIT $2",
-                        "DELETE FROM endpoints WHERE name = $1",
-                        name,
+                    // Blocked by the jobs still to deliver through it (an active cron job, a job
+                    // with an unfinished execution). Its finished jobs' executions were purged
+                    // beforehand in small batches (`execution_delete_finished`); the jobs go with
+                    // the endpoint. An execution finished since is purged here; one that appeared
+                    // since makes the foreign key refuse, reported as in use.
+                    let mut tx = self.begin_write().await?;
+                    let blocking: Vec<(String,)> = sqlx::query_as(&format!(
+                        "SELECT job_id FROM jobs j WHERE endpoint = $1 AND ({ACTIVE_JOB})
+                         ORDER BY created_at DESC LIMIT $2"
+                    ))
+                    .bind(name)
+                    .bind(IN_USE_SHOWN)
+                    .fetch_all(&mut *tx)
+                    .await?;
+                    if !blocking.is_empty() {
+                        return Ok(Deleted::InUse(blocking.into_iter().map(|(j,)| j).collect()));
+                    }
+                    let result = async {
+                        for table in ["execution_logs", "attempts"] {
+                            sqlx::query(&format!(
+                                "DELETE FROM {table} WHERE execution_id IN (SELECT execution_id FROM executions WHERE endpoint = $1)"
+                            ))
+                            .bind(name)
+                            .execute(&mut *tx)
+                            .await?;
+                        }
+                        sqlx::query("DELETE FROM executions WHERE endpoint = $1").bind(name).execute(&mut *tx).await?;
+                        sqlx::query("DELETE FROM jobs WHERE endpoint = $1").bind(name).execute(&mut *tx).await?;
+                        let done = sqlx::query("DELETE FROM endpoints WHERE name = $1").bind(name).execute(&mut *tx).await?;
+                        StoreResult::Ok(done.rows_affected())
+                    }
+                    .await;
+                    match result {
+                        Ok(0) => Ok(Deleted::NotFound),
+                        Ok(_) => {
+                            tx.commit().await?;
+                            Ok(Deleted::Deleted)
+                        }
+                        Err(StoreError::ForeignKeyViolation) => Ok(Deleted::InUse(Vec::new())),
+                        Err(other) => Err(other),
+                    }
+                }
+
+                // ---- deletes and retention ----
+
+                async fn execution_ids_finished(&self, scope: &$crate::store::FinishedScope, limit: i64) -> StoreResult<Vec<String>> {
+                    use $crate::store::FinishedScope;
+                    let condition = match scope {
+                        FinishedScope::CreatedBefore(_) => "created_at < $1",
+                        FinishedScope::Job(_) => "job_id = $1",
+                        FinishedScope::Endpoint(_) => "endpoint = $1",
+                    };
+                    let sql = format!(
+                        "SELECT execution_id FROM executions
+                         WHERE {condition} AND status IN ('SUCCESS', 'FAILED', 'CANCELLED')
+                         ORDER BY created_at LIMIT $2"
+                    );
+                    let query = sqlx::query_as::<$db, (String,)>(&sql);
+                    let query = match scope {
+                        FinishedScope::CreatedBefore(t) => query.bind(DbTime(*t)),
+                        FinishedScope::Job(id) => query.bind(id.as_str()),
+                        FinishedScope::Endpoint(name) => query.bind(name.as_str()),
+                    };
+                    let rows = query.bind(limit).fetch_all(&self.pool).await?;
+                    Ok(rows.into_iter().map(|(id,)| id).collect())
+                }
+
+                async fn execution_delete_finished(&self, ids: &[String]) -> StoreResult<u64> {
+                    if ids.is_empty() {
+                        return Ok(0);
+                    }
+                    let mut tx = self.begin_write().await?;
+                    let list = (1..=ids.len()).map(|i| format!("${i}")).collect::<Vec<_>>().join(", ");
+                    // Only finished ones: whatever changed since the ids were read is left.
+                    let finished = format!(
+                        "SELECT execution_id FROM executions WHERE execution_id IN ({list})
+                         AND status IN ('SUCCESS', 'FAILED', 'CANCELLED')"
+                    );
+                    let mut deleted = 0;
+                    for sql in [
+                        format!("DELETE FROM execution_logs WHERE execution_id IN ({finished})"),
+                        format!("DELETE FROM attempts WHERE execution_id IN ({finished})"),
+                        format!("DELETE FROM executions WHERE execution_id IN ({finished})"),
+                    ] {
+                        let mut query = sqlx::query(&sql);
+                        for id in ids {
+                            query = query.bind(id);
+                        }
+                        deleted = query.execute(&mut *tx).await?.rows_affected();
+                    }
+                    tx.commit().await?;
+                    Ok(deleted)
+                }
+
+                async fn job_delete(&self, job_id: &str) -> StoreResult<Deleted> {
+                    let mut tx = self.begin_write().await?;
+                    let unfinished: Vec<(String,)> = sqlx::query_as(
+                        "SELECT execution_id FROM executions WHERE job_id = $1
+                           AND status IN ('PENDING', 'QUEUED', 'RUNNING', 'RETRYING')
+                         ORDER BY created_at LIMIT $2",
                     )
-                    .await
+                    .bind(job_id)
+                    .bind(IN_USE_SHOWN)
+                    .fetch_all(&mut *tx)
+                    .await?;
+                    if !unfinished.is_empty() {
+                        return Ok(Deleted::InUse(unfinished.into_iter().map(|(e,)| e).collect()));
+                    }
+                    for table in ["execution_logs", "attempts"] {
+                        sqlx::query(&format!(
+                            "DELETE FROM {table} WHERE execution_id IN (SELECT execution_id FROM executions WHERE job_id = $1)"
+                        ))
+                        .bind(job_id)
+                        .execute(&mut *tx)
+                        .await?;
+                    }
+                    sqlx::query("DELETE FROM executions WHERE job_id = $1").bind(job_id).execute(&mut *tx).await?;
+                    let done = sqlx::query("DELETE FROM jobs WHERE job_id = $1").bind(job_id).execute(&mut *tx).await?;
+                    if done.rows_affected() == 0 {
+                        return Ok(Deleted::NotFound);
+                    }
+                    tx.commit().await?;
+                    Ok(Deleted::Deleted)
+                }
+
+                async fn job_purge_finished(&self, before: DateTime<Utc>, limit: i64) -> StoreResult<u64> {
+                    // One-shot jobs and retired cron versions older than `before` whose
+                    // executions are all gone (purged before them).
+                    let done = sqlx::query(
+                        "DELETE FROM jobs WHERE job_id IN (
+                             SELECT job_id FROM jobs j
+                             WHERE created_at < $1 AND (trigger_type <> 'CRON' OR status = 'RETIRED')
+                               AND NOT EXISTS (SELECT 1 FROM executions e WHERE e.job_id = j.job_id)
+                             ORDER BY created_at LIMIT $2)",
+                    )
+                    .bind(DbTime(before))
+                    .bind(limit)
+                    .execute(&self.pool)
+                    .await?;
+                    Ok(done.rows_affected())
                 }
 
                 // ---- API keys ----

@@ -136,6 +136,17 @@ pub enum Inserted<T> {
     Existing(T),
 }
 
+/// Which finished executions [`Store::execution_ids_finished`] looks for.
+#[derive(Debug, Clone)]
+pub enum FinishedScope {
+    /// Created before this time (the retention purge).
+    CreatedBefore(DateTime<Utc>),
+    /// Of this job (`DELETE /jobs/{id}`).
+    Job(String),
+    /// Of this endpoint (`DELETE /endpoints/{name}`).
+    Endpoint(String),
+}
+
 /// The outcome of a delete that other rows may block.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Deleted {
@@ -292,7 +303,10 @@ pub trait Store: Send + Sync + 'static {
     async fn endpoint_concurrency_limits(&self) -> StoreResult<Vec<(String, i32)>>;
     /// Replaces the endpoint and bumps its version; None if it does not exist.
     async fn endpoint_update(&self, endpoint: &EndpointWrite) -> StoreResult<Option<Endpoint>>;
-    /// Refused (InUse, with job ids) while jobs reference it.
+    /// Refused (InUse, with job ids) while a job still has deliveries to make through it (an
+    /// active cron job, or a job with an unfinished execution); otherwise the endpoint goes with
+    /// its finished jobs and their history (purge most of it first with
+    /// [`Store::execution_delete_finished`], in small batches).
     async fn endpoint_delete(&self, name: &str) -> StoreResult<Deleted>;
 
     /// SHA-256 hashes of the API keys the service generated for itself.
@@ -311,6 +325,17 @@ pub trait Store: Send + Sync + 'static {
     async fn job_replace(&self, old_job_id: &str, new: &JobWrite) -> StoreResult<Option<Job>>;
     /// ACTIVE to RETIRED; whether it changed.
     async fn job_retire(&self, job_id: &str) -> StoreResult<bool>;
+    /// Delete a job with its executions, attempts and logs, unless an execution of it is
+    /// unfinished (`InUse` names them).
+    async fn job_delete(&self, job_id: &str) -> StoreResult<Deleted>;
+    /// Delete up to `limit` one-shot jobs and retired cron versions created before `before`
+    /// that have no execution left; how many.
+    async fn job_purge_finished(&self, before: DateTime<Utc>, limit: i64) -> StoreResult<u64>;
+    /// Up to `limit` finished (SUCCESS, FAILED, CANCELLED) executions in `scope`, oldest first.
+    async fn execution_ids_finished(&self, scope: &FinishedScope, limit: i64) -> StoreResult<Vec<String>>;
+    /// Delete these executions with their attempts and logs, in one short transaction, those
+    /// still finished; how many.
+    async fn execution_delete_finished(&self, ids: &[String]) -> StoreResult<u64>;
     /// Pause an ACTIVE, unpaused CRON job: no more ticks (its next is cleared) and its ticks
     /// waiting (made ahead, or held by `buffer_one`) are removed; whether it changed.
     async fn job_pause(&self, job_id: &str, at: DateTime<Utc>) -> StoreResult<bool>;

@@ -38,13 +38,13 @@ use crate::api::error::{ApiError, ApiResult, ErrorCode};
 use crate::domain::{CatchupPolicy, ExecutionStatus, JobStatus, OverlapPolicy, Trigger};
 use crate::ids::{ExecutionId, JobId};
 use crate::retry::RetryPolicy;
-use crate::store::{now, Execution, ExecutionWrite, Inserted, Job, JobFilter, JobWrite, PageKey};
+use crate::store::{now, Deleted, Execution, ExecutionWrite, Inserted, Job, JobFilter, JobWrite, PageKey};
 use crate::trace::TraceParent;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(create, list))
-        .routes(routes!(read, update))
+        .routes(routes!(read, update, delete))
         .routes(routes!(cancel))
         .routes(routes!(policies::pause))
         .routes(routes!(policies::resume))
@@ -413,6 +413,30 @@ async fn cancel(State(state): State<AppState>, Path(job_id): Path<String>) -> Ap
             Err(ApiError::new(ErrorCode::ExecutionNotCancellable, format!("Job '{job_id}' already finished ({done}).")))
         }
         _ => Ok(Json(JobOut::new(&load(&state, &job_id).await?, execution.as_ref().map(|e| (e, None))))),
+    }
+}
+
+/// Delete a job with its executions, their attempts and logs.
+///
+/// Refused while the job has an unfinished execution (cancel it, or wait), and for an active
+/// CRON job (cancel it first: that stops its schedule). Other versions of a cron job stay.
+#[utoipa::path(delete, path = "/jobs/{job_id}", tag = "jobs", params(("job_id" = String, Path, description = "The job's id (`job_…`).")), responses(
+    (status = 204, description = "Deleted, with its history."),
+))]
+async fn delete(State(state): State<AppState>, Path(job_id): Path<String>) -> ApiResult<StatusCode> {
+    let job = load(&state, &job_id).await?;
+    if job.trigger_type == Trigger::Cron && job.status == JobStatus::Active {
+        return Err(ApiError::conflict(format!(
+            "Job '{job_id}' is an active CRON job: cancel it first (POST /jobs/{job_id}/cancel), then delete it."
+        )));
+    }
+    match state.store.job_delete(&job_id).await? {
+        Deleted::Deleted => Ok(StatusCode::NO_CONTENT),
+        Deleted::NotFound => Err(not_found(&job_id)),
+        Deleted::InUse(executions) => Err(ApiError::conflict(format!(
+            "Job '{job_id}' has unfinished executions: {}. Cancel them or wait for them to finish, then delete it.",
+            executions.join(", ")
+        ))),
     }
 }
 

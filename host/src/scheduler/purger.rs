@@ -1,0 +1,71 @@
+//! Loop 4: retention. Finished executions (SUCCESS, FAILED, CANCELLED) created more than
+//! `TE_RETENTION` ago are deleted with their attempts and logs, then the one-shot jobs and
+//! retired cron versions left with no execution.
+//!
+//! Deletes go in batches of [`BATCH`] rows, each its own short transaction, with a pause
+//! between batches: the purge never holds locks long, and claims and result writes interleave
+//! with it. Any number of schedulers may purge at once: a row deleted twice is deleted once.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::health::Beat;
+use crate::store::{now, FinishedScope, Store, StoreResult};
+
+/// Rows per delete.
+pub const BATCH: i64 = 500;
+/// The pause between batches, so other writers get the database.
+const BETWEEN_BATCHES: Duration = Duration::from_millis(20);
+
+pub async fn run(store: Arc<dyn Store>, retention: Duration, every: Duration, shutdown: CancellationToken, beat: Beat) {
+    loop {
+        beat.beat();
+        let round = std::time::Instant::now();
+        let purged = purge(&store, retention, &shutdown, &beat).await;
+        crate::metrics::loop_round("purger", round.elapsed(), purged.is_err());
+        match purged {
+            Ok((0, 0)) => {}
+            Ok((executions, jobs)) => tracing::info!(executions, jobs, "Purged what is older than TE_RETENTION."),
+            Err(error) => tracing::warn!(%error, "The retention purge failed; retrying next round."),
+        }
+        tokio::select! {
+            () = shutdown.cancelled() => break,
+            () = tokio::time::sleep(every) => {}
+        }
+    }
+    beat.stopped();
+}
+
+/// One round: every finished execution older than `retention`, then the jobs left empty; how
+/// many of each were deleted.
+pub async fn purge(
+    store: &Arc<dyn Store>,
+    retention: Duration,
+    shutdown: &CancellationToken,
+    beat: &Beat,
+) -> StoreResult<(u64, u64)> {
+    let cutoff = now() - chrono::Duration::from_std(retention).unwrap_or(chrono::Duration::MAX);
+    let (mut executions, mut jobs) = (0, 0);
+    loop {
+        let ids = store.execution_ids_finished(&FinishedScope::CreatedBefore(cutoff), BATCH).await?;
+        executions += store.execution_delete_finished(&ids).await?;
+        crate::metrics::purged("executions", ids.len());
+        beat.beat();
+        if (ids.len() as i64) < BATCH || shutdown.is_cancelled() {
+            break;
+        }
+        tokio::time::sleep(BETWEEN_BATCHES).await;
+    }
+    loop {
+        let deleted = store.job_purge_finished(cutoff, BATCH).await?;
+        jobs += deleted;
+        crate::metrics::purged("jobs", deleted as usize);
+        if (deleted as i64) < BATCH || shutdown.is_cancelled() {
+            break;
+        }
+        tokio::time::sleep(BETWEEN_BATCHES).await;
+    }
+    Ok((executions, jobs))
+}
