@@ -127,6 +127,20 @@ macro_rules! impl_store {
                     Ok(query.bind(limit).fetch_all(&self.pool).await?)
                 }
 
+                /// Delete the executions whose `column` (`job_id`, `endpoint`) is `value`, with
+                /// their logs and attempts.
+                async fn delete_executions_where(tx: &mut sqlx::Transaction<'_, $db>, column: &str, value: &str) -> StoreResult<()> {
+                    let of = format!("SELECT execution_id FROM executions WHERE {column} = $1");
+                    for sql in [
+                        format!("DELETE FROM execution_logs WHERE execution_id IN ({of})"),
+                        format!("DELETE FROM attempts WHERE execution_id IN ({of})"),
+                        format!("DELETE FROM executions WHERE {column} = $1"),
+                    ] {
+                        sqlx::query(&sql).bind(value).execute(&mut **tx).await?;
+                    }
+                    Ok(())
+                }
+
                 /// Delete one row unless `referencing_sql` (one `$1`, one text column) finds
                 /// rows that still point at it. The foreign keys hold the line against a
                 /// reference created between the check and the delete.
@@ -592,15 +606,7 @@ macro_rules! impl_store {
                         return Ok(Deleted::InUse(blocking.into_iter().map(|(j,)| j).collect()));
                     }
                     let result = async {
-                        for table in ["execution_logs", "attempts"] {
-                            sqlx::query(&format!(
-                                "DELETE FROM {table} WHERE execution_id IN (SELECT execution_id FROM executions WHERE endpoint = $1)"
-                            ))
-                            .bind(name)
-                            .execute(&mut *tx)
-                            .await?;
-                        }
-                        sqlx::query("DELETE FROM executions WHERE endpoint = $1").bind(name).execute(&mut *tx).await?;
+                        Self::delete_executions_where(&mut tx, "endpoint", name).await?;
                         sqlx::query("DELETE FROM jobs WHERE endpoint = $1").bind(name).execute(&mut *tx).await?;
                         let done = sqlx::query("DELETE FROM endpoints WHERE name = $1").bind(name).execute(&mut *tx).await?;
                         StoreResult::Ok(done.rows_affected())
@@ -682,15 +688,7 @@ macro_rules! impl_store {
                     if !unfinished.is_empty() {
                         return Ok(Deleted::InUse(unfinished.into_iter().map(|(e,)| e).collect()));
                     }
-                    for table in ["execution_logs", "attempts"] {
-                        sqlx::query(&format!(
-                            "DELETE FROM {table} WHERE execution_id IN (SELECT execution_id FROM executions WHERE job_id = $1)"
-                        ))
-                        .bind(job_id)
-                        .execute(&mut *tx)
-                        .await?;
-                    }
-                    sqlx::query("DELETE FROM executions WHERE job_id = $1").bind(job_id).execute(&mut *tx).await?;
+                    Self::delete_executions_where(&mut tx, "job_id", job_id).await?;
                     let done = sqlx::query("DELETE FROM jobs WHERE job_id = $1").bind(job_id).execute(&mut *tx).await?;
                     if done.rows_affected() == 0 {
                         return Ok(Deleted::NotFound);
