@@ -7,12 +7,14 @@
 //! Scenarios (sizes can be lowered with the environment for a quick run):
 //! - drain: BENCH_DRAIN (50,000) queued executions, one worker process: executions/second;
 //! - create: BENCH_CREATE (10,000) `POST /jobs` IMMEDIATE from 32 keep-alive clients: jobs/second;
+//! - batch: the same number of jobs by `POST /jobs/batch`, 1,000 a request, from 4 clients:
+//!   jobs/second, against single creates;
 //! - fire latency: BENCH_DELAYED (1,000) DELAYED jobs with run_at spread over 30 s: delay from
 //!   run_at to the receiver seeing the request, p50/p99/max;
 //! - cron load: BENCH_CRON (10,000) per-minute cron jobs: after each minute boundary, how long
 //!   until the last tick is delivered (two minutes observed).
 //!
-//! BENCH_BACKENDS (postgres,sqlite), BENCH_SCENARIOS (drain,create,latency,cron), BENCH_WORKER_SLOTS
+//! BENCH_BACKENDS (postgres,sqlite), BENCH_SCENARIOS (drain,create,batch,latency,cron), BENCH_WORKER_SLOTS
 //! (the worker's TE_WORKER_MAX_CONCURRENT in drain and cron load, 400), BENCH_TE_LOG and
 //! BENCH_SERVER_LOG (the server's log level, and a path prefix to keep each scenario's server log at),
 //! TE_TEST_POSTGRES_URL (postgres://postgres@127.0.0.1:5432/postgres), and BENCH_JSON
@@ -153,6 +155,47 @@ async fn create(backend: Backend, n: usize) -> Value {
            "p50_ms": round2(percentile(&latencies, 0.5)), "p99_ms": round2(percentile(&latencies, 0.99))})
 }
 
+/// `n` creates in batches of 1,000 from 4 concurrent clients against a server with every role.
+async fn create_batched(backend: Backend, n: usize) -> Value {
+    let db = TestDb::new(backend).await;
+    let receiver = Receiver::start().await;
+    let server = start_server(&db, "api,scheduler,worker", &[]).await;
+    let api = Arc::new(server.client());
+    register(&api, &receiver).await;
+    let (clients, size) = (4, 1000);
+    let batches: Vec<Vec<usize>> = (0..n).collect::<Vec<_>>().chunks(size).map(<[usize]>::to_vec).collect();
+    let started = std::time::Instant::now();
+    let tasks: Vec<_> = (0..clients)
+        .map(|c| {
+            let api = api.clone();
+            let mine: Vec<Vec<usize>> = batches.iter().skip(c).step_by(clients).cloned().collect();
+            tokio::spawn(async move {
+                let mut latencies = Vec::new();
+                for batch in mine {
+                    let jobs: Vec<Value> = batch
+                        .iter()
+                        .map(|i| json!({"endpoint": "bench", "trigger": "IMMEDIATE", "idempotency_key": format!("b{i}"), "input": {"n": i, "run_at": "-"}}))
+                        .collect();
+                    let t = std::time::Instant::now();
+                    let answer = api.post("/jobs/batch", &json!({ "jobs": jobs })).await;
+                    assert_eq!(answer.body["created"].as_u64(), Some(batch.len() as u64), "{}", answer.text);
+                    latencies.push(t.elapsed().as_secs_f64() * 1000.0);
+                }
+                latencies
+            })
+        })
+        .collect();
+    let mut latencies = Vec::new();
+    for t in tasks {
+        latencies.extend(t.await.unwrap());
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    keep_log(&server, "batch");
+    latencies.sort_by(f64::total_cmp);
+    json!({"jobs": n, "batch": size, "clients": clients, "jobs_per_second": (n as f64 / seconds).round(),
+           "p50_batch_ms": round2(percentile(&latencies, 0.5)), "p99_batch_ms": round2(percentile(&latencies, 0.99))})
+}
+
 /// `n` DELAYED jobs with run_at spread over 30 s; the delay from run_at to arrival.
 async fn fire_latency(backend: Backend, n: usize) -> Value {
     let db = TestDb::new(backend).await;
@@ -256,7 +299,7 @@ async fn main() {
         .split(',')
         .map(|b| if b.trim() == "sqlite" { Backend::Sqlite } else { Backend::Postgres })
         .collect();
-    let scenarios = std::env::var("BENCH_SCENARIOS").unwrap_or_else(|_| "drain,create,latency,cron".into());
+    let scenarios = std::env::var("BENCH_SCENARIOS").unwrap_or_else(|_| "drain,create,batch,latency,cron".into());
     let mut report: HashMap<String, Value> = HashMap::new();
     for backend in backends {
         let name = format!("{backend:?}").to_lowercase();
@@ -270,6 +313,11 @@ async fn main() {
             let r = create(backend, env_usize("BENCH_CREATE", 10_000)).await;
             println!("{name:<9} create      {r}");
             results.insert("create".into(), r);
+        }
+        if scenarios.contains("batch") {
+            let r = create_batched(backend, env_usize("BENCH_CREATE", 10_000)).await;
+            println!("{name:<9} batch       {r}");
+            results.insert("batch_create".into(), r);
         }
         if scenarios.contains("latency") {
             let r = fire_latency(backend, env_usize("BENCH_DELAYED", 1_000)).await;

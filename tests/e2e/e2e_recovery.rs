@@ -1,4 +1,5 @@
-//! Recovering from a receiver's bad day: the dead-letter view, retry and replay.
+//! Recovering from a receiver's bad day and keeping the tables in hand: the dead-letter view,
+//! retry and replay, retention and deletes, and batch creates.
 
 use std::time::Duration;
 
@@ -12,6 +13,7 @@ both_backends!(
     failed_executions_are_listed_retried_and_replayed,
     finished_history_is_purged_after_the_retention,
     jobs_and_endpoints_are_deleted_with_their_history_once_nothing_is_left_to_deliver,
+    a_batch_creates_each_job_or_says_why_not,
 );
 
 fn ids(page: &Value) -> Vec<String> {
@@ -210,4 +212,54 @@ async fn jobs_and_endpoints_are_deleted_with_their_history_once_nothing_is_left_
     api.get("/endpoints/hook").await.error(404, "ENDPOINT_NOT_FOUND");
     api.get(&format!("/jobs/{}", kept["job_id"].as_str().unwrap())).await.error(404, "JOB_NOT_FOUND");
     assert_eq!(db.scalar("SELECT COUNT(*) FROM executions").await, 0);
+}
+
+async fn a_batch_creates_each_job_or_says_why_not(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let server = Server::start(&db).await;
+    let api = server.client();
+    let receiver = Receiver::start().await;
+    http_endpoint(&api, &receiver, "hook", "/ok/hook", json!(null)).await;
+    let input = |n: i64| json!({"user_id": format!("u{n}"), "amount": n});
+    let jobs = json!([
+        immediate("hook", "b-0", input(0)),
+        immediate("hook", "b-1", input(1)),
+        immediate("nope", "b-2", input(2)),
+        {"endpoint": "hook", "trigger": "NOW", "idempotency_key": "b-3"},
+        immediate("hook", "b-0", input(0)),
+        immediate("hook", "b-1", input(99)),
+        immediate("hook", "b-6", json!({"amount": 1})),
+        {"endpoint": "hook", "trigger": "CRON", "cron": "0 9 * * MON", "timezone": "UTC", "input": input(7)},
+    ]);
+    let answer = api.post("/jobs/batch", &json!({"jobs": jobs})).await;
+    assert_eq!(answer.status, 200, "{}", answer.text);
+    let body = &answer.body;
+    let results: Vec<&str> = body["items"].as_array().unwrap().iter().map(|i| i["result"].as_str().unwrap()).collect();
+    assert_eq!(results, ["created", "created", "error", "error", "existing", "error", "error", "created"], "{body}");
+    assert_eq!(
+        (body["created"].as_u64(), body["existing"].as_u64(), body["errors"].as_u64()),
+        (Some(3), Some(1), Some(4))
+    );
+    let item = |i: usize| &body["items"][i];
+    assert_eq!(item(2)["error"]["code"], "ENDPOINT_NOT_FOUND");
+    assert_eq!(item(3)["error"]["code"], "INVALID_REQUEST");
+    assert!(item(3)["error"]["message"].as_str().unwrap().contains("`trigger`"), "{}", item(3));
+    assert_eq!(item(4)["job"]["job_id"], item(0)["job"]["job_id"], "a repeat in the batch finds the first");
+    assert_eq!(item(5)["error"]["code"], "CONFLICT");
+    assert_eq!(item(6)["error"]["code"], "INPUT_VALIDATION_FAILED");
+    assert!(item(6)["error"]["details"].is_array(), "{}", item(6));
+    assert_eq!(item(7)["job"]["trigger"], "CRON");
+    // Each created one-shot job is delivered.
+    for i in [0, 1] {
+        wait_for_status(&api, item(i)["job"]["execution"]["execution_id"].as_str().unwrap(), "SUCCESS").await;
+    }
+    // The same batch again: every valid item is an idempotent repeat (the cron job has no key).
+    let again = api.post("/jobs/batch", &json!({"jobs": jobs})).await.body;
+    assert_eq!((again["created"].as_u64(), again["existing"].as_u64()), (Some(1), Some(3)), "{again}");
+    // Bounds of the batch itself.
+    api.post("/jobs/batch", &json!({"jobs": []})).await.error(400, "INVALID_REQUEST");
+    let too_many: Vec<Value> = (0..1001).map(|i| immediate("hook", &format!("m-{i}"), input(1))).collect();
+    let message = api.post("/jobs/batch", &json!({"jobs": too_many})).await.error(400, "INVALID_REQUEST");
+    assert!(message.contains("`jobs`") && message.contains("1001"), "{message}");
+    api.post("/jobs/batch", &json!({"job": []})).await.error(400, "INVALID_REQUEST");
 }

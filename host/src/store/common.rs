@@ -753,6 +753,33 @@ macro_rules! impl_store {
                     Ok(Inserted::Created(created))
                 }
 
+                async fn job_insert_many(&self, jobs: &[(&JobWrite, Option<&ExecutionWrite>)]) -> StoreResult<Vec<Inserted<Job>>> {
+                    let mut tx = self.begin_write().await?;
+                    let mut stored = Vec::with_capacity(jobs.len());
+                    let existing_sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE endpoint = $1 AND idempotency_key = $2");
+                    for (job, execution) in jobs {
+                        match Self::job_insert_row(&mut tx, job).await? {
+                            Some(created) => {
+                                if let Some(execution) = execution {
+                                    Self::execution_insert(&mut tx, execution).await?;
+                                }
+                                stored.push(Inserted::Created(created));
+                            }
+                            None => {
+                                // Taken before, or earlier in this batch: the job that has the key.
+                                let row = sqlx::query_as::<$db, Job>(&existing_sql)
+                                    .bind(&job.endpoint)
+                                    .bind(&job.idempotency_key)
+                                    .fetch_optional(&mut *tx)
+                                    .await?;
+                                stored.push(existing(row)?);
+                            }
+                        }
+                    }
+                    tx.commit().await?;
+                    Ok(stored)
+                }
+
                 async fn job_get(&self, job_id: &str) -> StoreResult<Option<Job>> {
                     let sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE job_id = $1");
                     Ok(sqlx::query_as::<$db, Job>(&sql).bind(job_id).fetch_optional(&self.pool).await?)

@@ -318,6 +318,9 @@ pub trait Store: Send + Sync + 'static {
     /// Insert a job and, for a one-shot job, its execution, in one transaction. When a job with
     /// the same (endpoint, idempotency_key) exists, nothing is written and it is returned.
     async fn job_insert(&self, job: &JobWrite, execution: Option<&ExecutionWrite>) -> StoreResult<Inserted<Job>>;
+    /// [`Store::job_insert`] for many jobs in one transaction; each answered in order. A key
+    /// used twice in the batch: the second finds the first.
+    async fn job_insert_many(&self, jobs: &[(&JobWrite, Option<&ExecutionWrite>)]) -> StoreResult<Vec<Inserted<Job>>>;
     async fn job_get(&self, job_id: &str) -> StoreResult<Option<Job>>;
     async fn job_list(&self, filter: &JobFilter, page: &PageRequest) -> StoreResult<Vec<Job>>;
     /// Retire `old_job_id` (if still ACTIVE) and insert `new` as its next version, linked both

@@ -4,12 +4,14 @@
 //!
 //! - [`requests`]: the bodies and query parameters the routes accept;
 //! - [`responses`]: what they answer ([`responses::JobOut`], [`responses::JobStatusOut`]);
+//! - `batch`: `POST /jobs/batch`, many creates answered one by one and written together;
 //! - `cron_plan`: a cron schedule checked and its first tick found;
 //! - `policies`: a cron job's pause and resume, and its overlap and catch-up policies;
 //! - `status`: `GET /jobs/{id}/status`.
 //!
 //! Input is checked against the endpoint's payload spec by [`crate::api::validators`].
 
+mod batch;
 mod cron_plan;
 mod events;
 mod policies;
@@ -44,6 +46,7 @@ use crate::trace::TraceParent;
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(create, list))
+        .routes(routes!(batch::create_batch))
         .routes(routes!(read, update, delete))
         .routes(routes!(cancel))
         .routes(routes!(policies::pause))
@@ -73,9 +76,30 @@ fn not_found(job_id: &str) -> ApiError {
     (status = 200, description = "An idempotent repeat: the first create's answer.", body = JobOut),
 ))]
 async fn create(State(state): State<AppState>, ApiJson(body): ApiJson<JobIn>) -> ApiResult<Created<JobOut>> {
-    let endpoint = state.store.endpoint_get(&body.endpoint).await?.ok_or_else(|| {
-        ApiError::new(ErrorCode::EndpointNotFound, format!("Endpoint '{}' does not exist.", body.endpoint))
-    })?;
+    let endpoint = state.store.endpoint_get(&body.endpoint).await?.ok_or_else(|| endpoint_not_found(&body.endpoint))?;
+    let prepared = prepare(&state, body, &endpoint).await?;
+    let inserted = state.store.job_insert(&prepared.job, prepared.execution.as_ref()).await?;
+    let answer = answer(&state, &prepared, inserted).await?;
+    if answer.0 == StatusCode::CREATED {
+        wake(&state, &[&prepared]).await;
+    }
+    Ok(answer)
+}
+
+fn endpoint_not_found(name: &str) -> ApiError {
+    ApiError::new(ErrorCode::EndpointNotFound, format!("Endpoint '{name}' does not exist."))
+}
+
+/// A create, checked and ready to write.
+pub(super) struct Prepared {
+    job: JobWrite,
+    execution: Option<ExecutionWrite>,
+    /// `run_at` was given (not `delay_ms`): a repeat must give the same.
+    run_at_given: bool,
+}
+
+/// Check a create against its endpoint and make the rows it writes.
+pub(super) async fn prepare(state: &AppState, body: JobIn, endpoint: &crate::store::Endpoint) -> ApiResult<Prepared> {
     let trigger = body.trigger;
     let refuse = |field: &str, present: bool| {
         if present {
@@ -114,6 +138,7 @@ async fn create(State(state): State<AppState>, ApiJson(body): ApiJson<JobIn>) ->
     }
     let input = body.input.unwrap_or_else(|| json!({}));
     validate_input(&*state.store, &state.validators, endpoint.payload_spec.as_deref(), &input).await?;
+    let run_at_given = body.run_at.is_some();
 
     let at = now();
     let max_attempts = RetryPolicy::parse(Some(&endpoint.retry_policy)).map(|p| p.max_attempts as i32).unwrap_or(1);
@@ -191,18 +216,22 @@ async fn create(State(state): State<AppState>, ApiJson(body): ApiJson<JobIn>) ->
             })
         }
     };
+    Ok(Prepared { job, execution, run_at_given })
+}
 
-    let inserted = state.store.job_insert(&job, execution.as_ref()).await?;
+/// The answer to a create, as written: `201` and the job, or for an idempotent repeat `200` and
+/// the first job (a repeat that differs is `409 CONFLICT`).
+pub(super) async fn answer(
+    state: &AppState,
+    prepared: &Prepared,
+    inserted: Inserted<Job>,
+) -> ApiResult<Created<JobOut>> {
+    let (job, execution) = (&prepared.job, &prepared.execution);
     let (status, job, first) = match inserted {
         Inserted::Created(job) => {
             crate::metrics::job_created(job.trigger_type.as_str(), job.endpoint_type.as_str());
-            match execution.as_ref().map(|e| e.status) {
-                Some(ExecutionStatus::Queued) => state.wakeups.work_ready(&state.store).await,
-                Some(_) => state.wakeups.pending_changed.notify_one(),
-                None => state.wakeups.cron_changed.notify_one(),
-            }
             // The execution just written is the job's first: no need to read it back.
-            let first = execution.map(|e| Execution {
+            let first = execution.clone().map(|e| Execution {
                 execution_id: e.execution_id,
                 job_id: e.job_id,
                 endpoint: e.endpoint,
@@ -227,7 +256,7 @@ async fn create(State(state): State<AppState>, ApiJson(body): ApiJson<JobIn>) ->
             (StatusCode::CREATED, job, first)
         }
         Inserted::Existing(existing) => {
-            if let Some(field) = differing_field(&existing, &job, body.run_at.is_some()) {
+            if let Some(field) = differing_field(&existing, job, prepared.run_at_given) {
                 return Err(ApiError::new(
                     ErrorCode::Conflict,
                     format!(
@@ -244,6 +273,21 @@ async fn create(State(state): State<AppState>, ApiJson(body): ApiJson<JobIn>) ->
     };
     let created_status = initial_status(&job);
     Ok(Created(status, JobOut::new(&job, first.as_ref().map(|e| (e, Some(created_status))))))
+}
+
+/// Wake the loops that have new work from these creates: the worker for executions claimable
+/// now, the promoter for ones that wait, the cron materializer for new cron jobs.
+pub(super) async fn wake(state: &AppState, created: &[&Prepared]) {
+    let status = |p: &&Prepared| p.execution.as_ref().map(|e| e.status);
+    if created.iter().any(|p| status(p) == Some(ExecutionStatus::Queued)) {
+        state.wakeups.work_ready(&state.store).await;
+    }
+    if created.iter().any(|p| status(p) == Some(ExecutionStatus::Pending)) {
+        state.wakeups.pending_changed.notify_one();
+    }
+    if created.iter().any(|p| p.execution.is_none()) {
+        state.wakeups.cron_changed.notify_one();
+    }
 }
 
 /// A DELAYED job's time: `run_at`, or `delay_ms` after `now`; exactly one of them.
