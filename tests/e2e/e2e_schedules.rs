@@ -1,5 +1,6 @@
 //! A CRON job's schedule policies: pause and resume (with and without catching up), and what
-//! a tick does while the previous execution still runs (`overlap_policy`).
+//! a tick does while the previous execution still runs (`overlap_policy`); every job's
+//! lateness and SLA.
 
 use std::time::Duration;
 
@@ -7,12 +8,13 @@ use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 
 use crate::both_backends;
-use crate::support::fixtures::http_endpoint;
+use crate::support::fixtures::{http_endpoint, wait_for_status};
 use crate::support::{eventually, wait_for, Backend, Client, Receiver, Server, TestDb};
 
 both_backends!(
     paused_jobs_make_no_ticks_and_resume_as_their_catchup_policy_says,
-    overlapping_ticks_are_skipped_or_buffered
+    overlapping_ticks_are_skipped_or_buffered,
+    lateness_and_the_sla_are_recorded_per_execution_and_per_job,
 );
 
 fn time(value: &Value) -> DateTime<Utc> {
@@ -182,4 +184,57 @@ async fn overlapping_ticks_are_skipped_or_buffered(backend: Backend) {
         .filter(|e| e["status"] == "SUCCESS")
         .any(|e| time(&e["started_at"]) - time(&e["run_at"]) > chrono::Duration::milliseconds(300));
     assert!(held, "a tick was held until the previous delivery ended: {made:?}");
+}
+
+async fn lateness_and_the_sla_are_recorded_per_execution_and_per_job(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let server = Server::start(&db).await;
+    let api = server.client();
+    let receiver = Receiver::start().await;
+    http_endpoint(&api, &receiver, "hook", "/ok/hook", json!(null)).await;
+    let input = json!({"user_id": "u", "amount": 1});
+
+    // On time: within a generous SLA.
+    let prompt = api
+        .create("/jobs", &json!({"endpoint": "hook", "trigger": "IMMEDIATE", "idempotency_key": "p", "sla_ms": 60_000, "input": input}))
+        .await;
+    assert_eq!(prompt["sla_ms"], 60_000);
+    let execution = wait_for_status(&api, prompt["execution"]["execution_id"].as_str().unwrap(), "SUCCESS").await;
+    assert_eq!(execution["sla_met"], true, "{execution}");
+    let lateness = execution["lateness_ms"].as_i64().unwrap();
+    assert!((0..60_000).contains(&lateness), "{execution}");
+    assert!(time(&execution["claimed_at"]) >= time(&execution["scheduled_at"]), "{execution}");
+
+    // Ten seconds late (its time had passed when it was created): the SLA is missed.
+    let ten_seconds_ago = (Utc::now() - chrono::Duration::seconds(10)).to_rfc3339();
+    let late = api
+        .create(
+            "/jobs",
+            &json!({"endpoint": "hook", "trigger": "DELAYED", "idempotency_key": "l", "run_at": ten_seconds_ago,
+                                 "sla_ms": 1000, "input": input}),
+        )
+        .await;
+    let execution = wait_for_status(&api, late["execution"]["execution_id"].as_str().unwrap(), "SUCCESS").await;
+    assert_eq!(execution["sla_met"], false, "{execution}");
+    assert!(execution["lateness_ms"].as_i64().unwrap() >= 10_000, "{execution}");
+    let status = api.get(&format!("/jobs/{}/status", late["job_id"].as_str().unwrap())).await.body;
+    let sla = &status["stats"]["last_24h"]["sla"];
+    assert_eq!(
+        (sla["sla_ms"].as_i64(), sla["started"].as_u64(), sla["met"].as_u64()),
+        (Some(1000), Some(1), Some(0)),
+        "{status}"
+    );
+    assert_eq!(sla["ratio"], 0.0);
+    // A job without an SLA says nothing of one.
+    let plain = api
+        .create("/jobs", &json!({"endpoint": "hook", "trigger": "IMMEDIATE", "idempotency_key": "n", "input": input}))
+        .await;
+    let execution = wait_for_status(&api, plain["execution"]["execution_id"].as_str().unwrap(), "SUCCESS").await;
+    assert_eq!(execution["sla_met"], Value::Null);
+    assert!(execution["lateness_ms"].is_i64());
+
+    let refused = api
+        .post("/jobs", &json!({"endpoint": "hook", "trigger": "IMMEDIATE", "idempotency_key": "z", "sla_ms": 0}))
+        .await;
+    assert!(refused.error(400, "INVALID_REQUEST").contains("`sla_ms`"));
 }

@@ -169,6 +169,7 @@ fn plan_tick(job: &Job, schedule: &CronSchedule, max_attempts: i32, now: DateTim
         trace_parent: job.trace_parent.clone(),
         retry_of: None,
         overlap_policy: overlap,
+        sla_ms: job.sla_ms,
     });
     let next = match made {
         Some(made) => schedule.next_after(made),
@@ -259,6 +260,7 @@ mod tests {
             overlap_policy: OverlapPolicy::Allow,
             catchup_policy: policy,
             catchup_window_sec: window,
+            sla_ms: None,
         }
     }
 

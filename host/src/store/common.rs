@@ -221,9 +221,9 @@ macro_rules! impl_store {
                         "INSERT INTO jobs (job_id, endpoint, endpoint_type, trigger_type, status, version, previous_version_id,
                              idempotency_key, input, run_at, cron_expression, cron_timezone, cron_starts_at, cron_ends_at,
                              cron_next_run_at, created_at, endpoint_version, trace_parent, paused_at, overlap_policy,
-                             catchup_policy, catchup_window_sec)
+                             catchup_policy, catchup_window_sec, sla_ms)
                          VALUES ($1, $2, $3, $4, 'ACTIVE', $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18,
-                             $19, $20, $21)
+                             $19, $20, $21, $22)
                          ON CONFLICT (endpoint, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
                          RETURNING {JOB_COLUMNS}"
                     );
@@ -249,6 +249,7 @@ macro_rules! impl_store {
                         .bind(job.overlap_policy)
                         .bind(job.catchup_policy)
                         .bind(job.catchup_window_sec)
+                        .bind(job.sla_ms)
                         .fetch_optional(&mut **tx)
                         .await?)
                 }
@@ -258,8 +259,9 @@ macro_rules! impl_store {
                 pub(super) async fn execution_insert(tx: &mut sqlx::Transaction<'_, $db>, e: &ExecutionWrite) -> StoreResult<bool> {
                     let done = sqlx::query(
                         "INSERT INTO executions (execution_id, job_id, endpoint, endpoint_type, idempotency_key, status, input,
-                             max_attempts, run_at, created_at, endpoint_version, trace_parent, retry_of, overlap_policy)
-                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+                             max_attempts, run_at, created_at, endpoint_version, trace_parent, retry_of, overlap_policy,
+                             scheduled_at, sla_ms)
+                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $9, $15)
                          ON CONFLICT (job_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING",
                     )
                     .bind(&e.execution_id)
@@ -276,6 +278,7 @@ macro_rules! impl_store {
                     .bind(&e.trace_parent)
                     .bind(&e.retry_of)
                     .bind(e.overlap_policy)
+                    .bind(e.sla_ms)
                     .execute(&mut **tx)
                     .await?;
                     Ok(done.rows_affected() == 1)
@@ -956,6 +959,17 @@ macro_rules! impl_store {
                     .bind(JobStats::SAMPLE)
                     .fetch_all(&self.pool)
                     .await?;
+                    let started: Vec<(DateTime<Utc>, DateTime<Utc>)> = sqlx::query_as(
+                        "SELECT COALESCE(scheduled_at, run_at), claimed_at FROM executions
+                         WHERE job_id = $1 AND claimed_at >= $2
+                         ORDER BY claimed_at DESC
+                         LIMIT $3",
+                    )
+                    .bind(job_id)
+                    .bind(DbTime(completed_since))
+                    .bind(JobStats::SAMPLE)
+                    .fetch_all(&self.pool)
+                    .await?;
                     use crate::domain::ExecutionStatus as S;
                     let count = |s: S| active.iter().find(|(status, _)| *status == s).map_or(0, |(_, n)| *n);
                     Ok(JobStats {
@@ -967,6 +981,10 @@ macro_rules! impl_store {
                         failed,
                         avg_duration_ms,
                         recent_durations: recent.into_iter().map(|(d,)| d).collect(),
+                        recent_lateness_ms: started
+                            .into_iter()
+                            .map(|(scheduled, claimed)| (claimed - scheduled).num_milliseconds().max(0))
+                            .collect(),
                     })
                 }
 

@@ -98,6 +98,7 @@ fn job(endpoint: &str, trigger: Trigger, key: Option<&str>, at: DateTime<Utc>) -
         overlap_policy: crate::domain::OverlapPolicy::Allow,
         catchup_policy: crate::domain::CatchupPolicy::All,
         catchup_window_sec: None,
+        sla_ms: None,
     }
 }
 
@@ -120,6 +121,7 @@ fn execution(job: &JobWrite, status: ExecutionStatus, run_at: DateTime<Utc>) -> 
         trace_parent: job.trace_parent.clone(),
         retry_of: None,
         overlap_policy: None,
+        sla_ms: None,
     }
 }
 

@@ -11,11 +11,11 @@ pub const JOB_COLUMNS: &str =
     "job_id, endpoint, endpoint_version, endpoint_type, trigger_type, status, version, previous_version_id, \
      replaced_by_id, idempotency_key, input, run_at, cron_expression, cron_timezone, cron_starts_at, cron_ends_at, \
      cron_next_run_at, cron_last_tick_at, cron_prev_tick_at, created_at, retired_at, trace_parent, paused_at, \
-     overlap_policy, catchup_policy, catchup_window_sec";
+     overlap_policy, catchup_policy, catchup_window_sec, sla_ms";
 pub const EXECUTION_COLUMNS: &str =
     "execution_id, job_id, endpoint, endpoint_version, endpoint_type, idempotency_key, status, input, \
      output, attempt_count, max_attempts, worker_id, run_at, started_at, completed_at, duration_ms, created_at, \
-     lease_expires_at, trace_parent, retry_of";
+     lease_expires_at, trace_parent, retry_of, scheduled_at, claimed_at, sla_ms";
 pub const ATTEMPT_COLUMNS: &str =
     "attempt_id, execution_id, attempt_number, status, started_at, completed_at, duration_ms, output, error, created_at";
 pub const LOG_COLUMNS: &str = "log_id, execution_id, attempt_number, level, message, logged_at";
@@ -56,6 +56,8 @@ pub struct Job {
     pub catchup_policy: CatchupPolicy,
     /// How late a tick may be and still be made (None: no limit; 60 s under `none`).
     pub catchup_window_sec: Option<i32>,
+    /// Its executions should start within this many milliseconds of their time.
+    pub sla_ms: Option<i32>,
 }
 
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -86,6 +88,26 @@ pub struct Execution {
     pub trace_parent: Option<String>,
     /// The failed or cancelled execution this one retries (`POST /executions/{id}/retry`).
     pub retry_of: Option<ExecutionId>,
+    /// When it was meant to fire (its first `run_at`; None for rows older than the column).
+    pub scheduled_at: Option<DateTime<Utc>>,
+    /// When a worker first claimed it: its first attempt's start.
+    pub claimed_at: Option<DateTime<Utc>>,
+    /// Its job's SLA: it should start within this many milliseconds of `scheduled_at`.
+    pub sla_ms: Option<i32>,
+}
+
+impl Execution {
+    /// How late its first attempt started, in milliseconds (None until it is claimed; rows
+    /// older than `scheduled_at` count from `run_at`).
+    pub fn lateness_ms(&self) -> Option<i64> {
+        let scheduled = self.scheduled_at.unwrap_or(self.run_at);
+        self.claimed_at.map(|claimed| (claimed - scheduled).num_milliseconds().max(0))
+    }
+
+    /// Whether its first attempt started within its job's SLA (None: no SLA, or not started).
+    pub fn sla_met(&self) -> Option<bool> {
+        Some(self.lateness_ms()? <= i64::from(self.sla_ms?))
+    }
 }
 
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -138,6 +160,7 @@ pub struct JobWrite {
     pub overlap_policy: OverlapPolicy,
     pub catchup_policy: CatchupPolicy,
     pub catchup_window_sec: Option<i32>,
+    pub sla_ms: Option<i32>,
 }
 
 /// A new execution.
@@ -159,6 +182,8 @@ pub struct ExecutionWrite {
     pub retry_of: Option<ExecutionId>,
     /// A cron tick's job's overlap policy, applied when the tick is due (None: allow).
     pub overlap_policy: Option<OverlapPolicy>,
+    /// Its job's SLA in milliseconds. (`scheduled_at` is written as `run_at`.)
+    pub sla_ms: Option<i32>,
 }
 
 /// Filters of `GET /executions` and `POST /executions/replay`; every one that is set applies.
@@ -329,6 +354,9 @@ pub struct JobStats {
     /// Durations of the newest [`JobStats::SAMPLE`] of them, for percentiles: however busy
     /// the job, the status reads a bounded number of rows.
     pub recent_durations: Vec<i32>,
+    /// Lateness (ms from scheduled to claimed) of the newest [`JobStats::SAMPLE`] executions
+    /// claimed in the window, for the SLA ratio.
+    pub recent_lateness_ms: Vec<i64>,
 }
 
 impl JobStats {

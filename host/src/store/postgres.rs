@@ -223,9 +223,13 @@ impl PgStore {
             let created: Vec<chrono::DateTime<chrono::Utc>> = executions.iter().map(|e| e.created_at).collect();
             sqlx::query(
                 "INSERT INTO executions (execution_id, job_id, endpoint, endpoint_type, idempotency_key, status, input,
-                     max_attempts, run_at, created_at, endpoint_version, trace_parent, retry_of, overlap_policy)
-                 SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::jsonb[],
-                     $8::int4[], $9::timestamptz[], $10::timestamptz[], $11::int4[], $12::text[], $13::text[], $14::text[])
+                     max_attempts, run_at, created_at, endpoint_version, trace_parent, retry_of, overlap_policy,
+                     sla_ms, scheduled_at)
+                 SELECT *, v.run_at FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
+                     $7::jsonb[], $8::int4[], $9::timestamptz[], $10::timestamptz[], $11::int4[], $12::text[], $13::text[],
+                     $14::text[], $15::int4[])
+                     AS v(execution_id, job_id, endpoint, endpoint_type, idempotency_key, status, input, max_attempts,
+                          run_at, created_at, endpoint_version, trace_parent, retry_of, overlap_policy, sla_ms)
                  ON CONFLICT (job_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING",
             )
             .bind(column(|e| e.execution_id.to_string()))
@@ -242,6 +246,7 @@ impl PgStore {
             .bind(executions.iter().map(|e| e.trace_parent.as_deref()).collect::<Vec<_>>())
             .bind(executions.iter().map(|e| e.retry_of.as_ref().map(|id| id.to_string())).collect::<Vec<_>>())
             .bind(executions.iter().map(|e| e.overlap_policy.map(|p| p.as_str())).collect::<Vec<_>>())
+            .bind(executions.iter().map(|e| e.sla_ms).collect::<Vec<_>>())
             .execute(&mut **tx)
             .await?;
         }
@@ -329,7 +334,7 @@ impl_store!(PgStore, Postgres, {
              )
              UPDATE executions
              SET status = 'RUNNING', worker_id = $1, started_at = $2, attempt_count = attempt_count + 1,
-                 lease_expires_at = now() + $4 * INTERVAL '1 millisecond'
+                 claimed_at = COALESCE(claimed_at, $2), lease_expires_at = now() + $4 * INTERVAL '1 millisecond'
              WHERE execution_id = ANY(ARRAY(SELECT execution_id FROM taken ORDER BY turn, run_at LIMIT $3))
              RETURNING {EXECUTION_COLUMNS}"
         );

@@ -189,7 +189,7 @@ impl_store!(SqliteStore, Sqlite, {
         let sql = format!(
             "UPDATE executions
              SET status = 'RUNNING', worker_id = $1, started_at = $2, attempt_count = attempt_count + 1,
-                 lease_expires_at = $3
+                 claimed_at = COALESCE(claimed_at, $2), lease_expires_at = $3
              WHERE execution_id IN (SELECT value FROM json_each($4))
              RETURNING {EXECUTION_COLUMNS}"
         );

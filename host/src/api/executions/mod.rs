@@ -62,10 +62,22 @@ pub struct ExecutionOut {
     pub created_at: DateTime<Utc>,
     /// The execution this one retries (`POST /executions/{id}/retry` or replay), if any.
     pub retry_of: Option<crate::ids::ExecutionId>,
+    /// When it was meant to fire: the job's time, or the cron tick (retries move `run_at`,
+    /// not this).
+    #[serde(serialize_with = "timestamp")]
+    pub scheduled_at: DateTime<Utc>,
+    /// When a worker first took it: its first attempt's start.
+    #[serde(serialize_with = "optional_timestamp")]
+    pub claimed_at: Option<DateTime<Utc>>,
+    /// How late its first attempt started: `claimed_at` - `scheduled_at`, in milliseconds.
+    pub lateness_ms: Option<i64>,
+    /// Whether it started within its job's `sla_ms` (null: no SLA, or not started yet).
+    pub sla_met: Option<bool>,
 }
 
 impl From<Execution> for ExecutionOut {
     fn from(e: Execution) -> Self {
+        let (lateness_ms, sla_met) = (e.lateness_ms(), e.sla_met());
         Self {
             execution_id: e.execution_id,
             job_id: e.job_id,
@@ -84,6 +96,10 @@ impl From<Execution> for ExecutionOut {
             duration_ms: e.duration_ms,
             created_at: e.created_at,
             retry_of: e.retry_of,
+            scheduled_at: e.scheduled_at.unwrap_or(e.run_at),
+            claimed_at: e.claimed_at,
+            lateness_ms,
+            sla_met,
         }
     }
 }

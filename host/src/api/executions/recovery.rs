@@ -242,5 +242,6 @@ fn retry_of(execution: &Execution, endpoint: &Endpoint, trace_parent: Option<Str
         trace_parent,
         retry_of: Some(execution.execution_id.clone()),
         overlap_policy: None,
+        sla_ms: execution.sla_ms,
     }
 }

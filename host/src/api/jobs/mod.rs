@@ -136,6 +136,7 @@ pub(super) async fn prepare(state: &AppState, body: JobIn, endpoint: &crate::sto
         }
         _ => {}
     }
+    policies::check_sla(body.sla_ms)?;
     let input = body.input.unwrap_or_else(|| json!({}));
     validate_input(&*state.store, &state.validators, endpoint.payload_spec.as_deref(), &input).await?;
     let run_at_given = body.run_at.is_some();
@@ -168,6 +169,7 @@ pub(super) async fn prepare(state: &AppState, body: JobIn, endpoint: &crate::sto
         overlap_policy: body.overlap_policy.unwrap_or(OverlapPolicy::Allow),
         catchup_policy: body.catchup_policy.unwrap_or(CatchupPolicy::All),
         catchup_window_sec: body.catchup_window.as_deref().map(policies::parse_window).transpose()?,
+        sla_ms: body.sla_ms,
     };
     let execution = match trigger {
         Trigger::Cron => {
@@ -213,6 +215,7 @@ pub(super) async fn prepare(state: &AppState, body: JobIn, endpoint: &crate::sto
                 trace_parent: trace_parent.clone(),
                 retry_of: None,
                 overlap_policy: None,
+                sla_ms: body.sla_ms,
             })
         }
     };
@@ -252,6 +255,9 @@ pub(super) async fn answer(
                 created_at: e.created_at,
                 trace_parent: e.trace_parent,
                 retry_of: None,
+                scheduled_at: Some(e.run_at),
+                claimed_at: None,
+                sla_ms: e.sla_ms,
             });
             (StatusCode::CREATED, job, first)
         }
@@ -324,6 +330,8 @@ fn differing_field(existing: &Job, requested: &JobWrite, compare_run_at: bool) -
         Some("cron")
     } else if existing.cron_timezone != requested.cron_timezone {
         Some("timezone")
+    } else if existing.sla_ms != requested.sla_ms {
+        Some("sla_ms")
     } else if existing.overlap_policy != requested.overlap_policy {
         Some("overlap_policy")
     } else if (existing.catchup_policy, existing.catchup_window_sec)
@@ -382,6 +390,7 @@ async fn update(
     ApiJson(body): ApiJson<JobUpdateIn>,
 ) -> ApiResult<Json<JobOut>> {
     let old = policies::active_cron(&state, &job_id, "updated. Create a new job instead").await?;
+    policies::check_sla(body.sla_ms)?;
     let endpoint = state.store.endpoint_get(&old.endpoint).await?;
     let input = body.input.unwrap_or_else(|| old.input.clone().unwrap_or_default());
     let payload_spec = endpoint.as_ref().and_then(|e| e.payload_spec.as_deref());
@@ -425,6 +434,7 @@ async fn update(
             Some(text) => Some(policies::parse_window(text)?),
             None => old.catchup_window_sec,
         },
+        sla_ms: body.sla_ms.or(old.sla_ms),
     };
     let created = state.store.job_replace(&job_id, &new).await?.ok_or_else(|| {
         ApiError::new(ErrorCode::JobNotUpdatable, format!("Job '{job_id}' was retired while this update ran."))

@@ -35,6 +35,19 @@ pub fn parse_window(text: &str) -> ApiResult<i32> {
         })
 }
 
+/// The longest `sla_ms`: a day.
+const MAX_SLA_MS: i32 = 86_400_000;
+
+/// A job's `sla_ms`, if given, is 1 ms to a day.
+pub fn check_sla(sla_ms: Option<i32>) -> ApiResult<()> {
+    match sla_ms {
+        Some(ms) if !(1..=MAX_SLA_MS).contains(&ms) => {
+            Err(ApiError::invalid_field("sla_ms", format!("must be between 1 and {MAX_SLA_MS} milliseconds, got {ms}")))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// A window as the API shows it: `900` is `15m`.
 pub fn format_window(seconds: i32) -> String {
     crate::duration::format_seconds(i64::from(seconds))

@@ -27,6 +27,10 @@ pub struct JobIn {
     /// CRON only: how late a tick may be and still be made (`90s`, `15m`, `2h`, `7d`; default:
     /// no limit, or `60s` under `catchup_policy: none`).
     pub catchup_window: Option<String>,
+    /// Its executions should start within this many milliseconds of their time (1 to
+    /// 86,400,000); each shows `sla_met`, and `GET /jobs/{id}/status` the ratio met.
+    #[schema(minimum = 1, maximum = 86_400_000)]
+    pub sla_ms: Option<i32>,
 }
 
 /// `PUT /jobs/{id}`: what changes in the cron job's next version; absent fields carry over.
@@ -41,6 +45,8 @@ pub struct JobUpdateIn {
     pub overlap_policy: Option<OverlapPolicy>,
     pub catchup_policy: Option<CatchupPolicy>,
     pub catchup_window: Option<String>,
+    #[schema(minimum = 1, maximum = 86_400_000)]
+    pub sla_ms: Option<i32>,
 }
 
 #[derive(Deserialize, utoipa::IntoParams)]

@@ -28,6 +28,9 @@ pub struct JobOut {
     /// A DELAYED job's time.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub run_at: Option<String>,
+    /// Its executions should start within this many milliseconds of their time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sla_ms: Option<i32>,
     /// A one-shot job's execution.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub execution: Option<JobExecutionOut>,
@@ -96,6 +99,7 @@ impl JobOut {
             created_at: utc(&job.created_at),
             retired_at: job.retired_at.as_ref().map(utc),
             run_at: job.run_at.as_ref().map(utc),
+            sla_ms: job.sla_ms,
             execution: execution.map(|(e, status)| JobExecutionOut {
                 execution_id: e.execution_id.clone(),
                 status: status.unwrap_or(e.status),
@@ -165,6 +169,23 @@ pub struct WindowStatsOut {
     pub failed: usize,
     pub avg_duration_ms: Option<i64>,
     pub p99_duration_ms: Option<i64>,
+    /// How the job's executions met its `sla_ms` (a job with an SLA only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sla: Option<SlaOut>,
+}
+
+/// Executions claimed in the window (the newest 10,000 at most) against the job's SLA.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct SlaOut {
+    pub sla_ms: i32,
+    /// Executions whose first attempt started in the window.
+    pub started: usize,
+    /// Those that started within `sla_ms` of their time.
+    pub met: usize,
+    /// `met / started` (null when nothing started).
+    pub ratio: Option<f64>,
+    /// The worst lateness among them, in milliseconds.
+    pub max_lateness_ms: Option<i64>,
 }
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]

@@ -4,7 +4,9 @@ use axum::extract::{Path, State};
 use axum::Json;
 
 use super::load;
-use super::responses::{ActiveExecutionsOut, JobStatusOut, LastExecutionOut, StatsOut, StatusCronOut, WindowStatsOut};
+use super::responses::{
+    ActiveExecutionsOut, JobStatusOut, LastExecutionOut, SlaOut, StatsOut, StatusCronOut, WindowStatsOut,
+};
 use crate::api::error::ApiResult;
 use crate::api::state::AppState;
 use crate::store::now;
@@ -50,6 +52,17 @@ pub async fn status(State(state): State<AppState>, Path(job_id): Path<String>) -
                 failed,
                 avg_duration_ms: stats.avg_duration_ms.map(|a| a.round() as i64),
                 p99_duration_ms: p99,
+                sla: job.sla_ms.map(|sla_ms| {
+                    let lateness = &stats.recent_lateness_ms;
+                    let met = lateness.iter().filter(|l| **l <= i64::from(sla_ms)).count();
+                    SlaOut {
+                        sla_ms,
+                        started: lateness.len(),
+                        met,
+                        ratio: (!lateness.is_empty()).then(|| met as f64 / lateness.len() as f64),
+                        max_lateness_ms: lateness.iter().max().copied(),
+                    }
+                }),
             },
         },
         cron: StatusCronOut::new(&job),
