@@ -1,5 +1,5 @@
 //! Recovering from a receiver's bad day and keeping the tables in hand: the dead-letter view,
-//! retry and replay, retention and deletes, and batch creates.
+//! retry and replay, failure callbacks, retention and deletes, and batch creates.
 
 use std::time::Duration;
 
@@ -14,6 +14,7 @@ both_backends!(
     finished_history_is_purged_after_the_retention,
     jobs_and_endpoints_are_deleted_with_their_history_once_nothing_is_left_to_deliver,
     a_batch_creates_each_job_or_says_why_not,
+    a_failed_execution_is_told_to_the_on_failure_endpoint_once,
 );
 
 fn ids(page: &Value) -> Vec<String> {
@@ -262,4 +263,77 @@ async fn a_batch_creates_each_job_or_says_why_not(backend: Backend) {
     let message = api.post("/jobs/batch", &json!({"jobs": too_many})).await.error(400, "INVALID_REQUEST");
     assert!(message.contains("`jobs`") && message.contains("1001"), "{message}");
     api.post("/jobs/batch", &json!({"job": []})).await.error(400, "INVALID_REQUEST");
+}
+
+async fn a_failed_execution_is_told_to_the_on_failure_endpoint_once(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let server = Server::start(&db).await;
+    let api = server.client();
+    let receiver = Receiver::start().await;
+    http_endpoint(&api, &receiver, "setup", "/ok/setup", json!(null)).await;
+    let hook = |name: &str, path: &str, on_failure: Option<&str>| {
+        let mut endpoint = json!({"name": name, "type": "HTTP", "retry_policy": {"max_attempts": 1}, "spec": {
+            "url": format!("{}{path}", receiver.base_url), "method": "POST",
+            "body_template": {"event": "{{input.event}}", "execution_id": "{{input.execution_id}}", "error": "{{input.error}}",
+                              "attempts": "{{input.attempts}}"}}});
+        if let Some(target) = on_failure {
+            // The endpoints that fail send a fixed body: they fail at the receiver.
+            endpoint["on_failure"] = json!(target);
+            endpoint["spec"]["body_template"] = json!({"ping": true});
+        }
+        endpoint
+    };
+    api.create("/endpoints", &hook("alerts", "/ok/alerts", None)).await;
+    api.create("/endpoints", &hook("pager", "/fail/pager", Some("alerts"))).await;
+    api.create("/endpoints", &hook("broken", "/fail/broken", Some("alerts"))).await;
+    assert_eq!(api.get("/endpoints/broken").await.body["on_failure"], "alerts");
+
+    // A failure of `broken` reaches `alerts` with its summary.
+    let job =
+        api.create("/jobs", &json!({"endpoint": "broken", "trigger": "IMMEDIATE", "idempotency_key": "f1"})).await;
+    let failed = job["execution"]["execution_id"].as_str().unwrap().to_owned();
+    wait_for_status(&api, &failed, "FAILED").await;
+    eventually("the alert", Duration::from_secs(20), || async { receiver.count_of("/ok/alerts") == 1 }).await;
+    let alert = receiver.received().into_iter().find(|r| r.path == "/ok/alerts").unwrap().json();
+    assert_eq!(alert["event"], "execution.failed");
+    assert_eq!(alert["execution_id"], failed.as_str());
+    assert_eq!(alert["error"]["type"], "HTTP_ERROR", "{alert}");
+    assert_eq!(alert["attempts"], 1);
+    let callbacks = api.get("/jobs?endpoint=alerts").await.body;
+    assert_eq!(callbacks["items"][0]["idempotency_key"], format!("on_failure:{failed}"));
+
+    // A job may name its own callback; a callback's own failure is not announced (no loops).
+    let job = api
+        .create(
+            "/jobs",
+            &json!({"endpoint": "broken", "trigger": "IMMEDIATE", "idempotency_key": "f2", "on_failure": "pager"}),
+        )
+        .await;
+    assert_eq!(job["on_failure"], "pager");
+    wait_for_status(&api, job["execution"]["execution_id"].as_str().unwrap(), "FAILED").await;
+    eventually("the pager's callback failed and handled", Duration::from_secs(20), || async {
+        let handled = "SELECT COUNT(*) FROM executions WHERE endpoint = 'pager' AND status = 'FAILED' AND failure_handled_at IS NOT NULL";
+        db.scalar(handled).await == 1
+    })
+    .await;
+    assert_eq!(receiver.count_of("/fail/pager"), 1);
+    let alert_jobs = api.get("/jobs?endpoint=alerts").await.body["items"].as_array().unwrap().len();
+    assert_eq!(alert_jobs, 1, "the pager's failure is not told to alerts");
+
+    // Refused: a callback to itself, to nothing; deleting an endpoint others call on failure.
+    let message =
+        api.post("/endpoints", &hook("selfish", "/ok/s", Some("selfish"))).await.error(400, "INVALID_REQUEST");
+    assert!(message.contains("`on_failure`"), "{message}");
+    let message =
+        api.post("/endpoints", &hook("lost", "/ok/s", Some("nowhere"))).await.error(422, "INVALID_ENDPOINT_REF");
+    assert!(message.contains("nowhere"), "{message}");
+    let refused = api
+        .post(
+            "/jobs",
+            &json!({"endpoint": "broken", "trigger": "IMMEDIATE", "idempotency_key": "f3", "on_failure": "nowhere"}),
+        )
+        .await;
+    refused.error(422, "INVALID_ENDPOINT_REF");
+    let message = api.delete("/endpoints/alerts").await.error(409, "CONFLICT");
+    assert!(message.contains("broken") && message.contains("pager"), "{message}");
 }

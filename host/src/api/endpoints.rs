@@ -45,6 +45,9 @@ pub struct EndpointIn {
     pub renderer: Option<String>,
     /// The most deliveries of this endpoint one worker runs at once.
     pub max_concurrency: Option<u32>,
+    /// An endpoint to tell when an execution of this one fails: a job is created for it with
+    /// the failure's summary as input.
+    pub on_failure: Option<String>,
 }
 
 #[derive(Serialize, utoipa::ToSchema)]
@@ -64,6 +67,8 @@ pub struct EndpointOut {
     pub renderer: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_concurrency: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub on_failure: Option<String>,
     #[serde(serialize_with = "super::timestamp")]
     pub created_at: DateTime<Utc>,
     #[serde(serialize_with = "super::timestamp")]
@@ -83,6 +88,7 @@ impl From<Endpoint> for EndpointOut {
             plugin: e.plugin,
             renderer: e.renderer,
             max_concurrency: e.max_concurrency,
+            on_failure: e.on_failure,
             created_at: e.created_at,
             updated_at: e.updated_at,
         }
@@ -114,8 +120,28 @@ async fn require_plugin(state: &AppState, field: &str, name: &str, world: World)
     }
 }
 
+/// `on_failure` names an endpoint that exists: 422 INVALID_ENDPOINT_REF otherwise.
+pub async fn require_callback(state: &AppState, name: &str) -> ApiResult<()> {
+    match state.store.endpoint_get(name).await? {
+        Some(_) => Ok(()),
+        None => Err(ApiError::new(
+            ErrorCode::InvalidEndpointRef,
+            format!("`on_failure`: no endpoint named '{name}'; register it first."),
+        )),
+    }
+}
+
 /// Every check of registration; on success, what the store should write.
 async fn prepare(state: &AppState, name: String, body: EndpointIn) -> ApiResult<EndpointWrite> {
+    if let Some(target) = &body.on_failure {
+        if *target == name {
+            return Err(ApiError::invalid_field(
+                "on_failure",
+                "names the endpoint itself: its failures would be told to the endpoint that failed",
+            ));
+        }
+        require_callback(state, target).await?;
+    }
     let max_concurrency = match body.max_concurrency {
         None => None,
         Some(n @ 1..=MAX_CONCURRENCY_LIMIT) => Some(i32::try_from(n).expect("at most 10,000")),
@@ -210,6 +236,7 @@ async fn prepare(state: &AppState, name: String, body: EndpointIn) -> ApiResult<
         plugin: body.plugin,
         renderer: body.renderer,
         max_concurrency,
+        on_failure: body.on_failure,
     })
 }
 
@@ -237,6 +264,7 @@ async fn create(State(state): State<AppState>, ApiJson(body): ApiJson<EndpointIn
                 && e.plugin == write.plugin
                 && e.renderer == write.renderer
                 && e.max_concurrency == write.max_concurrency
+                && e.on_failure == write.on_failure
         },
         || {
             format!(

@@ -57,6 +57,8 @@ error_codes! {
     Conflict => ("CONFLICT", CONFLICT),
     JobNotUpdatable => ("JOB_NOT_UPDATABLE", CONFLICT),
     ExecutionNotCancellable => ("EXECUTION_NOT_CANCELLABLE", CONFLICT),
+    /// An `on_failure` that names no endpoint.
+    InvalidEndpointRef => ("INVALID_ENDPOINT_REF", UNPROCESSABLE_ENTITY),
     /// A retry of an execution that is not FAILED or CANCELLED.
     ExecutionNotRetryable => ("EXECUTION_NOT_RETRYABLE", CONFLICT),
     PayloadTooLarge => ("PAYLOAD_TOO_LARGE", PAYLOAD_TOO_LARGE),

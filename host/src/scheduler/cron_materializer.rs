@@ -261,6 +261,7 @@ mod tests {
             catchup_policy: policy,
             catchup_window_sec: window,
             sla_ms: None,
+            on_failure: None,
         }
     }
 

@@ -6,8 +6,10 @@
 //! - [`promoter`]: PENDING executions whose `run_at` has come become QUEUED.
 //! - [`reclaimer`]: RUNNING executions whose worker's lease expired become RETRYING or FAILED.
 //! - [`purger`]: finished executions and jobs older than `TE_RETENTION` are deleted.
+//! - [`failure_notifier`]: a failed execution's `on_failure` endpoint gets a job about it.
 
 pub mod cron_materializer;
+pub mod failure_notifier;
 pub mod promoter;
 pub mod purger;
 pub mod reclaimer;
@@ -102,6 +104,11 @@ pub fn spawn(
     let promoter = liveness.register("scheduler.promoter", config.promote_interval);
     let reclaimer = liveness.register("scheduler.reclaimer", config.reclaim_interval);
     let mut loops = Vec::new();
+    // Failures are announced within about a second; the loop is idle (one indexed probe) when
+    // nothing failed.
+    let every = Duration::from_secs(1);
+    let beat = liveness.register("scheduler.failure_notifier", every);
+    loops.push(tokio::spawn(failure_notifier::run(store.clone(), every, wakeups.clone(), shutdown.clone(), beat)));
     if !config.retention.is_zero() {
         // A round may take a while on a large backlog; it beats between batches.
         let beat = liveness.register("scheduler.purger", config.purge_interval);

@@ -37,7 +37,7 @@ macro_rules! impl_store {
             const SECRET_COLUMNS: &str = "name, encrypted_value, created_at, updated_at";
             const ENDPOINT_COLUMNS: &str =
                 "name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, version, created_at, updated_at, plugin, renderer, \
-                 max_concurrency";
+                 max_concurrency, on_failure";
             /// How many referencing rows a refused delete names.
             const IN_USE_SHOWN: i64 = 20;
             /// A job (`j`) that still has deliveries to make: an active, unpaused-or-paused cron
@@ -221,9 +221,9 @@ macro_rules! impl_store {
                         "INSERT INTO jobs (job_id, endpoint, endpoint_type, trigger_type, status, version, previous_version_id,
                              idempotency_key, input, run_at, cron_expression, cron_timezone, cron_starts_at, cron_ends_at,
                              cron_next_run_at, created_at, endpoint_version, trace_parent, paused_at, overlap_policy,
-                             catchup_policy, catchup_window_sec, sla_ms)
+                             catchup_policy, catchup_window_sec, sla_ms, on_failure)
                          VALUES ($1, $2, $3, $4, 'ACTIVE', $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18,
-                             $19, $20, $21, $22)
+                             $19, $20, $21, $22, $23)
                          ON CONFLICT (endpoint, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
                          RETURNING {JOB_COLUMNS}"
                     );
@@ -250,6 +250,7 @@ macro_rules! impl_store {
                         .bind(job.catchup_policy)
                         .bind(job.catchup_window_sec)
                         .bind(job.sla_ms)
+                        .bind(&job.on_failure)
                         .fetch_optional(&mut **tx)
                         .await?)
                 }
@@ -503,8 +504,8 @@ macro_rules! impl_store {
                     let sql = format!(
                         "INSERT INTO endpoints
                              (name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, version, created_at, updated_at,
-                              plugin, renderer, max_concurrency)
-                         VALUES ($1, $2, $3, $4, $5, $6, 1, $7, $7, $8, $9, $10)
+                              plugin, renderer, max_concurrency, on_failure)
+                         VALUES ($1, $2, $3, $4, $5, $6, 1, $7, $7, $8, $9, $10, $11)
                          ON CONFLICT (name) DO NOTHING
                          RETURNING {ENDPOINT_COLUMNS}"
                     );
@@ -520,6 +521,7 @@ macro_rules! impl_store {
                         .bind(&endpoint.plugin)
                         .bind(&endpoint.renderer)
                         .bind(endpoint.max_concurrency)
+                        .bind(&endpoint.on_failure)
                         .fetch_optional(&mut *tx)
                         .await?;
                     let Some(created) = created else {
@@ -541,7 +543,8 @@ macro_rules! impl_store {
                     // Shaped as an endpoint row: a version's updated_at is when it was written.
                     Ok(sqlx::query_as::<$db, Endpoint>(
                         "SELECT name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, version,
-                             created_at, created_at AS updated_at, plugin, renderer, max_concurrency
+                             created_at, created_at AS updated_at, plugin, renderer, max_concurrency,
+                             (SELECT e.on_failure FROM endpoints e WHERE e.name = endpoint_versions.name) AS on_failure
                          FROM endpoint_versions WHERE name = $1 AND version = $2",
                     )
                     .bind(name)
@@ -565,7 +568,7 @@ macro_rules! impl_store {
                         "UPDATE endpoints
                          SET endpoint_type = $2, payload_spec_ref = $3, config_ref = $4, spec = $5,
                              retry_policy = $6, version = version + 1, updated_at = $7, plugin = $8, renderer = $9,
-                             max_concurrency = $10
+                             max_concurrency = $10, on_failure = $11
                          WHERE name = $1
                          RETURNING {ENDPOINT_COLUMNS}"
                     );
@@ -581,6 +584,7 @@ macro_rules! impl_store {
                         .bind(&endpoint.plugin)
                         .bind(&endpoint.renderer)
                         .bind(endpoint.max_concurrency)
+                        .bind(&endpoint.on_failure)
                         .fetch_optional(&mut *tx)
                         .await?;
                     let Some(updated) = updated else { return Ok(None) };
@@ -607,6 +611,17 @@ macro_rules! impl_store {
                     .await?;
                     if !blocking.is_empty() {
                         return Ok(Deleted::InUse(blocking.into_iter().map(|(j,)| j).collect()));
+                    }
+                    // Other endpoints that send it their failures.
+                    let callers: Vec<(String,)> = sqlx::query_as(
+                        "SELECT name FROM endpoints WHERE on_failure = $1 AND name <> $1 ORDER BY name LIMIT $2",
+                    )
+                    .bind(name)
+                    .bind(IN_USE_SHOWN)
+                    .fetch_all(&mut *tx)
+                    .await?;
+                    if !callers.is_empty() {
+                        return Ok(Deleted::InUse(callers.into_iter().map(|(e,)| format!("endpoint {e} (on_failure)")).collect()));
                     }
                     let result = async {
                         Self::delete_executions_where(&mut tx, "endpoint", name).await?;
@@ -675,6 +690,24 @@ macro_rules! impl_store {
                     }
                     tx.commit().await?;
                     Ok(deleted)
+                }
+
+                async fn failures_unhandled(&self, limit: i64) -> StoreResult<Vec<Execution>> {
+                    let sql = format!(
+                        "SELECT {EXECUTION_COLUMNS} FROM executions
+                         WHERE status = 'FAILED' AND failure_handled_at IS NULL
+                         ORDER BY completed_at LIMIT $1"
+                    );
+                    Ok(sqlx::query_as::<$db, Execution>(&sql).bind(limit).fetch_all(&self.pool).await?)
+                }
+
+                async fn failure_handled(&self, execution_id: &str) -> StoreResult<()> {
+                    sqlx::query("UPDATE executions SET failure_handled_at = $2 WHERE execution_id = $1")
+                        .bind(execution_id)
+                        .bind(DbTime(now()))
+                        .execute(&self.pool)
+                        .await?;
+                    Ok(())
                 }
 
                 async fn job_delete(&self, job_id: &str) -> StoreResult<Deleted> {

@@ -71,6 +71,7 @@ async fn endpoint(store: &dyn Store, name: &str) {
         plugin: None,
         renderer: None,
         max_concurrency: None,
+        on_failure: None,
     };
     store.endpoint_insert(&write).await.unwrap();
 }
@@ -99,6 +100,7 @@ fn job(endpoint: &str, trigger: Trigger, key: Option<&str>, at: DateTime<Utc>) -
         catchup_policy: crate::domain::CatchupPolicy::All,
         catchup_window_sec: None,
         sla_ms: None,
+        on_failure: None,
     }
 }
 

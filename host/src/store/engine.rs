@@ -11,7 +11,7 @@ pub const JOB_COLUMNS: &str =
     "job_id, endpoint, endpoint_version, endpoint_type, trigger_type, status, version, previous_version_id, \
      replaced_by_id, idempotency_key, input, run_at, cron_expression, cron_timezone, cron_starts_at, cron_ends_at, \
      cron_next_run_at, cron_last_tick_at, cron_prev_tick_at, created_at, retired_at, trace_parent, paused_at, \
-     overlap_policy, catchup_policy, catchup_window_sec, sla_ms";
+     overlap_policy, catchup_policy, catchup_window_sec, sla_ms, on_failure";
 pub const EXECUTION_COLUMNS: &str =
     "execution_id, job_id, endpoint, endpoint_version, endpoint_type, idempotency_key, status, input, \
      output, attempt_count, max_attempts, worker_id, run_at, started_at, completed_at, duration_ms, created_at, \
@@ -58,6 +58,8 @@ pub struct Job {
     pub catchup_window_sec: Option<i32>,
     /// Its executions should start within this many milliseconds of their time.
     pub sla_ms: Option<i32>,
+    /// The endpoint told of its failed executions, in place of its endpoint's `on_failure`.
+    pub on_failure: Option<String>,
 }
 
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -161,6 +163,7 @@ pub struct JobWrite {
     pub catchup_policy: CatchupPolicy,
     pub catchup_window_sec: Option<i32>,
     pub sla_ms: Option<i32>,
+    pub on_failure: Option<String>,
 }
 
 /// A new execution.

@@ -210,6 +210,8 @@ pub struct Endpoint {
     pub renderer: Option<String>,
     /// The most deliveries of this endpoint one worker runs at once (unset: a fair share).
     pub max_concurrency: Option<i32>,
+    /// The endpoint told of this endpoint's failed executions (always the current one's).
+    pub on_failure: Option<String>,
 }
 
 /// Everything an endpoint create or update writes.
@@ -226,6 +228,7 @@ pub struct EndpointWrite {
     pub plugin: Option<String>,
     pub renderer: Option<String>,
     pub max_concurrency: Option<i32>,
+    pub on_failure: Option<String>,
 }
 
 /// What one process tells the others through the database.
@@ -328,6 +331,10 @@ pub trait Store: Send + Sync + 'static {
     async fn job_replace(&self, old_job_id: &str, new: &JobWrite) -> StoreResult<Option<Job>>;
     /// ACTIVE to RETIRED; whether it changed.
     async fn job_retire(&self, job_id: &str) -> StoreResult<bool>;
+    /// FAILED executions the failure notifier has not dealt with yet, oldest failure first.
+    async fn failures_unhandled(&self, limit: i64) -> StoreResult<Vec<Execution>>;
+    /// Record that the failure notifier dealt with this failed execution.
+    async fn failure_handled(&self, execution_id: &str) -> StoreResult<()>;
     /// Delete a job with its executions, attempts and logs, unless an execution of it is
     /// unfinished (`InUse` names them).
     async fn job_delete(&self, job_id: &str) -> StoreResult<Deleted>;

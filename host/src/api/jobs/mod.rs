@@ -86,6 +86,18 @@ async fn create(State(state): State<AppState>, ApiJson(body): ApiJson<JobIn>) ->
     Ok(answer)
 }
 
+/// A job's `on_failure` names an endpoint that exists, other than the job's own.
+async fn check_on_failure(state: &AppState, on_failure: Option<&str>, endpoint: &str) -> ApiResult<()> {
+    let Some(target) = on_failure else { return Ok(()) };
+    if target == endpoint {
+        return Err(ApiError::invalid_field(
+            "on_failure",
+            "names the job's own endpoint: a failure would be told to the endpoint that failed",
+        ));
+    }
+    crate::api::endpoints::require_callback(state, target).await
+}
+
 fn endpoint_not_found(name: &str) -> ApiError {
     ApiError::new(ErrorCode::EndpointNotFound, format!("Endpoint '{name}' does not exist."))
 }
@@ -137,6 +149,7 @@ pub(super) async fn prepare(state: &AppState, body: JobIn, endpoint: &crate::sto
         _ => {}
     }
     policies::check_sla(body.sla_ms)?;
+    check_on_failure(state, body.on_failure.as_deref(), &endpoint.name).await?;
     let input = body.input.unwrap_or_else(|| json!({}));
     validate_input(&*state.store, &state.validators, endpoint.payload_spec.as_deref(), &input).await?;
     let run_at_given = body.run_at.is_some();
@@ -170,6 +183,7 @@ pub(super) async fn prepare(state: &AppState, body: JobIn, endpoint: &crate::sto
         catchup_policy: body.catchup_policy.unwrap_or(CatchupPolicy::All),
         catchup_window_sec: body.catchup_window.as_deref().map(policies::parse_window).transpose()?,
         sla_ms: body.sla_ms,
+        on_failure: body.on_failure.clone(),
     };
     let execution = match trigger {
         Trigger::Cron => {
@@ -330,6 +344,8 @@ fn differing_field(existing: &Job, requested: &JobWrite, compare_run_at: bool) -
         Some("cron")
     } else if existing.cron_timezone != requested.cron_timezone {
         Some("timezone")
+    } else if existing.on_failure != requested.on_failure {
+        Some("on_failure")
     } else if existing.sla_ms != requested.sla_ms {
         Some("sla_ms")
     } else if existing.overlap_policy != requested.overlap_policy {
@@ -391,6 +407,7 @@ async fn update(
 ) -> ApiResult<Json<JobOut>> {
     let old = policies::active_cron(&state, &job_id, "updated. Create a new job instead").await?;
     policies::check_sla(body.sla_ms)?;
+    check_on_failure(&state, body.on_failure.as_deref(), &old.endpoint).await?;
     let endpoint = state.store.endpoint_get(&old.endpoint).await?;
     let input = body.input.unwrap_or_else(|| old.input.clone().unwrap_or_default());
     let payload_spec = endpoint.as_ref().and_then(|e| e.payload_spec.as_deref());
@@ -435,6 +452,7 @@ async fn update(
             None => old.catchup_window_sec,
         },
         sla_ms: body.sla_ms.or(old.sla_ms),
+        on_failure: body.on_failure.or(old.on_failure.clone()),
     };
     let created = state.store.job_replace(&job_id, &new).await?.ok_or_else(|| {
         ApiError::new(ErrorCode::JobNotUpdatable, format!("Job '{job_id}' was retired while this update ran."))

@@ -31,6 +31,9 @@ pub struct JobIn {
     /// 86,400,000); each shows `sla_met`, and `GET /jobs/{id}/status` the ratio met.
     #[schema(minimum = 1, maximum = 86_400_000)]
     pub sla_ms: Option<i32>,
+    /// An endpoint to tell when an execution of this job fails (in place of its endpoint's
+    /// `on_failure`).
+    pub on_failure: Option<String>,
 }
 
 /// `PUT /jobs/{id}`: what changes in the cron job's next version; absent fields carry over.
@@ -47,6 +50,7 @@ pub struct JobUpdateIn {
     pub catchup_window: Option<String>,
     #[schema(minimum = 1, maximum = 86_400_000)]
     pub sla_ms: Option<i32>,
+    pub on_failure: Option<String>,
 }
 
 #[derive(Deserialize, utoipa::IntoParams)]

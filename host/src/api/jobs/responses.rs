@@ -31,6 +31,9 @@ pub struct JobOut {
     /// Its executions should start within this many milliseconds of their time.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sla_ms: Option<i32>,
+    /// The endpoint told when an execution of this job fails, in place of its endpoint's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub on_failure: Option<String>,
     /// A one-shot job's execution.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub execution: Option<JobExecutionOut>,
@@ -100,6 +103,7 @@ impl JobOut {
             retired_at: job.retired_at.as_ref().map(utc),
             run_at: job.run_at.as_ref().map(utc),
             sla_ms: job.sla_ms,
+            on_failure: job.on_failure.clone(),
             execution: execution.map(|(e, status)| JobExecutionOut {
                 execution_id: e.execution_id.clone(),
                 status: status.unwrap_or(e.status),

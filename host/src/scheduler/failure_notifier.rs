@@ -1,0 +1,168 @@
+//! Loop 5: failure callbacks. When an execution ends FAILED, the endpoint its job names as
+//! `on_failure` (or else its endpoint's `on_failure`) gets an IMMEDIATE job whose input is the
+//! failure's summary, so a team hears of failures through any transport.
+//!
+//! Each failure is handled once: the callback job is keyed `on_failure:{execution id}` (a
+//! second notifier, or a retry after a crash, finds it made), then the execution is marked
+//! handled. A callback job's own failure is not announced, so callbacks never loop.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tokio_util::sync::CancellationToken;
+
+use super::Wakeups;
+use crate::domain::{CatchupPolicy, ExecutionStatus, OverlapPolicy, Trigger};
+use crate::health::Beat;
+use crate::ids::{ExecutionId, JobId};
+use crate::retry::RetryPolicy;
+use crate::store::{now, Endpoint, Execution, ExecutionWrite, Inserted, JobWrite, Store, StoreResult};
+
+/// The idempotency key of a failure's callback job is this prefix and the execution's id.
+pub const CALLBACK_KEY_PREFIX: &str = "on_failure:";
+/// Failures handled per round.
+const BATCH: i64 = 100;
+
+pub async fn run(store: Arc<dyn Store>, every: Duration, wakeups: Wakeups, shutdown: CancellationToken, beat: Beat) {
+    loop {
+        beat.beat();
+        let round = std::time::Instant::now();
+        let handled = notify_failures(&store, &wakeups).await;
+        crate::metrics::loop_round("failure_notifier", round.elapsed(), handled.is_err());
+        if let Err(error) = handled {
+            tracing::warn!(%error, "Announcing failed executions failed; retrying next round.");
+        }
+        tokio::select! {
+            () = shutdown.cancelled() => break,
+            () = tokio::time::sleep(every) => {}
+        }
+    }
+    beat.stopped();
+}
+
+/// One round: every failure not yet handled gets its callback job (when it has a callback);
+/// how many callback jobs were made.
+pub async fn notify_failures(store: &Arc<dyn Store>, wakeups: &Wakeups) -> StoreResult<usize> {
+    let mut made = 0;
+    let mut endpoints: HashMap<String, Option<Endpoint>> = HashMap::new();
+    loop {
+        let failed = store.failures_unhandled(BATCH).await?;
+        for execution in &failed {
+            if let Some(target) = callback_for(store, execution, &mut endpoints).await? {
+                if announce(store, execution, &target).await? {
+                    made += 1;
+                }
+            }
+            store.failure_handled(execution.execution_id.as_str()).await?;
+        }
+        if made > 0 {
+            wakeups.work_ready(store).await;
+        }
+        if (failed.len() as i64) < BATCH {
+            return Ok(made);
+        }
+    }
+}
+
+/// The endpoint a failure is told to, if any: the job's `on_failure`, else its endpoint's;
+/// none for a callback job's own failure, or when the endpoint named no longer exists.
+async fn callback_for(
+    store: &Arc<dyn Store>,
+    execution: &Execution,
+    endpoints: &mut HashMap<String, Option<Endpoint>>,
+) -> StoreResult<Option<Endpoint>> {
+    let Some(job) = store.job_get(execution.job_id.as_str()).await? else { return Ok(None) };
+    if job.idempotency_key.as_deref().is_some_and(|k| k.starts_with(CALLBACK_KEY_PREFIX)) {
+        return Ok(None);
+    }
+    let own = match &job.on_failure {
+        Some(name) => Some(name.clone()),
+        None => endpoint(store, &execution.endpoint, endpoints).await?.and_then(|e| e.on_failure),
+    };
+    let Some(name) = own else { return Ok(None) };
+    let target = endpoint(store, &name, endpoints).await?;
+    if target.is_none() {
+        tracing::warn!(execution_id = %execution.execution_id, callback = %name, "The failure callback endpoint no longer exists; the failure is not announced.");
+    }
+    Ok(target)
+}
+
+async fn endpoint(
+    store: &Arc<dyn Store>,
+    name: &str,
+    endpoints: &mut HashMap<String, Option<Endpoint>>,
+) -> StoreResult<Option<Endpoint>> {
+    if !endpoints.contains_key(name) {
+        endpoints.insert(name.to_owned(), store.endpoint_get(name).await?);
+    }
+    Ok(endpoints[name].clone())
+}
+
+/// The failure's summary: what a callback receives as `input`.
+pub fn summary(execution: &Execution) -> Value {
+    json!({
+        "event": "execution.failed",
+        "execution_id": execution.execution_id,
+        "job_id": execution.job_id,
+        "endpoint": execution.endpoint,
+        "attempts": execution.attempt_count,
+        "error": execution.output.as_ref().and_then(|o| o.get("error")).cloned().unwrap_or(Value::Null),
+        "failed_at": execution.completed_at,
+        "input": execution.input,
+    })
+}
+
+/// Make the callback job; whether it is new (false: made before, by another round).
+async fn announce(store: &Arc<dyn Store>, execution: &Execution, target: &Endpoint) -> StoreResult<bool> {
+    let at = now();
+    let job_id = JobId::new();
+    let key = format!("{CALLBACK_KEY_PREFIX}{}", execution.execution_id);
+    let input = summary(execution);
+    let job = JobWrite {
+        job_id: job_id.clone(),
+        endpoint: target.name.clone(),
+        endpoint_version: target.version,
+        endpoint_type: target.endpoint_type,
+        trigger_type: Trigger::Immediate,
+        version: 1,
+        previous_version_id: None,
+        idempotency_key: Some(key.clone()),
+        input: input.clone(),
+        run_at: None,
+        cron_expression: None,
+        cron_timezone: None,
+        cron_starts_at: None,
+        cron_ends_at: None,
+        cron_next_run_at: None,
+        created_at: at,
+        // The callback continues the trace of the delivery that failed.
+        trace_parent: execution.trace_parent.clone(),
+        paused_at: None,
+        overlap_policy: OverlapPolicy::Allow,
+        catchup_policy: CatchupPolicy::All,
+        catchup_window_sec: None,
+        sla_ms: None,
+        on_failure: None,
+    };
+    let callback = ExecutionWrite {
+        execution_id: ExecutionId::new(),
+        job_id,
+        endpoint: target.name.clone(),
+        endpoint_version: Some(target.version),
+        endpoint_type: target.endpoint_type,
+        idempotency_key: Some(key),
+        status: ExecutionStatus::Queued,
+        input,
+        max_attempts: RetryPolicy::parse(Some(&target.retry_policy)).map(|p| p.max_attempts as i32).unwrap_or(1),
+        run_at: at,
+        created_at: at,
+        trace_parent: execution.trace_parent.clone(),
+        retry_of: None,
+        overlap_policy: None,
+        sla_ms: None,
+    };
+    let inserted = store.job_insert(&job, Some(&callback)).await?;
+    Ok(matches!(inserted, Inserted::Created(_)))
+}
