@@ -307,3 +307,39 @@ async fn worker_and_scheduler_processes_answer_health_on_their_own_address(backe
         assert!(output.contains("Stopped."), "{output}");
     }
 }
+
+/// An endpoint's `max_concurrency` holds across worker processes: three workers with 20 slots
+/// each, claiming at once as work arrives, never run more than 2 of its deliveries at once
+/// between them. (Without the claims taking turns on the endpoint's row they ran 3 and 4.)
+/// PostgreSQL only: an embedded SQLite database has one process.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_concurrency_holds_across_worker_processes() {
+    let db = TestDb::new(Backend::Postgres).await;
+    let server = Server::start_with(&db, api_only()).await;
+    let api = server.client();
+    let receiver = Receiver::start().await;
+    api.create(
+        "/endpoints",
+        &json!({"name": "capped", "type": "HTTP", "max_concurrency": 2,
+                "spec": {"url": format!("{}/slow/200", receiver.base_url), "method": "POST"}}),
+    )
+    .await;
+    let options = workers().env("TE_WORKER_MAX_CONCURRENT", "20");
+    let mut fleet = Vec::new();
+    for _ in 0..3 {
+        fleet.push(Server::start_with(&db, options.clone()).await);
+    }
+    let total = 30;
+    for i in 0..total {
+        api.create("/jobs", &json!({"endpoint": "capped", "trigger": "IMMEDIATE", "idempotency_key": format!("c{i}")}))
+            .await;
+    }
+    eventually("every execution to succeed", Duration::from_secs(60), || async {
+        db.scalar("SELECT COUNT(*) FROM executions WHERE status = 'SUCCESS'").await == total
+    })
+    .await;
+    assert_eq!(receiver.most_slow_at_once(), 2, "max_concurrency at once, never more, across the workers");
+    let running = db.scalar("SELECT COUNT(*) FROM executions WHERE status = 'RUNNING'").await;
+    assert_eq!(running, 0);
+    drop(fleet);
+}

@@ -43,7 +43,7 @@ pub struct EndpointIn {
     pub plugin: Option<String>,
     /// A renderer plugin to use in place of the built-in renderer.
     pub renderer: Option<String>,
-    /// The most deliveries of this endpoint one worker runs at once.
+    /// The most deliveries of this endpoint run at once, by all workers together.
     pub max_concurrency: Option<u32>,
     /// An endpoint to tell when an execution of this one fails: a job is created for it with
     /// the failure's summary as input.

@@ -208,7 +208,7 @@ pub struct Endpoint {
     pub plugin: Option<String>,
     /// A renderer plugin used in place of the built-in renderer.
     pub renderer: Option<String>,
-    /// The most deliveries of this endpoint one worker runs at once (unset: a fair share).
+    /// The most deliveries of this endpoint run at once by all workers (unset: fair shares).
     pub max_concurrency: Option<i32>,
     /// The endpoint told of this endpoint's failed executions (always the current one's).
     pub on_failure: Option<String>,

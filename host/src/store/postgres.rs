@@ -279,8 +279,8 @@ impl_store!(PgStore, Postgres, {
         // One statement, endpoint by endpoint:
         // - `queued`: every endpoint with claimable executions, by a loose index scan of
         //   idx_executions_claim_endpoint (one probe per endpoint, however long its queue);
-        // - `due`: those with an allowance left (the shares, and max_concurrency from the
-        //   endpoint's current row) and something due now;
+        // - `due`: those with an allowance left (this worker's shares, and the endpoint's
+        //   max_concurrency less what every worker runs of it now) and something due now;
         // - `taken`: from each, its earliest due executions, at most its allowance and an equal
         //   part of the claim, locked with SKIP LOCKED so concurrent claimers pass over each
         //   other's rows; numbered within the endpoint;
@@ -302,10 +302,15 @@ impl_store!(PgStore, Postgres, {
                  WHERE q.endpoint IS NOT NULL
              ),
              allowed AS (
-                 -- At most the ceiling, or the endpoint's max_concurrency when lower, less
-                 -- what this worker holds of it.
+                 -- At most the ceiling less what this worker holds of it, and for an endpoint
+                 -- with max_concurrency, that less what all workers run of it now (the RUNNING
+                 -- rows are few: a scan of idx_executions_lease).
                  SELECT q.endpoint,
-                        LEAST($5, COALESCE(ep.max_concurrency, $5)) - COALESCE(h.held, 0) AS allowance
+                        LEAST($5 - COALESCE(h.held, 0),
+                              CASE WHEN ep.max_concurrency IS NULL THEN $5
+                                   ELSE ep.max_concurrency - (SELECT COUNT(*) FROM executions r
+                                                              WHERE r.status = 'RUNNING' AND r.endpoint = q.endpoint)
+                              END) AS allowance
                  FROM queued q
                  LEFT JOIN endpoints ep ON ep.name = q.endpoint
                  LEFT JOIN UNNEST($6::text[], $7::int4[]) AS h(endpoint, held) ON h.endpoint = q.endpoint
@@ -339,7 +344,15 @@ impl_store!(PgStore, Postgres, {
              RETURNING {EXECUTION_COLUMNS}"
         );
         let (names, held): (Vec<&str>, Vec<i32>) = claim.shares.held.iter().map(|(e, h)| (e.as_str(), *h)).unzip();
-        Ok(sqlx::query_as::<Postgres, Execution>(&sql)
+        // Claims for endpoints with max_concurrency take turns: each locks those endpoints'
+        // rows first, so the claim after it (a new snapshot under READ COMMITTED) counts what
+        // the one before took, and the cap holds across worker processes. With no such
+        // endpoint this locks nothing, and claims run side by side as before.
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("SELECT name FROM endpoints WHERE max_concurrency IS NOT NULL ORDER BY name FOR UPDATE")
+            .fetch_all(&mut *tx)
+            .await?;
+        let claimed = sqlx::query_as::<Postgres, Execution>(&sql)
             .bind(&claim.worker_id)
             .bind(DbTime(claim.now))
             .bind(claim.limit)
@@ -347,8 +360,10 @@ impl_store!(PgStore, Postgres, {
             .bind(claim.shares.ceiling)
             .bind(&names)
             .bind(&held)
-            .fetch_all(&self.pool)
-            .await?)
+            .fetch_all(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(claimed)
     }
 
     async fn execution_lease_extend(&self, leases: &[super::LeaseExtend]) -> StoreResult<u64> {

@@ -17,8 +17,9 @@
 //! for again at once, as a worker whose slots are all busy claims as each frees. (Waiting
 //! until it had dropped further below its cap, to claim in batches, measured slower: cron
 //! load's last tick came 5-11 s after the minute instead of 3-4 s.)
-//! Caps hold per worker process: with several workers, an endpoint's `max_concurrency` is per
-//! worker.
+//! An endpoint's `max_concurrency` is held across workers by the claim itself (it counts every
+//! worker's RUNNING executions of the endpoint); here it only decides when a saturated endpoint
+//! wakes this worker.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
