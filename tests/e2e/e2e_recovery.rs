@@ -15,6 +15,7 @@ both_backends!(
     jobs_and_endpoints_are_deleted_with_their_history_once_nothing_is_left_to_deliver,
     a_batch_creates_each_job_or_says_why_not,
     a_failed_execution_is_told_to_the_on_failure_endpoint_once,
+    a_429_with_retry_after_pauses_the_whole_endpoint,
 );
 
 fn ids(page: &Value) -> Vec<String> {
@@ -336,4 +337,43 @@ async fn a_failed_execution_is_told_to_the_on_failure_endpoint_once(backend: Bac
     refused.error(422, "INVALID_ENDPOINT_REF");
     let message = api.delete("/endpoints/alerts").await.error(409, "CONFLICT");
     assert!(message.contains("broken") && message.contains("pager"), "{message}");
+}
+
+async fn a_429_with_retry_after_pauses_the_whole_endpoint(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let server = Server::start(&db).await;
+    let api = server.client();
+    let receiver = Receiver::start().await;
+    api.create(
+        "/endpoints",
+        &json!({"name": "busy", "type": "HTTP", "retry_policy": {"max_attempts": 3, "initial_delay_ms": 100},
+                "spec": {"url": format!("{}/throttle/busy/1/2", receiver.base_url), "method": "POST"}}),
+    )
+    .await;
+    // The first delivery is told to come back in 2 s.
+    let first = api.create("/jobs", &json!({"endpoint": "busy", "trigger": "IMMEDIATE", "idempotency_key": "a"})).await;
+    eventually("the 429", Duration::from_secs(20), || async { receiver.count() == 1 }).await;
+    let refused_at = receiver.arrivals()[0];
+    eventually("the endpoint paused", Duration::from_secs(20), || async {
+        api.get("/endpoints/busy").await.body["paused_until"].is_string()
+    })
+    .await;
+    // Another job of the endpoint waits for the pause, not only the refused one.
+    let second =
+        api.create("/jobs", &json!({"endpoint": "busy", "trigger": "IMMEDIATE", "idempotency_key": "b"})).await;
+    for job in [&first, &second] {
+        let execution = wait_for_status(&api, job["execution"]["execution_id"].as_str().unwrap(), "SUCCESS").await;
+        assert!(time(&execution["completed_at"]) - refused_at >= chrono::Duration::milliseconds(1900), "{execution}");
+    }
+    let arrivals = receiver.arrivals();
+    assert_eq!(arrivals.len(), 3, "one refusal, then both delivered");
+    assert!(arrivals[1..].iter().all(|at| *at - refused_at >= chrono::Duration::milliseconds(1900)), "{arrivals:?}");
+    let logs =
+        api.get(&format!("/executions/{}/logs", first["execution"]["execution_id"].as_str().unwrap())).await.text;
+    assert!(logs.contains("endpoint 'busy' pauses until"), "{logs}");
+    assert_eq!(api.get("/endpoints/busy").await.body["paused_until"], Value::Null, "shown only while it holds");
+}
+
+fn time(value: &Value) -> chrono::DateTime<chrono::Utc> {
+    chrono::DateTime::parse_from_rfc3339(value.as_str().unwrap()).unwrap().with_timezone(&chrono::Utc)
 }

@@ -69,6 +69,9 @@ pub struct EndpointOut {
     pub max_concurrency: Option<i32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub on_failure: Option<String>,
+    /// While a receiver's 429 Retry-After holds: no delivery of this endpoint starts before.
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "super::optional_timestamp")]
+    pub paused_until: Option<DateTime<Utc>>,
     #[serde(serialize_with = "super::timestamp")]
     pub created_at: DateTime<Utc>,
     #[serde(serialize_with = "super::timestamp")]
@@ -89,6 +92,8 @@ impl From<Endpoint> for EndpointOut {
             renderer: e.renderer,
             max_concurrency: e.max_concurrency,
             on_failure: e.on_failure,
+            // Shown only while it holds.
+            paused_until: e.paused_until.filter(|t| *t > crate::store::now()),
             created_at: e.created_at,
             updated_at: e.updated_at,
         }

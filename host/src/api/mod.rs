@@ -78,6 +78,17 @@ pub fn timestamp<S: serde::Serializer>(t: &chrono::DateTime<chrono::Utc>, serial
     serializer.collect_str(&t.to_rfc3339_opts(chrono::SecondsFormat::Micros, true))
 }
 
+/// An optional time as `timestamp` writes one, or null.
+pub fn optional_timestamp<S: serde::Serializer>(
+    t: &Option<chrono::DateTime<chrono::Utc>>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    match t {
+        Some(t) => timestamp(t, serializer),
+        None => serializer.serialize_none(),
+    }
+}
+
 /// 201 with the new resource, or 200 with the existing one on an idempotent repeat.
 pub struct Created<T>(pub StatusCode, pub T);
 

@@ -37,7 +37,7 @@ macro_rules! impl_store {
             const SECRET_COLUMNS: &str = "name, encrypted_value, created_at, updated_at";
             const ENDPOINT_COLUMNS: &str =
                 "name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, version, created_at, updated_at, plugin, renderer, \
-                 max_concurrency, on_failure";
+                 max_concurrency, on_failure, paused_until";
             /// How many referencing rows a refused delete names.
             const IN_USE_SHOWN: i64 = 20;
             /// A job (`j`) that still has deliveries to make: an active, unpaused-or-paused cron
@@ -544,13 +544,27 @@ macro_rules! impl_store {
                     Ok(sqlx::query_as::<$db, Endpoint>(
                         "SELECT name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, version,
                              created_at, created_at AS updated_at, plugin, renderer, max_concurrency,
-                             (SELECT e.on_failure FROM endpoints e WHERE e.name = endpoint_versions.name) AS on_failure
+                             (SELECT e.on_failure FROM endpoints e WHERE e.name = endpoint_versions.name) AS on_failure,
+                             (SELECT e.paused_until FROM endpoints e WHERE e.name = endpoint_versions.name) AS paused_until
                          FROM endpoint_versions WHERE name = $1 AND version = $2",
                     )
                     .bind(name)
                     .bind(version)
                     .fetch_optional(&self.pool)
                     .await?)
+                }
+
+                async fn endpoint_pause(&self, name: &str, until: DateTime<Utc>) -> StoreResult<()> {
+                    // Never shortened: of two 429s, the later Retry-After holds.
+                    sqlx::query(
+                        "UPDATE endpoints SET paused_until = $2
+                         WHERE name = $1 AND (paused_until IS NULL OR paused_until < $2)",
+                    )
+                    .bind(name)
+                    .bind(DbTime(until))
+                    .execute(&self.pool)
+                    .await?;
+                    Ok(())
                 }
 
                 async fn endpoint_concurrency_limits(&self) -> StoreResult<Vec<(String, i32)>> {

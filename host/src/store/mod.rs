@@ -212,6 +212,8 @@ pub struct Endpoint {
     pub max_concurrency: Option<i32>,
     /// The endpoint told of this endpoint's failed executions (always the current one's).
     pub on_failure: Option<String>,
+    /// No execution of it is claimed before this time (a receiver's 429 Retry-After).
+    pub paused_until: Option<DateTime<Utc>>,
 }
 
 /// Everything an endpoint create or update writes.
@@ -304,6 +306,8 @@ pub trait Store: Send + Sync + 'static {
     async fn endpoint_list(&self, page: &PageRequest) -> StoreResult<Vec<Endpoint>>;
     /// The endpoints that set `max_concurrency`, with it (for the worker's shares).
     async fn endpoint_concurrency_limits(&self) -> StoreResult<Vec<(String, i32)>>;
+    /// No execution of the endpoint is claimed before `until` (never shortened).
+    async fn endpoint_pause(&self, name: &str, until: DateTime<Utc>) -> StoreResult<()>;
     /// Replaces the endpoint and bumps its version; None if it does not exist.
     async fn endpoint_update(&self, endpoint: &EndpointWrite) -> StoreResult<Option<Endpoint>>;
     /// Refused (InUse, with job ids) while a job still has deliveries to make through it (an

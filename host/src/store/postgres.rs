@@ -315,6 +315,8 @@ impl_store!(PgStore, Postgres, {
                  LEFT JOIN endpoints ep ON ep.name = q.endpoint
                  LEFT JOIN UNNEST($6::text[], $7::int4[]) AS h(endpoint, held) ON h.endpoint = q.endpoint
                  WHERE q.endpoint IS NOT NULL
+                   -- A receiver's 429 Retry-After pauses the whole endpoint.
+                   AND (ep.paused_until IS NULL OR ep.paused_until <= $2)
              ),
              due AS (
                  SELECT a.endpoint, a.allowance

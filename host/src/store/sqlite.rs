@@ -149,6 +149,7 @@ impl_store!(SqliteStore, Sqlite, {
              SELECT q.endpoint, ep.max_concurrency FROM queued q
              LEFT JOIN endpoints ep ON ep.name = q.endpoint
              WHERE q.endpoint IS NOT NULL
+               AND (ep.paused_until IS NULL OR ep.paused_until <= $1)
                AND EXISTS (SELECT 1 FROM executions x
                            WHERE x.endpoint = q.endpoint AND x.status IN ('QUEUED', 'RETRYING') AND x.run_at <= $1)",
         )

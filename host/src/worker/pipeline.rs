@@ -23,7 +23,7 @@ use tracing::Instrument;
 use super::cache::TtlCache;
 use super::completer::Completer;
 use super::lease::{Leases, LEASE_MARGIN};
-use crate::contract::{Failure, Message};
+use crate::contract::{Failure, FailureKind, Message};
 use crate::domain::{AttemptStatus, ExecutionStatus};
 use crate::retry::RetryPolicy;
 use crate::secret::redact::Redactor;
@@ -32,6 +32,9 @@ use crate::store::{now, AttemptFinish, Endpoint, Execution, LogWrite, Store, Sto
 use crate::template::{self, RenderContext, Renderers, TemplateKey};
 use crate::trace::TraceParent;
 use crate::transport::{Delivery, Transports};
+
+/// The longest a receiver's `Retry-After` pauses its endpoint.
+const MAX_ENDPOINT_PAUSE: Duration = Duration::from_secs(3600);
 
 /// Time a transport gets beyond its own timeout before the host stops waiting.
 const DEADLINE_GRACE: Duration = Duration::from_secs(2);
@@ -283,6 +286,11 @@ impl Pipeline {
         for (level, line) in delivery.take() {
             logs.push(level, line);
         }
+        if let Ok(Err(failure)) = &delivered {
+            if let (FailureKind::Rejected(Some(429)), Some(wait_ms)) = (&failure.kind, failure.retry_after_ms) {
+                self.pause_endpoint(&endpoint.name, wait_ms, logs).await;
+            }
+        }
         let outcome = match delivered {
             Ok(Ok(receipt)) => {
                 let output: Value = serde_json::from_str(&receipt.output_json)
@@ -297,6 +305,23 @@ impl Pipeline {
             }
         };
         Ok((outcome, policy, secrets))
+    }
+
+    /// A receiver's `429 Too Many Requests` with `Retry-After` speaks for the whole endpoint:
+    /// no execution of it is claimed, by any worker, until then (at most [`MAX_ENDPOINT_PAUSE`]).
+    async fn pause_endpoint(&self, endpoint: &str, wait_ms: u64, logs: &mut Logs) {
+        let wait = Duration::from_millis(wait_ms).min(MAX_ENDPOINT_PAUSE);
+        let until = now() + chrono::Duration::from_std(wait).unwrap_or_default();
+        match self.store.endpoint_pause(endpoint, until).await {
+            Ok(()) => logs.push(
+                "WARN",
+                format!(
+                    "The receiver answered 429 with Retry-After: endpoint '{endpoint}' pauses until {} (no delivery of it starts before).",
+                    until.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+                ),
+            ),
+            Err(error) => tracing::warn!(%error, endpoint, "Could not pause the endpoint after a 429."),
+        }
     }
 
     fn failed(&self, mut error: Value, failure: &Failure, elapsed_ms: u128, logs: &mut Logs) -> Outcome {

@@ -1,7 +1,8 @@
 //! A real HTTP receiver on 127.0.0.1 that records every request it gets.
 //!
 //! Paths: `/ok/…` answers 200 "OK"; `/fail/…` answers 500; `/flaky/{name}/{n}` answers 503 to
-//! the first `n` requests for `name`, then 200; `/slow-once/{name}/{ms}` holds its first
+//! the first `n` requests for `name`, then 200; `/throttle/{name}/{n}/{secs}` answers 429 with
+//! `Retry-After: secs` to the first `n` requests for `name`, then 200; `/slow-once/{name}/{ms}` holds its first
 //! request for `ms` milliseconds, then answers 200 at once; `/slow/{ms}` holds every request
 //! for `ms` milliseconds, then answers 200; `/echo/{status}` answers `status` with the
 //! request's headers and body quoted back as JSON; `/nul-json` answers 200 with a JSON body
@@ -57,6 +58,7 @@ impl Receiver {
         let inner = Arc::new(Inner::default());
         let app = Router::new()
             .route("/flaky/{name}/{failures}", any(flaky))
+            .route("/throttle/{name}/{refusals}/{secs}", any(throttle))
             .route("/slow-once/{name}/{ms}", any(slow_once))
             .route("/slow/{ms}", any(slow))
             .route("/echo/{status}", any(echo))
@@ -131,6 +133,22 @@ async fn flaky(
         (StatusCode::SERVICE_UNAVAILABLE, "try later")
     } else {
         (StatusCode::OK, "OK")
+    }
+}
+
+async fn throttle(
+    State(inner): State<Arc<Inner>>,
+    Path((name, refusals, secs)): Path<(String, u32, u64)>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    record(&inner, &uri, headers, body);
+    if bump(&inner, &name) <= refusals {
+        (StatusCode::TOO_MANY_REQUESTS, [("retry-after", secs.to_string())], "slow down").into_response()
+    } else {
+        (StatusCode::OK, "OK").into_response()
     }
 }
 

@@ -14,7 +14,7 @@ use utoipa_axum::routes;
 use super::extract::ApiQuery;
 use super::pagination::{paginate, ListOut, ListParams};
 use super::state::AppState;
-use super::timestamp;
+use super::{optional_timestamp, timestamp};
 use crate::api::error::{ApiError, ApiResult, ErrorCode};
 use crate::store::{Attempt, Execution, ExecutionLog, PageKey};
 
@@ -27,13 +27,6 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(recovery::retry))
         .routes(routes!(attempts))
         .routes(routes!(logs))
-}
-
-fn optional_timestamp<S: serde::Serializer>(t: &Option<DateTime<Utc>>, serializer: S) -> Result<S::Ok, S::Error> {
-    match t {
-        Some(t) => timestamp(t, serializer),
-        None => serializer.serialize_none(),
-    }
 }
 
 #[derive(Serialize, utoipa::ToSchema)]
