@@ -11,10 +11,15 @@
 //!   jobs/second, against single creates;
 //! - fire latency: BENCH_DELAYED (1,000) DELAYED jobs with run_at spread over 30 s: delay from
 //!   run_at to the receiver seeing the request, p50/p99/max;
+//! - purge (PostgreSQL): BENCH_PURGE_ROWS (1,000,000) finished executions, each with an attempt,
+//!   older than TE_RETENTION; then a drain of BENCH_PURGE_DRAIN (20,000) by one worker and
+//!   scheduler process, with the retention purge on and off: executions/second both ways, and
+//!   how many old rows the purge deleted meanwhile;
 //! - cron load: BENCH_CRON (10,000) per-minute cron jobs: after each minute boundary, how long
 //!   until the last tick is delivered (two minutes observed).
 //!
-//! BENCH_BACKENDS (postgres,sqlite), BENCH_SCENARIOS (drain,create,batch,latency,cron), BENCH_WORKER_SLOTS
+//! BENCH_BACKENDS (postgres,sqlite), BENCH_SCENARIOS (drain,create,batch,latency,cron; purge only
+//! when named), BENCH_WORKER_SLOTS
 //! (the worker's TE_WORKER_MAX_CONCURRENT in drain and cron load, 400), BENCH_TE_LOG and
 //! BENCH_SERVER_LOG (the server's log level, and a path prefix to keep each scenario's server log at),
 //! TE_TEST_POSTGRES_URL (postgres://postgres@127.0.0.1:5432/postgres), and BENCH_JSON
@@ -119,6 +124,56 @@ async fn drain(backend: Backend, n: usize) -> Value {
     let seconds = started.elapsed().as_secs_f64();
     keep_log(&worker, "drain-worker");
     json!({"executions": n, "seconds": round2(seconds), "executions_per_second": (n as f64 / seconds).round()})
+}
+
+/// `old` finished executions (an attempt each) older than the retention, then `n` queued ones
+/// drained by a worker and scheduler process with the purge on (TE_RETENTION=30d) or off (0).
+async fn drain_beside_purge(old: usize, n: usize, purging: bool) -> Value {
+    let db = TestDb::new(Backend::Postgres).await;
+    let receiver = Receiver::start().await;
+    let server = start_server(&db, "api", &[]).await;
+    let api = server.client();
+    register(&api, &receiver).await;
+    let input = "'{\"n\": 1, \"run_at\": \"-\"}'";
+    db.execute(&format!(
+        "INSERT INTO jobs (job_id, endpoint, endpoint_type, trigger_type, input, created_at)
+         VALUES ('job_old', 'bench', 'HTTP', 'CRON', {input}, now() - interval '40 days');
+         INSERT INTO executions (execution_id, job_id, endpoint, endpoint_type, status, input, output, attempt_count,
+             max_attempts, run_at, started_at, completed_at, duration_ms, created_at)
+         SELECT 'exec_old_' || g, 'job_old', 'bench', 'HTTP', 'SUCCESS', {input}, '{{\"status_code\": 200}}', 1, 1,
+             now() - interval '40 days', now() - interval '40 days', now() - interval '40 days', 3, now() - interval '40 days'
+         FROM generate_series(1, {old}) AS g;
+         INSERT INTO attempts (attempt_id, execution_id, attempt_number, status, started_at, completed_at, duration_ms, output, created_at)
+         SELECT 'att_old_' || g, 'exec_old_' || g, 1, 'SUCCESS', now() - interval '40 days', now() - interval '40 days', 3,
+             '{{\"status_code\": 200}}', now() - interval '40 days'
+         FROM generate_series(1, {old}) AS g;
+         INSERT INTO jobs (job_id, endpoint, endpoint_type, trigger_type, idempotency_key, input, created_at)
+         SELECT 'job_new_' || g, 'bench', 'HTTP', 'IMMEDIATE', 'k' || g, {input}, now() FROM generate_series(1, {n}) AS g;
+         INSERT INTO executions (execution_id, job_id, endpoint, endpoint_type, idempotency_key, status, input, max_attempts, run_at, created_at)
+         SELECT 'exec_new_' || g, 'job_new_' || g, 'bench', 'HTTP', 'k' || g, 'QUEUED', {input}, 1, now(), now()
+         FROM generate_series(1, {n}) AS g;
+         ANALYZE;"
+    ))
+    .await;
+    let retention = if purging { "30d" } else { "0" };
+    let started = std::time::Instant::now();
+    let env = [
+        ("TE_WORKER_MAX_CONCURRENT", worker_slots()),
+        ("TE_RETENTION", retention.into()),
+        ("TE_PURGE_INTERVAL_SEC", "1".into()),
+    ];
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let process = start_server(&db, "worker,scheduler", &env).await;
+    eventually("the drain", Duration::from_secs(900), || async {
+        db.scalar("SELECT COUNT(*) FROM executions WHERE status = 'SUCCESS' AND execution_id LIKE 'exec_new_%'").await
+            == n as i64
+    })
+    .await;
+    let seconds = started.elapsed().as_secs_f64();
+    let left = db.scalar("SELECT COUNT(*) FROM executions WHERE execution_id LIKE 'exec_old_%'").await;
+    keep_log(&process, "purge");
+    json!({"purging": purging, "old_rows": old, "old_rows_purged_meanwhile": old as i64 - left, "executions": n,
+           "seconds": round2(seconds), "executions_per_second": (n as f64 / seconds).round()})
 }
 
 /// `n` creates from 32 concurrent keep-alive clients against a server with every role.
@@ -318,6 +373,18 @@ async fn main() {
             let r = create_batched(backend, env_usize("BENCH_CREATE", 10_000)).await;
             println!("{name:<9} batch       {r}");
             results.insert("batch_create".into(), r);
+        }
+        if scenarios.contains("purge") && backend == Backend::Postgres {
+            for purging in [false, true] {
+                let r = drain_beside_purge(
+                    env_usize("BENCH_PURGE_ROWS", 1_000_000),
+                    env_usize("BENCH_PURGE_DRAIN", 20_000),
+                    purging,
+                )
+                .await;
+                println!("{name:<9} purge       {r}");
+                results.insert(format!("drain_beside_purge_{}", if purging { "on" } else { "off" }), r);
+            }
         }
         if scenarios.contains("latency") {
             let r = fire_latency(backend, env_usize("BENCH_DELAYED", 1_000)).await;
