@@ -29,6 +29,7 @@
 //! - `region`: region heartbeats; what a second region will add.
 //! - `duration`: durations as written in settings and requests (`90s`, `15m`, `7d`).
 //! - `error_chain`: an error and its causes as one line, each said once.
+//! - `flow`: an endpoint's rate limit as a token bucket shared by all workers.
 //! - [`ids`]: prefixed id types.
 //! - `metrics`: Prometheus metrics behind `/metrics`.
 //! - `trace`: W3C trace context from the create request to each delivery, and OTLP export.
@@ -46,6 +47,7 @@ pub mod domain;
 pub(crate) mod duration;
 pub mod egress;
 pub(crate) mod error_chain;
+pub(crate) mod flow;
 pub(crate) mod health;
 pub mod ids;
 pub(crate) mod metrics;

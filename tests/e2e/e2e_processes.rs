@@ -343,3 +343,39 @@ async fn max_concurrency_holds_across_worker_processes() {
     assert_eq!(running, 0);
     drop(fleet);
 }
+
+/// An endpoint's rate limit holds across worker processes: two workers with 20 slots each
+/// deliver 30 jobs to an endpoint limited to 10 a second (burst 2) no faster than that.
+/// PostgreSQL only: an embedded SQLite database has one process.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rate_limit_holds_across_worker_processes() {
+    let db = TestDb::new(Backend::Postgres).await;
+    let server = Server::start_with(&db, api_only()).await;
+    let api = server.client();
+    let receiver = Receiver::start().await;
+    api.create(
+        "/endpoints",
+        &json!({"name": "metered", "type": "HTTP", "rate_limit": {"per_second": 10, "burst": 2},
+                "spec": {"url": format!("{}/ok/metered", receiver.base_url), "method": "POST"}}),
+    )
+    .await;
+    let options = workers().env("TE_WORKER_MAX_CONCURRENT", "20");
+    let fleet = [Server::start_with(&db, options.clone()).await, Server::start_with(&db, options).await];
+    let total = 30;
+    let jobs: Vec<Value> = (0..total)
+        .map(|i| json!({"endpoint": "metered", "trigger": "IMMEDIATE", "idempotency_key": format!("r{i}")}))
+        .collect();
+    api.post("/jobs/batch", &json!({ "jobs": jobs })).await;
+    eventually("every execution to succeed", Duration::from_secs(60), || async {
+        db.scalar("SELECT COUNT(*) FROM executions WHERE status = 'SUCCESS'").await == total
+    })
+    .await;
+    let arrivals = receiver.arrivals();
+    let spread = *arrivals.iter().max().unwrap() - *arrivals.iter().min().unwrap();
+    // 30 at 10 a second, 2 at once at most: no sooner than (30 - 2) / 10 s.
+    assert!(spread >= chrono::Duration::milliseconds(2700), "took {spread}");
+    let most = crate::e2e_recovery::most_within(&arrivals, chrono::Duration::seconds(1));
+    assert!(most <= 12, "at most 10 a second and a burst of 2 in any second, saw {most}: {arrivals:?}");
+    eprintln!("rate limit 10/s burst 2, two workers: 30 delivered over {spread}, at most {most} in any second");
+    drop(fleet);
+}

@@ -16,6 +16,7 @@ both_backends!(
     a_batch_creates_each_job_or_says_why_not,
     a_failed_execution_is_told_to_the_on_failure_endpoint_once,
     a_429_with_retry_after_pauses_the_whole_endpoint,
+    a_rate_limited_endpoint_is_delivered_to_at_its_rate,
 );
 
 fn ids(page: &Value) -> Vec<String> {
@@ -376,4 +377,58 @@ async fn a_429_with_retry_after_pauses_the_whole_endpoint(backend: Backend) {
 
 fn time(value: &Value) -> chrono::DateTime<chrono::Utc> {
     chrono::DateTime::parse_from_rfc3339(value.as_str().unwrap()).unwrap().with_timezone(&chrono::Utc)
+}
+
+/// The most deliveries that arrived within any `window` of each other.
+pub fn most_within(arrivals: &[chrono::DateTime<chrono::Utc>], window: chrono::Duration) -> usize {
+    let mut sorted = arrivals.to_vec();
+    sorted.sort();
+    (0..sorted.len()).map(|i| sorted[i..].iter().take_while(|t| **t - sorted[i] < window).count()).max().unwrap_or(0)
+}
+
+async fn a_rate_limited_endpoint_is_delivered_to_at_its_rate(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let server = Server::start(&db).await;
+    let api = server.client();
+    let receiver = Receiver::start().await;
+    let endpoint = api
+        .create(
+            "/endpoints",
+            &json!({"name": "metered", "type": "HTTP", "rate_limit": {"per_second": 5},
+                    "spec": {"url": format!("{}/ok/metered", receiver.base_url), "method": "POST"}}),
+        )
+        .await;
+    assert_eq!(
+        endpoint["rate_limit"],
+        json!({"per_second": 5.0, "burst": 5}),
+        "the burst defaults to a second's worth"
+    );
+    let updated = api
+        .put(
+            "/endpoints/metered",
+            &json!({"type": "HTTP", "rate_limit": {"per_second": 5, "burst": 1},
+                    "spec": {"url": format!("{}/ok/metered", receiver.base_url), "method": "POST"}}),
+        )
+        .await;
+    assert_eq!(updated.body["rate_limit"]["burst"], 1, "{}", updated.text);
+    let jobs = (0..12)
+        .map(|i| json!({"endpoint": "metered", "trigger": "IMMEDIATE", "idempotency_key": format!("m{i}")}))
+        .collect::<Vec<_>>();
+    let created = api.post("/jobs/batch", &json!({"jobs": jobs})).await.body;
+    for item in created["items"].as_array().unwrap() {
+        let execution =
+            wait_for_status(&api, item["job"]["execution"]["execution_id"].as_str().unwrap(), "SUCCESS").await;
+        assert_eq!(execution["attempt_count"], 1, "waiting is not an attempt: {execution}");
+    }
+    let arrivals = receiver.arrivals();
+    let spread = *arrivals.iter().max().unwrap() - *arrivals.iter().min().unwrap();
+    assert!(spread >= chrono::Duration::milliseconds(2000), "12 at 5 a second take over 2 s, took {spread}");
+    assert!(most_within(&arrivals, chrono::Duration::seconds(1)) <= 6, "{arrivals:?}");
+    for bad in
+        [json!({"per_second": 0}), json!({"per_second": -1}), json!({"per_second": 5, "burst": 0}), json!({"burst": 3})]
+    {
+        let body = json!({"name": "x", "type": "HTTP", "rate_limit": bad, "spec": {"url": "http://127.0.0.1:9/", "method": "POST"}});
+        let message = api.post("/endpoints", &body).await.error(400, "INVALID_REQUEST");
+        assert!(message.contains("rate_limit"), "{message}");
+    }
 }

@@ -18,6 +18,7 @@ use super::pagination::{paginate, ListOut, ListParams};
 use super::state::AppState;
 use super::{check_path_name, conflict_in_use, created_or_existing, Created};
 use crate::api::error::{ApiError, ApiResult, ErrorCode};
+use crate::flow::RateLimit;
 use crate::plugin::World;
 use crate::retry::RetryPolicy;
 use crate::store::{Deleted, Endpoint, EndpointWrite, PageKey, StoreError};
@@ -48,7 +49,24 @@ pub struct EndpointIn {
     /// An endpoint to tell when an execution of this one fails: a job is created for it with
     /// the failure's summary as input.
     pub on_failure: Option<String>,
+    /// The most deliveries a second, by all workers together.
+    pub rate_limit: Option<RateLimitIn>,
 }
+
+/// `rate_limit`: deliveries a second, and how many may start at once after a quiet spell.
+#[derive(Deserialize, Serialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RateLimitIn {
+    /// Deliveries a second (more than 0, at most 100,000; fractions allowed: 0.5 is one every
+    /// two seconds).
+    pub per_second: f64,
+    /// Deliveries that may start at once after a quiet spell (1 to 100,000; default: one
+    /// second's worth, at least 1).
+    pub burst: Option<u32>,
+}
+
+/// The largest `rate_limit.per_second` and `burst`.
+const MAX_RATE: f64 = 100_000.0;
 
 #[derive(Serialize, utoipa::ToSchema)]
 pub struct EndpointOut {
@@ -69,6 +87,8 @@ pub struct EndpointOut {
     pub max_concurrency: Option<i32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub on_failure: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rate_limit: Option<RateLimitIn>,
     /// While a receiver's 429 Retry-After holds: no delivery of this endpoint starts before.
     #[serde(skip_serializing_if = "Option::is_none", serialize_with = "super::optional_timestamp")]
     pub paused_until: Option<DateTime<Utc>>,
@@ -80,6 +100,7 @@ pub struct EndpointOut {
 
 impl From<Endpoint> for EndpointOut {
     fn from(e: Endpoint) -> Self {
+        let rate_limit = e.rate_limit().map(|r| RateLimitIn { per_second: r.per_second, burst: Some(r.burst) });
         Self {
             name: e.name,
             endpoint_type: e.endpoint_type,
@@ -91,6 +112,7 @@ impl From<Endpoint> for EndpointOut {
             plugin: e.plugin,
             renderer: e.renderer,
             max_concurrency: e.max_concurrency,
+            rate_limit,
             on_failure: e.on_failure,
             // Shown only while it holds.
             paused_until: e.paused_until.filter(|t| *t > crate::store::now()),
@@ -125,6 +147,25 @@ async fn require_plugin(state: &AppState, field: &str, name: &str, world: World)
     }
 }
 
+/// `rate_limit` within bounds; the burst defaults to a second's worth.
+fn check_rate_limit(limit: &RateLimitIn) -> ApiResult<RateLimit> {
+    let per_second = limit.per_second;
+    if !(per_second > 0.0 && per_second <= MAX_RATE) {
+        return Err(ApiError::invalid_field(
+            "rate_limit.per_second",
+            format!("must be more than 0 and at most {MAX_RATE}, got {per_second}"),
+        ));
+    }
+    let burst = limit.burst.unwrap_or_else(|| per_second.ceil().max(1.0) as u32);
+    if !(1..=MAX_RATE as u32).contains(&burst) {
+        return Err(ApiError::invalid_field(
+            "rate_limit.burst",
+            format!("must be between 1 and {MAX_RATE}, got {burst}"),
+        ));
+    }
+    Ok(RateLimit { per_second, burst })
+}
+
 /// `on_failure` names an endpoint that exists: 422 INVALID_ENDPOINT_REF otherwise.
 pub async fn require_callback(state: &AppState, name: &str) -> ApiResult<()> {
     match state.store.endpoint_get(name).await? {
@@ -138,6 +179,7 @@ pub async fn require_callback(state: &AppState, name: &str) -> ApiResult<()> {
 
 /// Every check of registration; on success, what the store should write.
 async fn prepare(state: &AppState, name: String, body: EndpointIn) -> ApiResult<EndpointWrite> {
+    let rate_limit = body.rate_limit.as_ref().map(check_rate_limit).transpose()?;
     if let Some(target) = &body.on_failure {
         if *target == name {
             return Err(ApiError::invalid_field(
@@ -242,6 +284,7 @@ async fn prepare(state: &AppState, name: String, body: EndpointIn) -> ApiResult<
         renderer: body.renderer,
         max_concurrency,
         on_failure: body.on_failure,
+        rate_limit,
     })
 }
 
@@ -270,6 +313,7 @@ async fn create(State(state): State<AppState>, ApiJson(body): ApiJson<EndpointIn
                 && e.renderer == write.renderer
                 && e.max_concurrency == write.max_concurrency
                 && e.on_failure == write.on_failure
+                && e.rate_limit() == write.rate_limit
         },
         || {
             format!(

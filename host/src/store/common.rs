@@ -37,7 +37,7 @@ macro_rules! impl_store {
             const SECRET_COLUMNS: &str = "name, encrypted_value, created_at, updated_at";
             const ENDPOINT_COLUMNS: &str =
                 "name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, version, created_at, updated_at, plugin, renderer, \
-                 max_concurrency, on_failure, paused_until";
+                 max_concurrency, on_failure, paused_until, rate_limit_per_sec, rate_limit_burst";
             /// How many referencing rows a refused delete names.
             const IN_USE_SHOWN: i64 = 20;
             /// A job (`j`) that still has deliveries to make: an active, unpaused-or-paused cron
@@ -125,6 +125,28 @@ macro_rules! impl_store {
                         query = query.bind(DbTime(after.created_at)).bind(&after.key);
                     }
                     Ok(query.bind(limit).fetch_all(&self.pool).await?)
+                }
+
+                /// Take from each rate-limited endpoint's bucket (`tokens` as of `now`) what this
+                /// claim took of it.
+                async fn spend_tokens(
+                    tx: &mut sqlx::Transaction<'_, $db>,
+                    buckets: &[(String, f64)],
+                    claimed: &[Execution],
+                    now: DateTime<Utc>,
+                ) -> StoreResult<()> {
+                    for (name, tokens) in buckets {
+                        let taken = claimed.iter().filter(|e| e.endpoint == *name).count();
+                        if taken > 0 {
+                            sqlx::query("UPDATE endpoints SET rate_tokens = $2, rate_tokens_at = $3 WHERE name = $1")
+                                .bind(name)
+                                .bind(tokens - taken as f64)
+                                .bind(DbTime(now))
+                                .execute(&mut **tx)
+                                .await?;
+                        }
+                    }
+                    Ok(())
                 }
 
                 /// Delete the executions whose `column` (`job_id`, `endpoint`) is `value`, with
@@ -504,8 +526,8 @@ macro_rules! impl_store {
                     let sql = format!(
                         "INSERT INTO endpoints
                              (name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, version, created_at, updated_at,
-                              plugin, renderer, max_concurrency, on_failure)
-                         VALUES ($1, $2, $3, $4, $5, $6, 1, $7, $7, $8, $9, $10, $11)
+                              plugin, renderer, max_concurrency, on_failure, rate_limit_per_sec, rate_limit_burst)
+                         VALUES ($1, $2, $3, $4, $5, $6, 1, $7, $7, $8, $9, $10, $11, $12, $13)
                          ON CONFLICT (name) DO NOTHING
                          RETURNING {ENDPOINT_COLUMNS}"
                     );
@@ -522,6 +544,8 @@ macro_rules! impl_store {
                         .bind(&endpoint.renderer)
                         .bind(endpoint.max_concurrency)
                         .bind(&endpoint.on_failure)
+                        .bind(endpoint.rate_limit.map(|r| r.per_second))
+                        .bind(endpoint.rate_limit.map(|r| i32::try_from(r.burst).unwrap_or(i32::MAX)))
                         .fetch_optional(&mut *tx)
                         .await?;
                     let Some(created) = created else {
@@ -540,13 +564,14 @@ macro_rules! impl_store {
                 }
 
                 async fn endpoint_version_get(&self, name: &str, version: i32) -> StoreResult<Option<Endpoint>> {
-                    // Shaped as an endpoint row: a version's updated_at is when it was written.
+                    // Shaped as an endpoint row: a version's updated_at is when it was written. Its
+                    // failure callback, pause and rate limit are the endpoint's as it is now.
                     Ok(sqlx::query_as::<$db, Endpoint>(
-                        "SELECT name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, version,
-                             created_at, created_at AS updated_at, plugin, renderer, max_concurrency,
-                             (SELECT e.on_failure FROM endpoints e WHERE e.name = endpoint_versions.name) AS on_failure,
-                             (SELECT e.paused_until FROM endpoints e WHERE e.name = endpoint_versions.name) AS paused_until
-                         FROM endpoint_versions WHERE name = $1 AND version = $2",
+                        "SELECT v.name, v.endpoint_type, v.payload_spec_ref, v.config_ref, v.spec, v.retry_policy, v.version,
+                             v.created_at, v.created_at AS updated_at, v.plugin, v.renderer, v.max_concurrency,
+                             e.on_failure, e.paused_until, e.rate_limit_per_sec, e.rate_limit_burst
+                         FROM endpoint_versions v JOIN endpoints e ON e.name = v.name
+                         WHERE v.name = $1 AND v.version = $2",
                     )
                     .bind(name)
                     .bind(version)
@@ -582,7 +607,7 @@ macro_rules! impl_store {
                         "UPDATE endpoints
                          SET endpoint_type = $2, payload_spec_ref = $3, config_ref = $4, spec = $5,
                              retry_policy = $6, version = version + 1, updated_at = $7, plugin = $8, renderer = $9,
-                             max_concurrency = $10, on_failure = $11
+                             max_concurrency = $10, on_failure = $11, rate_limit_per_sec = $12, rate_limit_burst = $13
                          WHERE name = $1
                          RETURNING {ENDPOINT_COLUMNS}"
                     );
@@ -599,6 +624,8 @@ macro_rules! impl_store {
                         .bind(&endpoint.renderer)
                         .bind(endpoint.max_concurrency)
                         .bind(&endpoint.on_failure)
+                        .bind(endpoint.rate_limit.map(|r| r.per_second))
+                        .bind(endpoint.rate_limit.map(|r| i32::try_from(r.burst).unwrap_or(i32::MAX)))
                         .fetch_optional(&mut *tx)
                         .await?;
                     let Some(updated) = updated else { return Ok(None) };

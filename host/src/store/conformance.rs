@@ -72,6 +72,7 @@ async fn endpoint(store: &dyn Store, name: &str) {
         renderer: None,
         max_concurrency: None,
         on_failure: None,
+        rate_limit: None,
     };
     store.endpoint_insert(&write).await.unwrap();
 }

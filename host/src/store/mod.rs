@@ -214,6 +214,16 @@ pub struct Endpoint {
     pub on_failure: Option<String>,
     /// No execution of it is claimed before this time (a receiver's 429 Retry-After).
     pub paused_until: Option<DateTime<Utc>>,
+    /// Deliveries per second across all workers, and the bucket's burst (both or neither).
+    pub rate_limit_per_sec: Option<f64>,
+    pub rate_limit_burst: Option<i32>,
+}
+
+impl Endpoint {
+    pub fn rate_limit(&self) -> Option<crate::flow::RateLimit> {
+        let (per_second, burst) = (self.rate_limit_per_sec?, self.rate_limit_burst?);
+        Some(crate::flow::RateLimit { per_second, burst: u32::try_from(burst).unwrap_or(1) })
+    }
 }
 
 /// Everything an endpoint create or update writes.
@@ -231,6 +241,7 @@ pub struct EndpointWrite {
     pub renderer: Option<String>,
     pub max_concurrency: Option<i32>,
     pub on_failure: Option<String>,
+    pub rate_limit: Option<crate::flow::RateLimit>,
 }
 
 /// What one process tells the others through the database.

@@ -7,6 +7,7 @@ use sqlx::postgres::{PgListener, PgPool, PgPoolOptions};
 use sqlx::{Postgres, Transaction};
 
 use super::common::impl_store;
+use crate::flow::{RateLimit, StoredBucket};
 // Inside impl_store! the shared imports (chrono, DbTime, Execution, EXECUTION_COLUMNS, …)
 // are in scope for the backend's own methods too.
 use super::{Backend, Signal, StoreResult};
@@ -15,6 +16,21 @@ pub struct PgStore {
     pool: PgPool,
     /// CockroachDB has neither advisory locks nor LISTEN/NOTIFY; learned once at connect.
     cockroach: bool,
+}
+
+/// An endpoint with max_concurrency or a rate limit, as a claim locks it: its name, rate
+/// limit (per second, burst) and bucket (tokens as of a time).
+type Limited = (String, Option<f64>, Option<i32>, Option<f64>, Option<chrono::DateTime<chrono::Utc>>);
+
+/// The tokens in each rate-limited endpoint's bucket at `now`.
+fn buckets(limited: &[Limited], now: chrono::DateTime<chrono::Utc>) -> Vec<(String, f64)> {
+    limited
+        .iter()
+        .filter_map(|(name, per_second, burst, tokens, at)| {
+            let bucket = StoredBucket { per_second: *per_second, burst: *burst, tokens: *tokens, at: *at };
+            Some((name.clone(), bucket.tokens_now(now)?))
+        })
+        .collect()
 }
 
 impl PgStore {
@@ -310,10 +326,13 @@ impl_store!(PgStore, Postgres, {
                               CASE WHEN ep.max_concurrency IS NULL THEN $5
                                    ELSE ep.max_concurrency - (SELECT COUNT(*) FROM executions r
                                                               WHERE r.status = 'RUNNING' AND r.endpoint = q.endpoint)
-                              END) AS allowance
+                              END,
+                              -- The tokens of a rate-limited endpoint's bucket.
+                              COALESCE(c.cap, $5)) AS allowance
                  FROM queued q
                  LEFT JOIN endpoints ep ON ep.name = q.endpoint
                  LEFT JOIN UNNEST($6::text[], $7::int4[]) AS h(endpoint, held) ON h.endpoint = q.endpoint
+                 LEFT JOIN UNNEST($8::text[], $9::int4[]) AS c(endpoint, cap) ON c.endpoint = q.endpoint
                  WHERE q.endpoint IS NOT NULL
                    -- A receiver's 429 Retry-After pauses the whole endpoint.
                    AND (ep.paused_until IS NULL OR ep.paused_until <= $2)
@@ -346,14 +365,22 @@ impl_store!(PgStore, Postgres, {
              RETURNING {EXECUTION_COLUMNS}"
         );
         let (names, held): (Vec<&str>, Vec<i32>) = claim.shares.held.iter().map(|(e, h)| (e.as_str(), *h)).unzip();
-        // Claims for endpoints with max_concurrency take turns: each locks those endpoints'
-        // rows first, so the claim after it (a new snapshot under READ COMMITTED) counts what
-        // the one before took, and the cap holds across worker processes. With no such
-        // endpoint this locks nothing, and claims run side by side as before.
+        // Claims for endpoints with max_concurrency or a rate limit take turns: each locks
+        // those endpoints' rows first, so the claim after it (a new snapshot under READ
+        // COMMITTED) counts what the one before took and finds the tokens it left, and the
+        // limits hold across worker processes. With no such endpoint this locks nothing, and
+        // claims run side by side as before.
         let mut tx = self.pool.begin().await?;
-        sqlx::query("SELECT name FROM endpoints WHERE max_concurrency IS NOT NULL ORDER BY name FOR UPDATE")
-            .fetch_all(&mut *tx)
-            .await?;
+        let limited: Vec<Limited> = sqlx::query_as(
+            "SELECT name, rate_limit_per_sec, rate_limit_burst, rate_tokens, rate_tokens_at FROM endpoints
+             WHERE max_concurrency IS NOT NULL OR rate_limit_per_sec IS NOT NULL
+             ORDER BY name FOR UPDATE",
+        )
+        .fetch_all(&mut *tx)
+        .await?;
+        let buckets = buckets(&limited, claim.now);
+        let (cap_names, caps): (Vec<&str>, Vec<i32>) =
+            buckets.iter().map(|(name, tokens)| (name.as_str(), RateLimit::allowance(*tokens))).unzip();
         let claimed = sqlx::query_as::<Postgres, Execution>(&sql)
             .bind(&claim.worker_id)
             .bind(DbTime(claim.now))
@@ -362,8 +389,11 @@ impl_store!(PgStore, Postgres, {
             .bind(claim.shares.ceiling)
             .bind(&names)
             .bind(&held)
+            .bind(&cap_names)
+            .bind(&caps)
             .fetch_all(&mut *tx)
             .await?;
+        Self::spend_tokens(&mut tx, &buckets, &claimed, claim.now).await?;
         tx.commit().await?;
         Ok(claimed)
     }

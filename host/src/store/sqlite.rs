@@ -10,6 +10,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePo
 use sqlx::{Sqlite, Transaction};
 
 use super::common::impl_store;
+use crate::flow::{RateLimit, StoredBucket};
 // Inside impl_store! the shared imports (chrono, DbTime, Execution, EXECUTION_COLUMNS, …)
 // are in scope for the backend's own methods too.
 use super::{Backend, Signal, StoreResult};
@@ -131,8 +132,9 @@ impl_store!(SqliteStore, Sqlite, {
         // database is embedded, so this process's clock is the database's.
         let mut tx = self.begin_write().await?;
         // Every endpoint with something due, by a loose scan of idx_executions_claim_endpoint,
-        // with its max_concurrency.
-        let endpoints: Vec<(String, Option<i32>)> = sqlx::query_as(
+        // with its max_concurrency and rate-limit bucket.
+        type Due = (String, Option<i32>, Option<f64>, Option<i32>, Option<f64>, Option<DateTime<Utc>>);
+        let endpoints: Vec<Due> = sqlx::query_as(
             "WITH RECURSIVE queued(endpoint) AS (
                  SELECT (SELECT endpoint FROM executions
                          WHERE status IN ('QUEUED', 'RETRYING')
@@ -146,7 +148,9 @@ impl_store!(SqliteStore, Sqlite, {
                  FROM queued q
                  WHERE q.endpoint IS NOT NULL
              )
-             SELECT q.endpoint, ep.max_concurrency FROM queued q
+             SELECT q.endpoint, ep.max_concurrency, ep.rate_limit_per_sec, ep.rate_limit_burst, ep.rate_tokens,
+                 ep.rate_tokens_at
+             FROM queued q
              LEFT JOIN endpoints ep ON ep.name = q.endpoint
              WHERE q.endpoint IS NOT NULL
                AND (ep.paused_until IS NULL OR ep.paused_until <= $1)
@@ -156,10 +160,16 @@ impl_store!(SqliteStore, Sqlite, {
         .bind(DbTime(claim.now))
         .fetch_all(&mut *tx)
         .await?;
+        // The tokens of each rate-limited endpoint's bucket now.
+        let mut buckets: Vec<(String, f64)> = Vec::new();
         let due: Vec<(String, i64)> = endpoints
             .into_iter()
-            .map(|(e, max_concurrency)| {
-                let allowance = i64::from(claim.shares.allowance(&e, max_concurrency));
+            .map(|(e, max_concurrency, per_second, burst, tokens, at)| {
+                let mut allowance = i64::from(claim.shares.allowance(&e, max_concurrency));
+                if let Some(tokens) = (StoredBucket { per_second, burst, tokens, at }).tokens_now(claim.now) {
+                    allowance = allowance.min(i64::from(RateLimit::allowance(tokens)));
+                    buckets.push((e.clone(), tokens));
+                }
                 (e, allowance)
             })
             .filter(|(_, allowance)| *allowance > 0)
@@ -201,6 +211,7 @@ impl_store!(SqliteStore, Sqlite, {
             .bind(serde_json::to_string(&ids).expect("ids serialize"))
             .fetch_all(&mut *tx)
             .await?;
+        Self::spend_tokens(&mut tx, &buckets, &claimed, claim.now).await?;
         tx.commit().await?;
         Ok(claimed)
     }

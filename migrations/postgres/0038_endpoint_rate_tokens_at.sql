@@ -1,0 +1,1 @@
+ALTER TABLE endpoints ADD COLUMN rate_tokens_at TIMESTAMPTZ;
