@@ -181,8 +181,13 @@ async fn concurrent_migrations_take_turns() {
                 .unwrap()
         })
         .collect();
-    for run in runs {
-        let out = run.wait_with_output().unwrap();
+    // Each one's output is read as it comes (one thread each): a process whose pipe is not
+    // read blocks once the pipe is full, and if it holds the migration lock, the others wait
+    // on it for ever.
+    let readers: Vec<_> =
+        runs.into_iter().map(|run| std::thread::spawn(move || run.wait_with_output().unwrap())).collect();
+    for reader in readers {
+        let out = reader.join().unwrap();
         let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
         assert!(out.status.success(), "{text}");
     }
