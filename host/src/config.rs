@@ -37,7 +37,7 @@ pub enum Command {
     Plugin(PluginCommand),
     /// Delivery endpoints (talks to the REST API at TE_URL).
     #[command(subcommand)]
-    Endpoints(ResourceCommand),
+    Endpoints(EndpointsCommand),
     /// Configs: named values endpoints read as {{config.*}} (talks to the REST API at TE_URL).
     #[command(subcommand)]
     Configs(ResourceCommand),
@@ -371,6 +371,21 @@ pub enum PluginCommand {
         /// The world it must implement: transport-plugin or renderer-plugin.
         #[arg(long)]
         world: Option<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum EndpointsCommand {
+    #[command(flatten)]
+    Resource(ResourceCommand),
+    /// Enable an endpoint after it was disabled, or close its open circuit now: its waiting
+    /// executions are delivered again.
+    Enable {
+        name: String,
+        #[command(flatten)]
+        output: OutputArgs,
+        #[command(flatten)]
+        api: ApiArgs,
     },
 }
 

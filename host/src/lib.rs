@@ -29,7 +29,8 @@
 //! - `region`: region heartbeats; what a second region will add.
 //! - `duration`: durations as written in settings and requests (`90s`, `15m`, `7d`).
 //! - `error_chain`: an error and its causes as one line, each said once.
-//! - `flow`: an endpoint's rate limit as a token bucket shared by all workers.
+//! - `flow`: flow control per endpoint, shared by all workers: the rate limit (a token bucket)
+//!   and the circuit breaker.
 //! - [`ids`]: prefixed id types.
 //! - `metrics`: Prometheus metrics behind `/metrics`.
 //! - `trace`: W3C trace context from the create request to each delivery, and OTLP export.

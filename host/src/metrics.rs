@@ -35,6 +35,8 @@ pub const PLUGIN_TRAPS: &str = "taskexec_plugin_traps_total";
 pub const PLUGIN_INSTANTIATE_SECONDS: &str = "taskexec_plugin_instantiate_seconds";
 pub const DB_POOL_CONNECTIONS: &str = "taskexec_db_pool_connections";
 pub const PURGED: &str = "taskexec_retention_purged_total";
+pub const CIRCUIT_STATE: &str = "taskexec_endpoint_circuit_state";
+pub const CIRCUIT_TRANSITIONS: &str = "taskexec_endpoint_circuit_transitions_total";
 
 /// Buckets for durations: from 1 ms to 5 minutes (the longest a delivery may take).
 const SECONDS_BUCKETS: [f64; 16] =
@@ -76,6 +78,14 @@ fn describe() {
     describe_counter!(PLUGIN_TRAPS, "Plugin calls that trapped or ran out of time, by plugin.");
     describe_histogram!(PLUGIN_INSTANTIATE_SECONDS, Unit::Seconds, "Time to instantiate a plugin for a call.");
     describe_gauge!(DB_POOL_CONNECTIONS, "Database pool connections, by state (idle or busy).");
+    describe_gauge!(
+        CIRCUIT_STATE,
+        "Endpoints whose circuit is not closed, by endpoint and state (open, half_open, disabled): 1 while it holds, 0 once closed again."
+    );
+    describe_counter!(
+        CIRCUIT_TRANSITIONS,
+        "Circuit-breaker changes this process made, by endpoint and the state entered (open, closed, disabled)."
+    );
     describe_counter!(PURGED, "Rows deleted by the retention purge (TE_RETENTION), by kind (executions, jobs).");
 }
 
@@ -96,7 +106,40 @@ pub async fn render(store: &dyn Store) -> String {
         }
         Err(error) => tracing::debug!(%error, "Could not count executions for /metrics."),
     }
+    circuits(store).await;
     handle.render()
+}
+
+/// The (endpoint, state) pairs last reported as 1, so a circuit that closed is reported as 0.
+static CIRCUITS_SHOWN: std::sync::Mutex<Vec<(String, &'static str)>> = std::sync::Mutex::new(Vec::new());
+
+/// Endpoints whose circuit is open or half-open, or that are disabled, as the database has them.
+async fn circuits(store: &dyn Store) {
+    let endpoints = match store.endpoint_circuits_not_closed().await {
+        Ok(endpoints) => endpoints,
+        Err(error) => return tracing::debug!(%error, "Could not read circuit states for /metrics."),
+    };
+    let now = crate::store::now();
+    let current: Vec<(String, &'static str)> = endpoints
+        .into_iter()
+        .map(|e| {
+            let state = if e.disabled_at.is_some() { "disabled" } else { e.circuit().phase(now).as_str() };
+            (e.name, state)
+        })
+        .collect();
+    let mut shown = CIRCUITS_SHOWN.lock().expect("circuit gauge lock");
+    for (endpoint, state) in shown.iter().filter(|pair| !current.contains(pair)) {
+        gauge!(CIRCUIT_STATE, "endpoint" => endpoint.clone(), "state" => *state).set(0.0);
+    }
+    for (endpoint, state) in &current {
+        gauge!(CIRCUIT_STATE, "endpoint" => endpoint.clone(), "state" => *state).set(1.0);
+    }
+    *shown = current;
+}
+
+/// A circuit-breaker change on `endpoint`, into state `to`.
+pub fn circuit_transition(endpoint: &str, to: &'static str) {
+    counter!(CIRCUIT_TRANSITIONS, "endpoint" => endpoint.to_owned(), "state" => to).increment(1);
 }
 
 pub fn job_created(trigger: &'static str, endpoint_type: &'static str) {

@@ -379,3 +379,61 @@ async fn a_rate_limit_holds_across_worker_processes() {
     eprintln!("rate limit 10/s burst 2, two workers: 30 delivered over {spread}, at most {most} in any second");
     drop(fleet);
 }
+
+/// An endpoint's circuit breaker holds across worker processes: once three failures open it,
+/// two workers with 20 slots each send nothing during a cool-down and, half-open, one probe
+/// between them, never two at once. PostgreSQL only: an embedded SQLite database has one
+/// process.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_circuit_breaker_holds_across_worker_processes() {
+    let db = TestDb::new(Backend::Postgres).await;
+    let server = Server::start_with(&db, api_only()).await;
+    let api = server.client();
+    let receiver = Receiver::start().await;
+    api.create(
+        "/endpoints",
+        &json!({"name": "shaky", "type": "HTTP",
+                "retry_policy": {"max_attempts": 100, "backoff": "fixed", "initial_delay_ms": 50},
+                "circuit_breaker": {"failure_threshold": 3, "cooldown_ms": 1000, "max_cooldown_ms": 1000},
+                "spec": {"url": format!("{}/switch/shaky", receiver.base_url), "method": "POST"}}),
+    )
+    .await;
+    let options = workers().env("TE_WORKER_MAX_CONCURRENT", "20");
+    let fleet = [Server::start_with(&db, options.clone()).await, Server::start_with(&db, options).await];
+    let total = 20;
+    let jobs: Vec<Value> = (0..total)
+        .map(|i| json!({"endpoint": "shaky", "trigger": "IMMEDIATE", "idempotency_key": format!("s{i}")}))
+        .collect();
+    api.post("/jobs/batch", &json!({ "jobs": jobs })).await;
+    eventually("the circuit opens", Duration::from_secs(30), || async {
+        api.get("/endpoints/shaky").await.body["circuit"]["state"] == "open"
+    })
+    .await;
+    // Three cool-downs of failed probes, then the receiver recovers.
+    eventually("three probes after the first burst", Duration::from_secs(30), || async {
+        let arrivals = receiver.arrivals();
+        arrivals.windows(2).filter(|w| w[1] - w[0] >= chrono::Duration::milliseconds(900)).count() >= 3
+    })
+    .await;
+    let healed_at = Utc::now();
+    receiver.heal("shaky");
+    eventually("every execution to succeed", Duration::from_secs(60), || async {
+        db.scalar("SELECT COUNT(*) FROM executions WHERE status = 'SUCCESS'").await == total
+    })
+    .await;
+    let mut failures: Vec<DateTime<Utc>> = receiver.arrivals().into_iter().filter(|at| *at < healed_at).collect();
+    failures.sort();
+    let gaps: Vec<chrono::Duration> = failures.windows(2).map(|w| w[1] - w[0]).collect();
+    let cooled = gaps.iter().position(|g| *g >= chrono::Duration::milliseconds(900)).expect("a cool-down");
+    assert!(
+        gaps[cooled..].iter().all(|g| *g >= chrono::Duration::milliseconds(900)),
+        "after the circuit opened, one probe per cool-down across both workers: {gaps:?}"
+    );
+    eprintln!(
+        "circuit breaker, two workers: {} failed deliveries before it opened, then {} probes, one per cool-down",
+        cooled + 1,
+        gaps.len() - cooled
+    );
+    assert_eq!(api.get("/endpoints/shaky").await.body["circuit"]["state"], "closed");
+    drop(fleet);
+}

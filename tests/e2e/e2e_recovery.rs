@@ -1,5 +1,6 @@
 //! Recovering from a receiver's bad day and keeping the tables in hand: the dead-letter view,
-//! retry and replay, failure callbacks, retention and deletes, and batch creates.
+//! retry and replay, failure callbacks, retention and deletes, batch creates, and flow control
+//! (429 pauses, rate limits, the circuit breaker).
 
 use std::time::Duration;
 
@@ -17,6 +18,8 @@ both_backends!(
     a_failed_execution_is_told_to_the_on_failure_endpoint_once,
     a_429_with_retry_after_pauses_the_whole_endpoint,
     a_rate_limited_endpoint_is_delivered_to_at_its_rate,
+    a_failing_receiver_opens_the_circuit_and_a_good_probe_closes_it,
+    an_endpoint_failing_too_long_is_disabled_announced_and_enabled,
 );
 
 fn ids(page: &Value) -> Vec<String> {
@@ -431,4 +434,132 @@ async fn a_rate_limited_endpoint_is_delivered_to_at_its_rate(backend: Backend) {
         let message = api.post("/endpoints", &body).await.error(400, "INVALID_REQUEST");
         assert!(message.contains("rate_limit"), "{message}");
     }
+}
+
+/// The value of the metric line that starts with `name{` and holds every one of `labels`.
+fn metric(text: &str, name: &str, labels: &[&str]) -> Option<f64> {
+    text.lines()
+        .filter(|l| l.starts_with(&format!("{name}{{")) && labels.iter().all(|label| l.contains(label)))
+        .find_map(|l| l.rsplit_once(' ').and_then(|(_, v)| v.parse().ok()))
+}
+
+async fn a_failing_receiver_opens_the_circuit_and_a_good_probe_closes_it(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let server = Server::start(&db).await;
+    let api = server.client();
+    let receiver = Receiver::start().await;
+    // The receiver fails its first four requests. One delivery at a time, so the order of
+    // events is the receiver's order.
+    let endpoint = api
+        .create(
+            "/endpoints",
+            &json!({"name": "shaky", "type": "HTTP", "max_concurrency": 1,
+                    "retry_policy": {"max_attempts": 10, "backoff": "fixed", "initial_delay_ms": 50},
+                    "circuit_breaker": {"failure_threshold": 3, "cooldown_ms": 1000, "max_cooldown_ms": 4000},
+                    "spec": {"url": format!("{}/flaky/shaky/4", receiver.base_url), "method": "POST"}}),
+        )
+        .await;
+    assert_eq!(endpoint["circuit"], json!({"state": "closed", "consecutive_failures": 0}));
+    assert_eq!(
+        endpoint["circuit_breaker"],
+        json!({"failure_threshold": 3, "cooldown_ms": 1000, "max_cooldown_ms": 4000, "auto_disable_after": null})
+    );
+    let jobs = (0..3)
+        .map(|i| json!({"endpoint": "shaky", "trigger": "IMMEDIATE", "idempotency_key": format!("s{i}")}))
+        .collect::<Vec<_>>();
+    let created = api.post("/jobs/batch", &json!({"jobs": jobs})).await.body;
+    eventually("the circuit opens", Duration::from_secs(20), || async {
+        api.get("/endpoints/shaky").await.body["circuit"]["state"] == "open"
+    })
+    .await;
+    let open = api.get("/endpoints/shaky").await.body["circuit"].clone();
+    assert!(open["consecutive_failures"].as_i64().unwrap() >= 3, "{open}");
+    assert!(open["last_error"].as_str().unwrap().contains("503"), "{open}");
+    assert!(open["open_until"].is_string() && open["failing_since"].is_string(), "{open}");
+
+    let mut attempts = 0;
+    for item in created["items"].as_array().unwrap() {
+        let execution =
+            wait_for_status(&api, item["job"]["execution"]["execution_id"].as_str().unwrap(), "SUCCESS").await;
+        attempts += execution["attempt_count"].as_i64().unwrap();
+    }
+    // Three failures open it; after 1 s one probe fails (open again for 2 s); the next probe
+    // succeeds and the rest follow. Nothing was sent, and no attempt spent, while it was open.
+    let arrivals = receiver.arrivals();
+    assert_eq!(arrivals.len(), 7, "3 failures, 2 probes, then the other two: {arrivals:?}");
+    assert_eq!(attempts, 7, "one attempt per request");
+    let gap = |i: usize| arrivals[i] - arrivals[i - 1];
+    assert!(gap(3) >= chrono::Duration::milliseconds(950), "the first cool-down: {}", gap(3));
+    assert!(gap(4) >= chrono::Duration::milliseconds(1950), "doubled after the failed probe: {}", gap(4));
+    let closed = api.get("/endpoints/shaky").await.body;
+    assert_eq!(closed["circuit"], json!({"state": "closed", "consecutive_failures": 0}), "{closed}");
+    let metrics = api.get("/metrics").await.text;
+    let opened =
+        metric(&metrics, "taskexec_endpoint_circuit_transitions_total", &[r#"endpoint="shaky""#, r#"state="open""#]);
+    assert_eq!(opened, Some(2.0), "opened, then opened again by the failed probe");
+
+    // Out of bounds, each named.
+    for (bad, field) in [
+        (json!({"failure_threshold": 1001}), "failure_threshold"),
+        (json!({"cooldown_ms": 10}), "cooldown_ms"),
+        (json!({"cooldown_ms": 5000, "max_cooldown_ms": 1000}), "max_cooldown_ms"),
+        (json!({"auto_disable_after": "soon"}), "auto_disable_after"),
+        (json!({"auto_disable_after": "0s"}), "auto_disable_after"),
+    ] {
+        let body = json!({"name": "x", "type": "HTTP", "circuit_breaker": bad,
+                          "spec": {"url": "http://127.0.0.1:9/", "method": "POST"}});
+        let message = api.post("/endpoints", &body).await.error(400, "INVALID_REQUEST");
+        assert!(message.contains(&format!("circuit_breaker.{field}")), "{message}");
+    }
+}
+
+async fn an_endpoint_failing_too_long_is_disabled_announced_and_enabled(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let server = Server::start(&db).await;
+    let api = server.client();
+    let receiver = Receiver::start().await;
+    api.create(
+        "/endpoints",
+        &json!({"name": "pager", "type": "HTTP", "spec": {"url": format!("{}/ok/pager", receiver.base_url), "method": "POST",
+                "body_template": {"event": "{{input.event}}", "endpoint": "{{input.endpoint}}",
+                                  "failures": "{{input.consecutive_failures}}", "last_error": "{{input.last_error}}"}}}),
+    )
+    .await;
+    api.create(
+        "/endpoints",
+        &json!({"name": "doomed", "type": "HTTP", "on_failure": "pager",
+                "retry_policy": {"max_attempts": 100, "backoff": "fixed", "initial_delay_ms": 50},
+                "circuit_breaker": {"failure_threshold": 2, "cooldown_ms": 200, "max_cooldown_ms": 200, "auto_disable_after": "1s"},
+                "spec": {"url": format!("{}/switch/doomed", receiver.base_url), "method": "POST"}}),
+    )
+    .await;
+    let job = api.create("/jobs", &json!({"endpoint": "doomed", "trigger": "IMMEDIATE", "idempotency_key": "d"})).await;
+    let execution_id = job["execution"]["execution_id"].as_str().unwrap().to_owned();
+    eventually("the endpoint is disabled", Duration::from_secs(20), || async {
+        api.get("/endpoints/doomed").await.body["disabled_at"].is_string()
+    })
+    .await;
+    eventually("the pager is told", Duration::from_secs(20), || async { receiver.count_of("/ok/pager") == 1 }).await;
+    let told = receiver.received().into_iter().find(|r| r.path == "/ok/pager").unwrap().json();
+    assert_eq!((&told["event"], &told["endpoint"]), (&json!("endpoint.disabled"), &json!("doomed")), "{told}");
+    assert!(told["failures"].as_i64().unwrap() >= 2 && told["last_error"].as_str().unwrap().contains("503"), "{told}");
+    let execution = api.get(&format!("/executions/{execution_id}")).await.body;
+    assert!(matches!(execution["status"].as_str(), Some("RETRYING" | "QUEUED")), "it waits, not fails: {execution}");
+    let metrics = api.get("/metrics").await.text;
+    let state = metric(&metrics, "taskexec_endpoint_circuit_state", &[r#"endpoint="doomed""#, r#"state="disabled""#]);
+    assert_eq!(state, Some(1.0), "{metrics}");
+
+    // While disabled nothing is sent: give a wrong claim several cool-downs' time to show.
+    let sent = receiver.count_of("/switch/doomed");
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert_eq!(receiver.count_of("/switch/doomed"), sent, "nothing is delivered while disabled");
+
+    receiver.heal("doomed");
+    let enabled = api.post("/endpoints/doomed/enable", &json!({})).await;
+    assert_eq!(enabled.status, 200, "{}", enabled.text);
+    assert_eq!(enabled.body["circuit"], json!({"state": "closed", "consecutive_failures": 0}));
+    assert!(enabled.body.get("disabled_at").is_none(), "{}", enabled.text);
+    wait_for_status(&api, &execution_id, "SUCCESS").await;
+    assert_eq!(receiver.count_of("/ok/pager"), 1, "announced once");
+    api.post("/endpoints/nope/enable", &json!({})).await.error(404, "ENDPOINT_NOT_FOUND");
 }

@@ -13,7 +13,9 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Parser;
 
-use crate::config::{Cli, Command, DatabaseArgs, KeyArgs, LogArgs, LogFormat, MigrateArgs, SecretsCommand};
+use crate::config::{
+    Cli, Command, DatabaseArgs, EndpointsCommand, KeyArgs, LogArgs, LogFormat, MigrateArgs, SecretsCommand,
+};
 use crate::secret::{self, KeySource, SecretCipher};
 use crate::store::{self, DatabaseLocation, Store};
 
@@ -35,7 +37,12 @@ pub fn main() -> std::process::ExitCode {
                 resources::resource(&resources::SECRETS, command).await
             }
             Command::Plugin(command) => plugin::run(command).await,
-            Command::Endpoints(command) => resources::resource(&resources::ENDPOINTS, command).await,
+            Command::Endpoints(EndpointsCommand::Resource(command)) => {
+                resources::resource(&resources::ENDPOINTS, command).await
+            }
+            Command::Endpoints(EndpointsCommand::Enable { name, output, api }) => {
+                resources::endpoint_enable(&name, &output, api).await
+            }
             Command::Configs(command) => resources::resource(&resources::CONFIGS, command).await,
             Command::Specs(command) => resources::resource(&resources::SPECS, command).await,
             Command::Jobs(command) => resources::jobs(command).await,

@@ -5,7 +5,7 @@ use anyhow::Context;
 use serde_json::{json, Value};
 
 use super::client::{print_json, print_table, read_body, text, Api, Column};
-use crate::config::{BodyArgs, ExecutionsCommand, JobFlags, JobsCommand, OutputArgs, ResourceCommand};
+use crate::config::{ApiArgs, BodyArgs, ExecutionsCommand, JobFlags, JobsCommand, OutputArgs, ResourceCommand};
 
 /// A named resource: where it lives in the API, what one is called, and its table.
 pub struct Resource {
@@ -27,6 +27,10 @@ pub const ENDPOINTS: Resource = Resource {
         ("VERSION", |v| text(&v["version"])),
         ("CONFIG", |v| text(&v["config"])),
         ("PLUGIN", |v| text(&v["plugin"])),
+        (
+            "CIRCUIT",
+            |v| if v["disabled_at"].is_string() { "disabled".to_owned() } else { text(&v["circuit"]["state"]) },
+        ),
         ("UPDATED", updated),
     ],
 };
@@ -133,6 +137,17 @@ pub async fn resource(resource: &Resource, command: ResourceCommand) -> anyhow::
             Api::new(api)?.delete(&format!("{path}/{name}")).await?;
             println!("Deleted {noun} {name}.");
         }
+    }
+    Ok(())
+}
+
+/// `taskexec endpoints enable NAME`.
+pub async fn endpoint_enable(name: &str, output: &OutputArgs, api: ApiArgs) -> anyhow::Result<()> {
+    let endpoint = Api::new(api)?.post(&format!("/endpoints/{name}/enable"), &json!({})).await?.1;
+    if output.json {
+        print_json(&endpoint);
+    } else {
+        println!("Enabled endpoint {name}: its circuit is {}.", text(&endpoint["circuit"]["state"]));
     }
     Ok(())
 }

@@ -2,6 +2,10 @@
 //! `on_failure` (or else its endpoint's `on_failure`) gets an IMMEDIATE job whose input is the
 //! failure's summary, so a team hears of failures through any transport.
 //!
+//! An endpoint disabled by its circuit breaker (`auto_disable_after`) is told to its own
+//! `on_failure` endpoint the same way, once per disabling (keyed
+//! `endpoint_disabled:{name}:{disabled at, ms}`).
+//!
 //! Each failure is handled once: the callback job is keyed `on_failure:{execution id}` (a
 //! second notifier, or a retry after a crash, finds it made), then the execution is marked
 //! handled. A callback job's own failure is not announced, so callbacks never loop.
@@ -22,6 +26,8 @@ use crate::store::{now, Endpoint, Execution, ExecutionWrite, Inserted, JobWrite,
 
 /// The idempotency key of a failure's callback job is this prefix and the execution's id.
 pub const CALLBACK_KEY_PREFIX: &str = "on_failure:";
+/// The idempotency key of a disabled endpoint's announcement starts with this.
+pub const DISABLED_KEY_PREFIX: &str = "endpoint_disabled:";
 /// Failures handled per round.
 const BATCH: i64 = 100;
 
@@ -42,8 +48,8 @@ pub async fn run(store: Arc<dyn Store>, every: Duration, wakeups: Wakeups, shutd
     beat.stopped();
 }
 
-/// One round: every failure not yet handled gets its callback job (when it has a callback);
-/// how many callback jobs were made.
+/// One round: every failure not yet handled, and every endpoint newly disabled, gets its
+/// callback job (when it has a callback); how many callback jobs were made.
 pub async fn notify_failures(store: &Arc<dyn Store>, wakeups: &Wakeups) -> StoreResult<usize> {
     let mut made = 0;
     let mut endpoints: HashMap<String, Option<Endpoint>> = HashMap::new();
@@ -51,7 +57,10 @@ pub async fn notify_failures(store: &Arc<dyn Store>, wakeups: &Wakeups) -> Store
         let failed = store.failures_unhandled(BATCH).await?;
         for execution in &failed {
             if let Some(target) = callback_for(store, execution, &mut endpoints).await? {
-                if announce(store, execution, &target).await? {
+                let key = format!("{CALLBACK_KEY_PREFIX}{}", execution.execution_id);
+                // The callback continues the trace of the delivery that failed.
+                let trace = execution.trace_parent.clone();
+                if announce(store, key, summary(execution), trace, &target).await? {
                     made += 1;
                 }
             }
@@ -61,9 +70,56 @@ pub async fn notify_failures(store: &Arc<dyn Store>, wakeups: &Wakeups) -> Store
             wakeups.work_ready(store).await;
         }
         if (failed.len() as i64) < BATCH {
+            break;
+        }
+    }
+    let announced = notify_disabled(store, &mut endpoints).await?;
+    if announced > 0 {
+        wakeups.work_ready(store).await;
+    }
+    Ok(made + announced)
+}
+
+/// Every endpoint disabled since the last round gets its `on_failure` endpoint told; how many
+/// announcements were made.
+async fn notify_disabled(
+    store: &Arc<dyn Store>,
+    endpoints: &mut HashMap<String, Option<Endpoint>>,
+) -> StoreResult<usize> {
+    let mut made = 0;
+    loop {
+        let disabled = store.endpoints_disabled_unannounced(BATCH).await?;
+        for endpoint in &disabled {
+            let Some(disabled_at) = endpoint.disabled_at else { continue };
+            let target = match &endpoint.on_failure {
+                Some(name) => self::endpoint(store, name, endpoints).await?,
+                None => None,
+            };
+            if let Some(target) = target {
+                let key = format!("{DISABLED_KEY_PREFIX}{}:{}", endpoint.name, disabled_at.timestamp_millis());
+                if announce(store, key, disabled_summary(endpoint, disabled_at), None, &target).await? {
+                    made += 1;
+                }
+            }
+            tracing::warn!(endpoint = %endpoint.name, "Endpoint disabled: it failed for longer than its auto_disable_after; POST /endpoints/{{name}}/enable brings it back.");
+            store.endpoint_disabled_announced(&endpoint.name, disabled_at).await?;
+        }
+        if (disabled.len() as i64) < BATCH {
             return Ok(made);
         }
     }
+}
+
+/// What an `on_failure` endpoint receives when the endpoint it watches is disabled.
+pub fn disabled_summary(endpoint: &Endpoint, disabled_at: chrono::DateTime<chrono::Utc>) -> Value {
+    json!({
+        "event": "endpoint.disabled",
+        "endpoint": endpoint.name,
+        "disabled_at": disabled_at,
+        "failing_since": endpoint.circuit_failing_since,
+        "consecutive_failures": endpoint.circuit_failures,
+        "last_error": endpoint.circuit_last_error,
+    })
 }
 
 /// The endpoint a failure is told to, if any: the job's `on_failure`, else its endpoint's;
@@ -74,7 +130,11 @@ async fn callback_for(
     endpoints: &mut HashMap<String, Option<Endpoint>>,
 ) -> StoreResult<Option<Endpoint>> {
     let Some(job) = store.job_get(execution.job_id.as_str()).await? else { return Ok(None) };
-    if job.idempotency_key.as_deref().is_some_and(|k| k.starts_with(CALLBACK_KEY_PREFIX)) {
+    if job
+        .idempotency_key
+        .as_deref()
+        .is_some_and(|k| k.starts_with(CALLBACK_KEY_PREFIX) || k.starts_with(DISABLED_KEY_PREFIX))
+    {
         return Ok(None);
     }
     let own = match &job.on_failure {
@@ -114,12 +174,17 @@ pub fn summary(execution: &Execution) -> Value {
     })
 }
 
-/// Make the callback job; whether it is new (false: made before, by another round).
-async fn announce(store: &Arc<dyn Store>, execution: &Execution, target: &Endpoint) -> StoreResult<bool> {
+/// Make the callback job, keyed `key`, with `input`; whether it is new (false: made before,
+/// by another round).
+async fn announce(
+    store: &Arc<dyn Store>,
+    key: String,
+    input: Value,
+    trace_parent: Option<String>,
+    target: &Endpoint,
+) -> StoreResult<bool> {
     let at = now();
     let job_id = JobId::new();
-    let key = format!("{CALLBACK_KEY_PREFIX}{}", execution.execution_id);
-    let input = summary(execution);
     let job = JobWrite {
         job_id: job_id.clone(),
         endpoint: target.name.clone(),
@@ -137,8 +202,7 @@ async fn announce(store: &Arc<dyn Store>, execution: &Execution, target: &Endpoi
         cron_ends_at: None,
         cron_next_run_at: None,
         created_at: at,
-        // The callback continues the trace of the delivery that failed.
-        trace_parent: execution.trace_parent.clone(),
+        trace_parent: trace_parent.clone(),
         paused_at: None,
         overlap_policy: OverlapPolicy::Allow,
         catchup_policy: CatchupPolicy::All,
@@ -158,7 +222,7 @@ async fn announce(store: &Arc<dyn Store>, execution: &Execution, target: &Endpoi
         max_attempts: RetryPolicy::parse(Some(&target.retry_policy)).map(|p| p.max_attempts as i32).unwrap_or(1),
         run_at: at,
         created_at: at,
-        trace_parent: execution.trace_parent.clone(),
+        trace_parent,
         retry_of: None,
         overlap_policy: None,
         sla_ms: None,

@@ -37,7 +37,8 @@ macro_rules! impl_store {
             const SECRET_COLUMNS: &str = "name, encrypted_value, created_at, updated_at";
             const ENDPOINT_COLUMNS: &str =
                 "name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, version, created_at, updated_at, plugin, renderer, \
-                 max_concurrency, on_failure, paused_until, rate_limit_per_sec, rate_limit_burst";
+                 max_concurrency, on_failure, paused_until, rate_limit_per_sec, rate_limit_burst, circuit_policy, circuit_failures, \
+                 circuit_failing_since, circuit_open_until, circuit_cooldown_ms, circuit_last_error, disabled_at";
             /// How many referencing rows a refused delete names.
             const IN_USE_SHOWN: i64 = 20;
             /// A job (`j`) that still has deliveries to make: an active, unpaused-or-paused cron
@@ -145,6 +146,71 @@ macro_rules! impl_store {
                                 .execute(&mut **tx)
                                 .await?;
                         }
+                    }
+                    Ok(())
+                }
+
+                /// Tell the circuit breakers of the winners' endpoints what their outcomes say
+                /// about the receivers (`flow::circuit`), in the finishing transaction. Rows are
+                /// read (and on PostgreSQL locked, in name order like the claims) only for an
+                /// endpoint with a failure in the batch or a breaker that is not closed, so a
+                /// batch of healthy deliveries costs one indexed read.
+                async fn circuit_record(tx: &mut sqlx::Transaction<'_, $db>, winners: &[&AttemptFinish]) -> StoreResult<()> {
+                    let mut names: Vec<&str> = winners.iter().filter(|f| f.health.is_some()).map(|f| f.endpoint.as_str()).collect();
+                    if names.is_empty() {
+                        return Ok(());
+                    }
+                    names.sort_unstable();
+                    names.dedup();
+                    let failing: Vec<&str> = names
+                        .iter()
+                        .copied()
+                        .filter(|n| winners.iter().any(|f| f.endpoint == *n && matches!(f.health, Some($crate::flow::Health::Down(_)))))
+                        .collect();
+                    // The names travel as one JSON array: both databases read it as rows.
+                    let sql = format!(
+                        "SELECT {ENDPOINT_COLUMNS} FROM endpoints
+                         WHERE name IN ({list})
+                           AND (circuit_failures > 0 OR circuit_open_until IS NOT NULL OR name IN ({failing}))
+                         ORDER BY name{lock}",
+                        list = Self::JSON_TEXT_LIST.replace("$N", "$1"),
+                        failing = Self::JSON_TEXT_LIST.replace("$N", "$2"),
+                        lock = Self::ROW_LOCK,
+                    );
+                    let rows = sqlx::query_as::<$db, Endpoint>(&sql)
+                        .bind(serde_json::to_string(&names).expect("names serialize"))
+                        .bind(serde_json::to_string(&failing).expect("names serialize"))
+                        .fetch_all(&mut **tx)
+                        .await?;
+                    let at = now();
+                    for endpoint in rows {
+                        let policy = endpoint.circuit_policy();
+                        let mut state = endpoint.circuit();
+                        let before = state.clone();
+                        for health in winners.iter().filter(|f| f.endpoint == endpoint.name).filter_map(|f| f.health.as_ref()) {
+                            for transition in state.record(&policy, health, at) {
+                                $crate::metrics::circuit_transition(&endpoint.name, transition.to_label());
+                                tracing::warn!(endpoint = %endpoint.name, ?transition, failures = state.failures, "Circuit breaker changed.");
+                            }
+                        }
+                        if state == before {
+                            continue;
+                        }
+                        sqlx::query(
+                            "UPDATE endpoints
+                             SET circuit_failures = $2, circuit_failing_since = $3, circuit_open_until = $4,
+                                 circuit_cooldown_ms = $5, circuit_last_error = $6, disabled_at = $7
+                             WHERE name = $1",
+                        )
+                        .bind(&endpoint.name)
+                        .bind(state.failures)
+                        .bind(state.failing_since.map(DbTime))
+                        .bind(state.open_until.map(DbTime))
+                        .bind(state.cooldown_ms)
+                        .bind(&state.last_error)
+                        .bind(state.disabled_at.map(DbTime))
+                        .execute(&mut **tx)
+                        .await?;
                     }
                     Ok(())
                 }
@@ -526,8 +592,8 @@ macro_rules! impl_store {
                     let sql = format!(
                         "INSERT INTO endpoints
                              (name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, version, created_at, updated_at,
-                              plugin, renderer, max_concurrency, on_failure, rate_limit_per_sec, rate_limit_burst)
-                         VALUES ($1, $2, $3, $4, $5, $6, 1, $7, $7, $8, $9, $10, $11, $12, $13)
+                              plugin, renderer, max_concurrency, on_failure, rate_limit_per_sec, rate_limit_burst, circuit_policy)
+                         VALUES ($1, $2, $3, $4, $5, $6, 1, $7, $7, $8, $9, $10, $11, $12, $13, $14)
                          ON CONFLICT (name) DO NOTHING
                          RETURNING {ENDPOINT_COLUMNS}"
                     );
@@ -546,6 +612,7 @@ macro_rules! impl_store {
                         .bind(&endpoint.on_failure)
                         .bind(endpoint.rate_limit.map(|r| r.per_second))
                         .bind(endpoint.rate_limit.map(|r| i32::try_from(r.burst).unwrap_or(i32::MAX)))
+                        .bind(endpoint.circuit_policy.as_ref().map(Json))
                         .fetch_optional(&mut *tx)
                         .await?;
                     let Some(created) = created else {
@@ -565,11 +632,13 @@ macro_rules! impl_store {
 
                 async fn endpoint_version_get(&self, name: &str, version: i32) -> StoreResult<Option<Endpoint>> {
                     // Shaped as an endpoint row: a version's updated_at is when it was written. Its
-                    // failure callback, pause and rate limit are the endpoint's as it is now.
+                    // failure callback, pause, rate limit and circuit are the endpoint's as it is now.
                     Ok(sqlx::query_as::<$db, Endpoint>(
                         "SELECT v.name, v.endpoint_type, v.payload_spec_ref, v.config_ref, v.spec, v.retry_policy, v.version,
                              v.created_at, v.created_at AS updated_at, v.plugin, v.renderer, v.max_concurrency,
-                             e.on_failure, e.paused_until, e.rate_limit_per_sec, e.rate_limit_burst
+                             e.on_failure, e.paused_until, e.rate_limit_per_sec, e.rate_limit_burst, e.circuit_policy,
+                             e.circuit_failures, e.circuit_failing_since, e.circuit_open_until, e.circuit_cooldown_ms,
+                             e.circuit_last_error, e.disabled_at
                          FROM endpoint_versions v JOIN endpoints e ON e.name = v.name
                          WHERE v.name = $1 AND v.version = $2",
                     )
@@ -592,6 +661,48 @@ macro_rules! impl_store {
                     Ok(())
                 }
 
+                async fn endpoint_enable(&self, name: &str) -> StoreResult<Option<Endpoint>> {
+                    let sql = format!(
+                        "UPDATE endpoints
+                         SET disabled_at = NULL, disabled_announced_at = NULL, circuit_failures = 0, circuit_failing_since = NULL,
+                             circuit_open_until = NULL, circuit_cooldown_ms = NULL, circuit_last_error = NULL, paused_until = NULL
+                         WHERE name = $1
+                         RETURNING {ENDPOINT_COLUMNS}"
+                    );
+                    Ok(sqlx::query_as::<$db, Endpoint>(&sql).bind(name).fetch_optional(&self.pool).await?)
+                }
+
+                async fn endpoints_disabled_unannounced(&self, limit: i64) -> StoreResult<Vec<Endpoint>> {
+                    let sql = format!(
+                        "SELECT {ENDPOINT_COLUMNS} FROM endpoints
+                         WHERE disabled_at IS NOT NULL AND disabled_announced_at IS NULL
+                         ORDER BY disabled_at, name
+                         LIMIT $1"
+                    );
+                    Ok(sqlx::query_as::<$db, Endpoint>(&sql).bind(limit).fetch_all(&self.pool).await?)
+                }
+
+                async fn endpoint_disabled_announced(&self, name: &str, disabled_at: DateTime<Utc>) -> StoreResult<()> {
+                    // Only that disabling: an endpoint enabled and disabled again meanwhile is
+                    // announced again.
+                    sqlx::query("UPDATE endpoints SET disabled_announced_at = $3 WHERE name = $1 AND disabled_at = $2")
+                        .bind(name)
+                        .bind(DbTime(disabled_at))
+                        .bind(DbTime(now()))
+                        .execute(&self.pool)
+                        .await?;
+                    Ok(())
+                }
+
+                async fn endpoint_circuits_not_closed(&self) -> StoreResult<Vec<Endpoint>> {
+                    let sql = format!(
+                        "SELECT {ENDPOINT_COLUMNS} FROM endpoints
+                         WHERE circuit_open_until IS NOT NULL OR disabled_at IS NOT NULL
+                         ORDER BY name"
+                    );
+                    Ok(sqlx::query_as::<$db, Endpoint>(&sql).fetch_all(&self.pool).await?)
+                }
+
                 async fn endpoint_concurrency_limits(&self) -> StoreResult<Vec<(String, i32)>> {
                     Ok(sqlx::query_as("SELECT name, max_concurrency FROM endpoints WHERE max_concurrency IS NOT NULL")
                         .fetch_all(&self.pool)
@@ -607,7 +718,8 @@ macro_rules! impl_store {
                         "UPDATE endpoints
                          SET endpoint_type = $2, payload_spec_ref = $3, config_ref = $4, spec = $5,
                              retry_policy = $6, version = version + 1, updated_at = $7, plugin = $8, renderer = $9,
-                             max_concurrency = $10, on_failure = $11, rate_limit_per_sec = $12, rate_limit_burst = $13
+                             max_concurrency = $10, on_failure = $11, rate_limit_per_sec = $12, rate_limit_burst = $13,
+                             circuit_policy = $14
                          WHERE name = $1
                          RETURNING {ENDPOINT_COLUMNS}"
                     );
@@ -626,6 +738,7 @@ macro_rules! impl_store {
                         .bind(&endpoint.on_failure)
                         .bind(endpoint.rate_limit.map(|r| r.per_second))
                         .bind(endpoint.rate_limit.map(|r| i32::try_from(r.burst).unwrap_or(i32::MAX)))
+                        .bind(endpoint.circuit_policy.as_ref().map(Json))
                         .fetch_optional(&mut *tx)
                         .await?;
                     let Some(updated) = updated else { return Ok(None) };
@@ -1286,6 +1399,9 @@ macro_rules! impl_store {
                     // under the attempt number that finished.
                     let written = Self::finish_fenced(&mut tx, finishes).await?;
                     let winners: Vec<&AttemptFinish> = finishes.iter().zip(&written).filter(|(_, w)| **w).map(|(f, _)| f).collect();
+                    // In the same transaction: a claim never sees an attempt finished without its
+                    // endpoint's circuit breaker having heard of it.
+                    Self::circuit_record(&mut tx, &winners).await?;
                     if !winners.is_empty() {
                         let mut attempts = sqlx::QueryBuilder::<$db>::new(
                             "INSERT INTO attempts (attempt_id, execution_id, attempt_number, status, started_at, completed_at,

@@ -234,6 +234,10 @@ pub struct AttemptFinish {
     /// When the next attempt may run (RETRYING only).
     pub retry_at: Option<DateTime<Utc>>,
     pub logs: Vec<LogWrite>,
+    /// The execution's endpoint, and what the outcome says about its receiver for the
+    /// endpoint's circuit breaker (None: nothing, as when the delivery was never sent).
+    pub endpoint: String,
+    pub health: Option<crate::flow::Health>,
 }
 
 impl AttemptFinish {
@@ -249,6 +253,10 @@ impl AttemptFinish {
                     }
                 }
             }
+        }
+        if let Some(crate::flow::Health::Down(message)) = &mut self.health {
+            let (cleaned, _) = super::storable::text(message, super::storable::MAX_LOG_LINE_BYTES);
+            *message = cleaned.into_owned();
         }
         for log in &mut self.logs {
             let (cleaned, cut) = super::storable::text(&log.message, super::storable::MAX_LOG_LINE_BYTES);
@@ -284,6 +292,12 @@ impl AttemptFinish {
             output: self.output.as_ref().map(|_| serde_json::json!({ "error": error.clone() })),
             error: Some(error),
             logs: Vec::new(),
+            health: self.health.as_ref().map(|h| match h {
+                crate::flow::Health::Up => crate::flow::Health::Up,
+                crate::flow::Health::Down(_) => {
+                    crate::flow::Health::Down("(the message could not be stored)".to_owned())
+                }
+            }),
             ..self.clone()
         }
     }

@@ -217,12 +217,38 @@ pub struct Endpoint {
     /// Deliveries per second across all workers, and the bucket's burst (both or neither).
     pub rate_limit_per_sec: Option<f64>,
     pub rate_limit_burst: Option<i32>,
+    /// The circuit breaker's settings (None: the defaults) and state (see `flow::circuit`).
+    #[sqlx(json(nullable))]
+    pub circuit_policy: Option<crate::flow::CircuitPolicy>,
+    pub circuit_failures: i32,
+    pub circuit_failing_since: Option<DateTime<Utc>>,
+    pub circuit_open_until: Option<DateTime<Utc>>,
+    pub circuit_cooldown_ms: Option<i64>,
+    pub circuit_last_error: Option<String>,
+    pub disabled_at: Option<DateTime<Utc>>,
 }
 
 impl Endpoint {
     pub fn rate_limit(&self) -> Option<crate::flow::RateLimit> {
         let (per_second, burst) = (self.rate_limit_per_sec?, self.rate_limit_burst?);
         Some(crate::flow::RateLimit { per_second, burst: u32::try_from(burst).unwrap_or(1) })
+    }
+
+    /// The circuit breaker's settings: the endpoint's own, or the defaults.
+    pub fn circuit_policy(&self) -> crate::flow::CircuitPolicy {
+        self.circuit_policy.unwrap_or_default()
+    }
+
+    /// The circuit breaker's state as stored.
+    pub fn circuit(&self) -> crate::flow::CircuitState {
+        crate::flow::CircuitState {
+            failures: self.circuit_failures,
+            failing_since: self.circuit_failing_since,
+            open_until: self.circuit_open_until,
+            cooldown_ms: self.circuit_cooldown_ms,
+            last_error: self.circuit_last_error.clone(),
+            disabled_at: self.disabled_at,
+        }
     }
 }
 
@@ -242,6 +268,8 @@ pub struct EndpointWrite {
     pub max_concurrency: Option<i32>,
     pub on_failure: Option<String>,
     pub rate_limit: Option<crate::flow::RateLimit>,
+    /// None: the defaults.
+    pub circuit_policy: Option<crate::flow::CircuitPolicy>,
 }
 
 /// What one process tells the others through the database.
@@ -319,6 +347,16 @@ pub trait Store: Send + Sync + 'static {
     async fn endpoint_concurrency_limits(&self) -> StoreResult<Vec<(String, i32)>>;
     /// No execution of the endpoint is claimed before `until` (never shortened).
     async fn endpoint_pause(&self, name: &str, until: DateTime<Utc>) -> StoreResult<()>;
+    /// Enable a disabled endpoint and close its circuit (forgetting its failures and any 429
+    /// pause); None if it does not exist.
+    async fn endpoint_enable(&self, name: &str) -> StoreResult<Option<Endpoint>>;
+    /// Endpoints disabled (by `auto_disable_after`) whose `on_failure` endpoint has not been
+    /// told yet, the earliest disabled first.
+    async fn endpoints_disabled_unannounced(&self, limit: i64) -> StoreResult<Vec<Endpoint>>;
+    /// Record that the disabling of `name` at `disabled_at` was announced.
+    async fn endpoint_disabled_announced(&self, name: &str, disabled_at: DateTime<Utc>) -> StoreResult<()>;
+    /// Endpoints whose circuit is open or half-open, or that are disabled (for `/metrics`).
+    async fn endpoint_circuits_not_closed(&self) -> StoreResult<Vec<Endpoint>>;
     /// Replaces the endpoint and bumps its version; None if it does not exist.
     async fn endpoint_update(&self, endpoint: &EndpointWrite) -> StoreResult<Option<Endpoint>>;
     /// Refused (InUse, with job ids) while a job still has deliveries to make through it (an

@@ -18,7 +18,7 @@ pub struct PgStore {
     cockroach: bool,
 }
 
-/// An endpoint with max_concurrency or a rate limit, as a claim locks it: its name, rate
+/// An endpoint with max_concurrency, a rate limit or a circuit not closed, as a claim locks it: its name, rate
 /// limit (per second, burst) and bucket (tokens as of a time).
 type Limited = (String, Option<f64>, Option<i32>, Option<f64>, Option<chrono::DateTime<chrono::Utc>>);
 
@@ -162,6 +162,10 @@ fn lease_ms(lease: Duration) -> i64 {
 impl PgStore {
     /// "Now" in the reclaimer's comparison: the database's clock, shared by every process.
     const DB_NOW: &'static str = "now()";
+    /// Rows of a JSON array of text bound at `$N`.
+    const JSON_TEXT_LIST: &'static str = "SELECT jsonb_array_elements_text($N::jsonb)";
+    /// What a read that will write the rows adds, so concurrent writers take turns.
+    const ROW_LOCK: &'static str = " FOR UPDATE";
 
     /// The fenced execution writes of a batch in one statement: the batch's columns travel as
     /// arrays and UNNEST turns them back into rows, so a batch of 128 costs one round trip.
@@ -328,7 +332,12 @@ impl_store!(PgStore, Postgres, {
                                                               WHERE r.status = 'RUNNING' AND r.endpoint = q.endpoint)
                               END,
                               -- The tokens of a rate-limited endpoint's bucket.
-                              COALESCE(c.cap, $5)) AS allowance
+                              COALESCE(c.cap, $5),
+                              -- A half-open circuit: one probe, while none of its executions runs.
+                              CASE WHEN ep.circuit_open_until IS NULL THEN $5
+                                   ELSE 1 - (SELECT COUNT(*) FROM executions r
+                                             WHERE r.status = 'RUNNING' AND r.endpoint = q.endpoint)
+                              END) AS allowance
                  FROM queued q
                  LEFT JOIN endpoints ep ON ep.name = q.endpoint
                  LEFT JOIN UNNEST($6::text[], $7::int4[]) AS h(endpoint, held) ON h.endpoint = q.endpoint
@@ -336,6 +345,9 @@ impl_store!(PgStore, Postgres, {
                  WHERE q.endpoint IS NOT NULL
                    -- A receiver's 429 Retry-After pauses the whole endpoint.
                    AND (ep.paused_until IS NULL OR ep.paused_until <= $2)
+                   -- An open circuit, or a disabled endpoint, is passed by.
+                   AND (ep.circuit_open_until IS NULL OR ep.circuit_open_until <= $2)
+                   AND ep.disabled_at IS NULL
              ),
              due AS (
                  SELECT a.endpoint, a.allowance
@@ -365,15 +377,17 @@ impl_store!(PgStore, Postgres, {
              RETURNING {EXECUTION_COLUMNS}"
         );
         let (names, held): (Vec<&str>, Vec<i32>) = claim.shares.held.iter().map(|(e, h)| (e.as_str(), *h)).unzip();
-        // Claims for endpoints with max_concurrency or a rate limit take turns: each locks
-        // those endpoints' rows first, so the claim after it (a new snapshot under READ
-        // COMMITTED) counts what the one before took and finds the tokens it left, and the
-        // limits hold across worker processes. With no such endpoint this locks nothing, and
-        // claims run side by side as before.
+        // Claims for endpoints with max_concurrency, a rate limit or a circuit that is not
+        // closed take turns: each locks those endpoints' rows first, so the claim after it (a
+        // new snapshot under READ COMMITTED) counts what the one before took and finds the
+        // tokens it left, and the limits (and a half-open circuit's single probe) hold across
+        // worker processes. Attempt results update a circuit under the same row lock
+        // (`circuit_record`). With no such endpoint this locks nothing, and claims run side by
+        // side as before.
         let mut tx = self.pool.begin().await?;
         let limited: Vec<Limited> = sqlx::query_as(
             "SELECT name, rate_limit_per_sec, rate_limit_burst, rate_tokens, rate_tokens_at FROM endpoints
-             WHERE max_concurrency IS NOT NULL OR rate_limit_per_sec IS NOT NULL
+             WHERE max_concurrency IS NOT NULL OR rate_limit_per_sec IS NOT NULL OR circuit_open_until IS NOT NULL
              ORDER BY name FOR UPDATE",
         )
         .fetch_all(&mut *tx)

@@ -53,6 +53,10 @@ impl SqliteStore {
     /// "Now" in the reclaimer's comparison: the embedded database shares this process's
     /// clock, passed as `$1`.
     const DB_NOW: &'static str = "$1";
+    /// Rows of a JSON array of text bound at `$N`.
+    const JSON_TEXT_LIST: &'static str = "SELECT value FROM json_each($N)";
+    /// SQLite has one writer at a time (`begin_write`): nothing to lock.
+    const ROW_LOCK: &'static str = "";
 
     /// The fenced execution writes of a batch: one statement each, which costs little in
     /// process (the transaction's single commit is what counts).
@@ -133,7 +137,7 @@ impl_store!(SqliteStore, Sqlite, {
         let mut tx = self.begin_write().await?;
         // Every endpoint with something due, by a loose scan of idx_executions_claim_endpoint,
         // with its max_concurrency and rate-limit bucket.
-        type Due = (String, Option<i32>, Option<f64>, Option<i32>, Option<f64>, Option<DateTime<Utc>>);
+        type Due = (String, Option<i32>, Option<f64>, Option<i32>, Option<f64>, Option<DateTime<Utc>>, i64);
         let endpoints: Vec<Due> = sqlx::query_as(
             "WITH RECURSIVE queued(endpoint) AS (
                  SELECT (SELECT endpoint FROM executions
@@ -149,11 +153,19 @@ impl_store!(SqliteStore, Sqlite, {
                  WHERE q.endpoint IS NOT NULL
              )
              SELECT q.endpoint, ep.max_concurrency, ep.rate_limit_per_sec, ep.rate_limit_burst, ep.rate_tokens,
-                 ep.rate_tokens_at
+                 ep.rate_tokens_at,
+                 -- A half-open circuit lets one probe through while none of its executions runs:
+                 -- how many run (-1: the circuit is closed).
+                 CASE WHEN ep.circuit_open_until IS NULL THEN -1
+                      ELSE (SELECT COUNT(*) FROM executions r WHERE r.status = 'RUNNING' AND r.endpoint = q.endpoint)
+                 END
              FROM queued q
              LEFT JOIN endpoints ep ON ep.name = q.endpoint
              WHERE q.endpoint IS NOT NULL
                AND (ep.paused_until IS NULL OR ep.paused_until <= $1)
+               -- An open circuit, or a disabled endpoint, is passed by.
+               AND (ep.circuit_open_until IS NULL OR ep.circuit_open_until <= $1)
+               AND ep.disabled_at IS NULL
                AND EXISTS (SELECT 1 FROM executions x
                            WHERE x.endpoint = q.endpoint AND x.status IN ('QUEUED', 'RETRYING') AND x.run_at <= $1)",
         )
@@ -164,8 +176,11 @@ impl_store!(SqliteStore, Sqlite, {
         let mut buckets: Vec<(String, f64)> = Vec::new();
         let due: Vec<(String, i64)> = endpoints
             .into_iter()
-            .map(|(e, max_concurrency, per_second, burst, tokens, at)| {
+            .map(|(e, max_concurrency, per_second, burst, tokens, at, probing)| {
                 let mut allowance = i64::from(claim.shares.allowance(&e, max_concurrency));
+                if probing >= 0 {
+                    allowance = allowance.min(1 - probing);
+                }
                 if let Some(tokens) = (StoredBucket { per_second, burst, tokens, at }).tokens_now(claim.now) {
                     allowance = allowance.min(i64::from(RateLimit::allowance(tokens)));
                     buckets.push((e.clone(), tokens));

@@ -25,6 +25,7 @@ use super::completer::Completer;
 use super::lease::{Leases, LEASE_MARGIN};
 use crate::contract::{Failure, FailureKind, Message};
 use crate::domain::{AttemptStatus, ExecutionStatus};
+use crate::flow::Health;
 use crate::retry::RetryPolicy;
 use crate::secret::redact::Redactor;
 use crate::secret::{SecretCipher, SecretValue};
@@ -75,6 +76,9 @@ enum Outcome {
         retryable: bool,
         retry_after_ms: Option<u64>,
         message: String,
+        /// The receiver failed in a way that may pass (a retryable transport failure): what
+        /// the endpoint's circuit breaker counts.
+        receiver_down: bool,
     },
     /// Stopped before anything was sent (the store failed): retried whatever attempts are
     /// left, since the receiver never saw this one.
@@ -92,6 +96,7 @@ impl Outcome {
             retryable: false,
             retry_after_ms: None,
             message,
+            receiver_down: false,
         }
     }
 }
@@ -172,7 +177,13 @@ impl Pipeline {
                     Outcome::NotSent { error: error_json }
                 } else {
                     // The same read would fail again: count it like any failed attempt.
-                    Outcome::Failed { error: error_json, retryable: true, retry_after_ms: None, message }
+                    Outcome::Failed {
+                        error: error_json,
+                        retryable: true,
+                        retry_after_ms: None,
+                        message,
+                        receiver_down: false,
+                    }
                 };
                 (outcome, RetryPolicy::default(), Vec::new())
             }
@@ -328,7 +339,13 @@ impl Pipeline {
         let message = failure.message.clone();
         error["message"] = json!(message);
         logs.push("WARN", format!("Delivery failed after {elapsed_ms} ms: {message}"));
-        Outcome::Failed { error, retryable: failure.retryable, retry_after_ms: failure.retry_after_ms, message }
+        Outcome::Failed {
+            error,
+            retryable: failure.retryable,
+            retry_after_ms: failure.retry_after_ms,
+            receiver_down: failure.retryable,
+            message,
+        }
     }
 
     /// The render context: the execution's input, the endpoint's config, and the secrets its
@@ -428,19 +445,23 @@ impl Pipeline {
             duration_ms,
             retry_at,
             logs: Vec::new(),
+            endpoint: execution.endpoint.clone(),
+            health: None,
         };
         let mut finish = match outcome {
-            Outcome::Delivered { output } => {
-                base(ExecutionStatus::Success, AttemptStatus::Success, Some(output), None, None)
-            }
+            Outcome::Delivered { output } => AttemptFinish {
+                health: Some(Health::Up),
+                ..base(ExecutionStatus::Success, AttemptStatus::Success, Some(output), None, None)
+            },
             Outcome::NotSent { error } => {
                 let delay = policy.next_delay_ms(attempt.max(1) as u32, None, &mut rand::thread_rng());
                 logs.push("INFO", format!("Retrying in {delay} ms; this attempt sent nothing."));
                 let retry_at = completed_at + chrono::Duration::milliseconds(delay as i64);
                 base(ExecutionStatus::Retrying, AttemptStatus::Failed, None, Some(error), Some(retry_at))
             }
-            Outcome::Failed { error, retryable, retry_after_ms, message } => {
-                if retryable && attempt < execution.max_attempts {
+            Outcome::Failed { error, retryable, retry_after_ms, message, receiver_down } => {
+                let health = receiver_down.then(|| Health::Down(message.clone()));
+                let mut finish = if retryable && attempt < execution.max_attempts {
                     let delay = policy.next_delay_ms(attempt as u32, retry_after_ms, &mut rand::thread_rng());
                     logs.push(
                         "INFO",
@@ -462,7 +483,9 @@ impl Pipeline {
                         Some(error),
                         None,
                     )
-                }
+                };
+                finish.health = health;
+                finish
             }
         };
         finish.logs = logs.0;
@@ -474,6 +497,9 @@ impl Pipeline {
         }
         for log in &mut finish.logs {
             log.message = redactor.redact(&log.message);
+        }
+        if let Some(Health::Down(message)) = &mut finish.health {
+            *message = redactor.redact(message);
         }
         finish
     }

@@ -2,7 +2,8 @@
 //!
 //! Paths: `/ok/…` answers 200 "OK"; `/fail/…` answers 500; `/flaky/{name}/{n}` answers 503 to
 //! the first `n` requests for `name`, then 200; `/throttle/{name}/{n}/{secs}` answers 429 with
-//! `Retry-After: secs` to the first `n` requests for `name`, then 200; `/slow-once/{name}/{ms}` holds its first
+//! `Retry-After: secs` to the first `n` requests for `name`, then 200; `/switch/{name}` answers
+//! 503 until the test calls `heal(name)`, then 200; `/slow-once/{name}/{ms}` holds its first
 //! request for `ms` milliseconds, then answers 200 at once; `/slow/{ms}` holds every request
 //! for `ms` milliseconds, then answers 200; `/echo/{status}` answers `status` with the
 //! request's headers and body quoted back as JSON; `/nul-json` answers 200 with a JSON body
@@ -45,6 +46,8 @@ struct Inner {
     counters: Mutex<HashMap<String, u32>>,
     /// `/slow/…` requests being held now, and the most held at once.
     slow_now: Mutex<(usize, usize)>,
+    /// The `/switch/…` names that answer 200.
+    healed: Mutex<Vec<String>>,
 }
 
 #[derive(Clone)]
@@ -59,6 +62,7 @@ impl Receiver {
         let app = Router::new()
             .route("/flaky/{name}/{failures}", any(flaky))
             .route("/throttle/{name}/{refusals}/{secs}", any(throttle))
+            .route("/switch/{name}", any(switch))
             .route("/slow-once/{name}/{ms}", any(slow_once))
             .route("/slow/{ms}", any(slow))
             .route("/echo/{status}", any(echo))
@@ -88,6 +92,11 @@ impl Receiver {
     /// How many requests to `path_prefix` it has received.
     pub fn count_of(&self, path_prefix: &str) -> usize {
         self.inner.received.lock().unwrap().iter().filter(|r| r.path.starts_with(path_prefix)).count()
+    }
+
+    /// From now on `/switch/{name}` answers 200.
+    pub fn heal(&self, name: &str) {
+        self.inner.healed.lock().unwrap().push(name.to_owned());
     }
 
     /// The most `/slow/…` requests it was holding at one time.
@@ -133,6 +142,21 @@ async fn flaky(
         (StatusCode::SERVICE_UNAVAILABLE, "try later")
     } else {
         (StatusCode::OK, "OK")
+    }
+}
+
+async fn switch(
+    State(inner): State<Arc<Inner>>,
+    Path(name): Path<String>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> (StatusCode, &'static str) {
+    record(&inner, &uri, headers, body);
+    if inner.healed.lock().unwrap().contains(&name) {
+        (StatusCode::OK, "OK")
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "down")
     }
 }
 

@@ -18,15 +18,21 @@ use super::pagination::{paginate, ListOut, ListParams};
 use super::state::AppState;
 use super::{check_path_name, conflict_in_use, created_or_existing, Created};
 use crate::api::error::{ApiError, ApiResult, ErrorCode};
-use crate::flow::RateLimit;
 use crate::plugin::World;
 use crate::retry::RetryPolicy;
 use crate::store::{Deleted, Endpoint, EndpointWrite, PageKey, StoreError};
 use crate::template;
 use crate::transport::EndpointType;
 
+mod flow;
+
+use flow::{CircuitBreakerIn, CircuitBreakerOut, CircuitOut, RateLimitIn};
+
 pub fn router() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(create, list)).routes(routes!(read, update, delete))
+    OpenApiRouter::new()
+        .routes(routes!(create, list))
+        .routes(routes!(read, update, delete))
+        .routes(routes!(flow::enable))
 }
 
 #[derive(Deserialize, utoipa::ToSchema)]
@@ -51,22 +57,10 @@ pub struct EndpointIn {
     pub on_failure: Option<String>,
     /// The most deliveries a second, by all workers together.
     pub rate_limit: Option<RateLimitIn>,
+    /// When to stop sending to a failing receiver, and for how long (defaults: open after 5
+    /// consecutive failures for 30 s, doubling to 10 minutes; never disabled).
+    pub circuit_breaker: Option<CircuitBreakerIn>,
 }
-
-/// `rate_limit`: deliveries a second, and how many may start at once after a quiet spell.
-#[derive(Deserialize, Serialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct RateLimitIn {
-    /// Deliveries a second (more than 0, at most 100,000; fractions allowed: 0.5 is one every
-    /// two seconds).
-    pub per_second: f64,
-    /// Deliveries that may start at once after a quiet spell (1 to 100,000; default: one
-    /// second's worth, at least 1).
-    pub burst: Option<u32>,
-}
-
-/// The largest `rate_limit.per_second` and `burst`.
-const MAX_RATE: f64 = 100_000.0;
 
 #[derive(Serialize, utoipa::ToSchema)]
 pub struct EndpointOut {
@@ -92,6 +86,15 @@ pub struct EndpointOut {
     /// While a receiver's 429 Retry-After holds: no delivery of this endpoint starts before.
     #[serde(skip_serializing_if = "Option::is_none", serialize_with = "super::optional_timestamp")]
     pub paused_until: Option<DateTime<Utc>>,
+    /// The circuit breaker's settings, defaults filled in.
+    pub circuit_breaker: CircuitBreakerOut,
+    /// The circuit breaker's state now.
+    pub circuit: CircuitOut,
+    /// Set while the endpoint is disabled (it failed for longer than
+    /// `circuit_breaker.auto_disable_after`): nothing is delivered until
+    /// `POST /endpoints/{name}/enable`.
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "super::optional_timestamp")]
+    pub disabled_at: Option<DateTime<Utc>>,
     #[serde(serialize_with = "super::timestamp")]
     pub created_at: DateTime<Utc>,
     #[serde(serialize_with = "super::timestamp")]
@@ -101,6 +104,9 @@ pub struct EndpointOut {
 impl From<Endpoint> for EndpointOut {
     fn from(e: Endpoint) -> Self {
         let rate_limit = e.rate_limit().map(|r| RateLimitIn { per_second: r.per_second, burst: Some(r.burst) });
+        let now = crate::store::now();
+        let circuit_breaker = CircuitBreakerOut::from(e.circuit_policy());
+        let circuit = CircuitOut::new(&e.circuit(), now);
         Self {
             name: e.name,
             endpoint_type: e.endpoint_type,
@@ -115,7 +121,10 @@ impl From<Endpoint> for EndpointOut {
             rate_limit,
             on_failure: e.on_failure,
             // Shown only while it holds.
-            paused_until: e.paused_until.filter(|t| *t > crate::store::now()),
+            paused_until: e.paused_until.filter(|t| *t > now),
+            circuit_breaker,
+            circuit,
+            disabled_at: e.disabled_at,
             created_at: e.created_at,
             updated_at: e.updated_at,
         }
@@ -125,7 +134,7 @@ impl From<Endpoint> for EndpointOut {
 /// The largest `max_concurrency`: the most slots a worker can have (`TE_WORKER_MAX_CONCURRENT`).
 const MAX_CONCURRENCY_LIMIT: u32 = 10_000;
 
-fn not_found(name: &str) -> ApiError {
+pub(super) fn not_found(name: &str) -> ApiError {
     ApiError::new(ErrorCode::EndpointNotFound, format!("Endpoint '{name}' does not exist."))
 }
 
@@ -147,25 +156,6 @@ async fn require_plugin(state: &AppState, field: &str, name: &str, world: World)
     }
 }
 
-/// `rate_limit` within bounds; the burst defaults to a second's worth.
-fn check_rate_limit(limit: &RateLimitIn) -> ApiResult<RateLimit> {
-    let per_second = limit.per_second;
-    if !(per_second > 0.0 && per_second <= MAX_RATE) {
-        return Err(ApiError::invalid_field(
-            "rate_limit.per_second",
-            format!("must be more than 0 and at most {MAX_RATE}, got {per_second}"),
-        ));
-    }
-    let burst = limit.burst.unwrap_or_else(|| per_second.ceil().max(1.0) as u32);
-    if !(1..=MAX_RATE as u32).contains(&burst) {
-        return Err(ApiError::invalid_field(
-            "rate_limit.burst",
-            format!("must be between 1 and {MAX_RATE}, got {burst}"),
-        ));
-    }
-    Ok(RateLimit { per_second, burst })
-}
-
 /// `on_failure` names an endpoint that exists: 422 INVALID_ENDPOINT_REF otherwise.
 pub async fn require_callback(state: &AppState, name: &str) -> ApiResult<()> {
     match state.store.endpoint_get(name).await? {
@@ -179,7 +169,8 @@ pub async fn require_callback(state: &AppState, name: &str) -> ApiResult<()> {
 
 /// Every check of registration; on success, what the store should write.
 async fn prepare(state: &AppState, name: String, body: EndpointIn) -> ApiResult<EndpointWrite> {
-    let rate_limit = body.rate_limit.as_ref().map(check_rate_limit).transpose()?;
+    let rate_limit = body.rate_limit.as_ref().map(flow::check_rate_limit).transpose()?;
+    let circuit_policy = body.circuit_breaker.as_ref().map(flow::check_circuit_breaker).transpose()?;
     if let Some(target) = &body.on_failure {
         if *target == name {
             return Err(ApiError::invalid_field(
@@ -285,6 +276,7 @@ async fn prepare(state: &AppState, name: String, body: EndpointIn) -> ApiResult<
         max_concurrency,
         on_failure: body.on_failure,
         rate_limit,
+        circuit_policy,
     })
 }
 
@@ -314,6 +306,7 @@ async fn create(State(state): State<AppState>, ApiJson(body): ApiJson<EndpointIn
                 && e.max_concurrency == write.max_concurrency
                 && e.on_failure == write.on_failure
                 && e.rate_limit() == write.rate_limit
+                && e.circuit_policy == write.circuit_policy
         },
         || {
             format!(

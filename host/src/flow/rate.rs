@@ -1,4 +1,4 @@
-//! Flow control per endpoint: its rate limit as a token bucket.
+//! An endpoint's rate limit as a token bucket.
 //!
 //! The bucket's state (tokens, as of a time) is kept on the endpoint's row and spent by claims,
 //! which take turns on limited endpoints' rows (see each store's `execution_claim`), so the

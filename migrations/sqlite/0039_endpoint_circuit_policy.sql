@@ -1,0 +1,2 @@
+-- An endpoint's circuit-breaker settings (flow::circuit::CircuitPolicy); NULL: the defaults.
+ALTER TABLE endpoints ADD COLUMN circuit_policy TEXT;

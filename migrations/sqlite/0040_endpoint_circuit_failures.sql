@@ -1,0 +1,2 @@
+-- Failed deliveries since the endpoint's last success.
+ALTER TABLE endpoints ADD COLUMN circuit_failures INTEGER NOT NULL DEFAULT 0;
