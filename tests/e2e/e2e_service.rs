@@ -210,3 +210,106 @@ async fn a_database_migrated_with_the_released_0005_still_starts() {
     let server = Server::start_with(&db, ServerOptions::new().env("TE_NO_MIGRATE", "true")).await;
     assert_eq!(server.client().get("/endpoints").await.status, 200);
 }
+
+/// `docker-compose.yml`'s three taskexec services, started as compose starts them — no
+/// container engine runs here, so as processes: the image's command (the Dockerfile's
+/// `ENTRYPOINT` and `CMD`), each service's merged environment with only the addresses moved to
+/// this machine (the database to the test's PostgreSQL, ports to free ones), the API first
+/// (it migrates) and the others once it passes its health check (`depends_on:
+/// service_healthy`). Each must pass its own health check, and together they must deliver.
+#[tokio::test]
+async fn the_compose_services_start_and_deliver_as_written() {
+    use serde_json::json;
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut compose: serde_yaml_ng::Value =
+        serde_yaml_ng::from_str(&std::fs::read_to_string(root.join("docker-compose.yml")).unwrap()).unwrap();
+    compose.apply_merge().unwrap();
+    let compose: serde_json::Value = serde_json::to_value(compose).unwrap();
+    let dockerfile = std::fs::read_to_string(root.join("Dockerfile")).unwrap();
+    let exec_form = |instruction: &str| -> Vec<String> {
+        let line = dockerfile.lines().rfind(|l| l.starts_with(instruction)).unwrap();
+        serde_json::from_str(line[instruction.len()..].trim()).unwrap()
+    };
+    assert_eq!(exec_form("ENTRYPOINT"), ["taskexec"]);
+    let args = exec_form("CMD");
+    assert_eq!(args, ["serve"], "the services run the image's command");
+    let runtime_stage = dockerfile.rsplit("FROM ").next().unwrap();
+
+    let db = TestDb::new(Backend::Postgres).await;
+    let receiver = crate::support::Receiver::start().await;
+    let mut running = Vec::new();
+    let mut api_url = String::new();
+    for name in ["api", "scheduler", "worker"] {
+        let service = &compose["services"][name];
+        assert_eq!(service["image"], "taskexec:local", "{name} runs the image built from this repository");
+        if name != "api" {
+            assert_eq!(service["depends_on"]["api"]["condition"], "service_healthy", "{name}");
+        }
+        let mut options = ServerOptions::new();
+        let mut health_port = None;
+        for (key, value) in service["environment"].as_object().unwrap() {
+            let value = value.as_str().map(str::to_owned).unwrap_or_else(|| value.to_string());
+            let value = match key.as_str() {
+                // CockroachDB in the stack; this machine's PostgreSQL here (the same wire protocol).
+                "TE_DATABASE_URL" => {
+                    assert!(value.starts_with("postgres://"), "{value}");
+                    db.url.clone()
+                }
+                "TE_HEALTH_ADDR" => {
+                    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+                    health_port = Some((value.rsplit(':').next().unwrap().to_owned(), port));
+                    format!("127.0.0.1:{port}")
+                }
+                _ => value,
+            };
+            options = options.env(key, &value);
+        }
+        let roles = options.env["TE_ROLES"].clone();
+        let ready = match roles.as_str() {
+            "api" => "Listening.",
+            "scheduler" => "Scheduler running.",
+            "worker" => "Worker running.",
+            other => panic!("{name}: unexpected TE_ROLES {other}"),
+        };
+        let options = ServerOptions { ready, ..options };
+        let server = Server::start_with(&db, options).await;
+        if name == "api" {
+            api_url = server.base_url.clone();
+        }
+        // Its health check, with the port it listens on here.
+        let test: Vec<String> = serde_json::from_value(service["healthcheck"]["test"].clone()).unwrap();
+        assert_eq!(test[..3], ["CMD", "curl", "-fsS"], "{name}: {test:?}");
+        assert!(runtime_stage.contains("curl"), "the runtime image installs curl for the health checks");
+        let port = match &health_port {
+            Some((written, port)) => (written.clone(), port.to_string()),
+            None => ("8080".to_owned(), server.base_url.rsplit(':').next().unwrap().to_owned()),
+        };
+        let url = test[3].replace(&format!(":{}/", port.0), &format!(":{}/", port.1));
+        let answer = reqwest::get(&url).await.unwrap();
+        assert!(answer.status().is_success(), "{name}'s health check {url}: {}", answer.status());
+        running.push(server);
+    }
+
+    let key = compose["services"]["api"]["environment"]["TE_API_KEYS"].as_str().unwrap();
+    let api = Client::new(&api_url, Some(key));
+    api.create(
+        "/endpoints",
+        &json!({"name": "hook", "type": "HTTP", "spec": {"url": format!("{}/ok/hook", receiver.base_url), "method": "POST"}}),
+    )
+    .await;
+    // The worker delivers; the scheduler promotes the delayed one.
+    for job in [
+        json!({"endpoint": "hook", "trigger": "IMMEDIATE", "idempotency_key": "now"}),
+        json!({"endpoint": "hook", "trigger": "DELAYED", "idempotency_key": "later", "delay_ms": 300}),
+    ] {
+        let created = api.create("/jobs", &job).await;
+        crate::support::fixtures::wait_for_status(
+            &api,
+            created["execution"]["execution_id"].as_str().unwrap(),
+            "SUCCESS",
+        )
+        .await;
+    }
+    assert_eq!(receiver.count_of("/ok/hook"), 2);
+    drop(running);
+}
