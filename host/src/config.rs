@@ -372,6 +372,48 @@ pub enum PluginCommand {
         #[arg(long)]
         world: Option<String>,
     },
+    /// Run a component locally, in the same sandbox as the service, with no server or
+    /// database: validate the spec, render its templates against the input (and config and
+    /// secrets), deliver, and print the receipt or failure with the plugin's logs. A renderer
+    /// plugin renders the spec and prints the result. Exits 1 when the delivery fails.
+    Run {
+        file: std::path::PathBuf,
+        /// The endpoint spec (JSON), with its templates.
+        #[arg(long)]
+        spec: String,
+        /// The job's input (JSON) the templates read as {{input.*}}.
+        #[arg(long, default_value = "{}")]
+        input: String,
+        /// The config values (a JSON object) the templates read as {{config.*}}.
+        #[arg(long, default_value = "{}")]
+        config: String,
+        /// A secret the templates read as {{secret.NAME}}, as NAME=VALUE; repeatable.
+        #[arg(long = "secret", value_name = "NAME=VALUE")]
+        secrets: Vec<String>,
+        /// A URL pattern the plugin may call (`scheme://host[:port]`, `*` per part); repeatable.
+        #[arg(long = "allow-host", value_name = "URL")]
+        allow_host: Vec<String>,
+        /// The delivery's deadline, in milliseconds.
+        #[arg(long, default_value_t = 10_000)]
+        timeout_ms: u64,
+        /// Linear memory for the call, in MiB (default 64).
+        #[arg(long)]
+        memory_mb: Option<u32>,
+    },
+    /// Start a plugin crate: Cargo.toml with a release profile that keeps components small,
+    /// the guest SDK (transport) or the WIT package (renderer), and a lib.rs that builds.
+    New {
+        /// The plugin's name; also the crate's directory (under --dir).
+        name: String,
+        /// transport (the default) or renderer.
+        #[arg(long, default_value = "transport")]
+        world: String,
+        /// Where to make the crate's directory.
+        #[arg(long, default_value = ".")]
+        dir: std::path::PathBuf,
+    },
+    /// Write the WIT package (taskexec:plugin and the WASI packages it uses) into DIR.
+    Wit { dir: std::path::PathBuf },
 }
 
 #[derive(Debug, Subcommand)]

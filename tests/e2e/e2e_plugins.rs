@@ -120,7 +120,7 @@ async fn registry_installs_checks_and_refuses(backend: Backend) {
         )
         .await
         .error(422, "INVALID_SPEC");
-    assert!(msg.contains("`secret` is required"), "{msg}");
+    assert!(msg.contains("missing field `secret`"), "{msg}");
     api.post("/endpoints", &json!({"name": "hook", "type": "PLUGIN", "plugin": "nope", "spec": {}}))
         .await
         .error(422, "INVALID_PLUGIN_REF");
@@ -194,7 +194,7 @@ async fn signed_webhook_reaches_the_receiver_and_verifies() {
 
     let logs = api.get(&format!("/executions/{execution_id}/logs")).await.text;
     assert!(logs.contains("Plugin webhook version 1"), "{logs}");
-    assert!(logs.contains("[plugin webhook] POST 127.0.0.1"), "{logs}");
+    assert!(logs.contains("[plugin webhook] POST http://127.0.0.1"), "{logs}");
     assert!(!logs.contains(secret) && !api.get(&format!("/executions/{execution_id}")).await.text.contains(secret));
 }
 
@@ -555,4 +555,126 @@ async fn a_response_is_taken_once() {
     assert_eq!(serde_json::from_str::<Value>(&receipt.output_json).unwrap()["status_code"], 200);
     let paths: Vec<String> = receiver.received().into_iter().map(|r| r.path).collect();
     assert!(paths.contains(&"/ok/twice/untaken".to_owned()) && paths.contains(&"/ok/twice".to_owned()), "{paths:?}");
+}
+
+/// Run `taskexec plugin ARGS` with no server; (exit success, stdout, stderr).
+fn offline(args: &[&str], dir: &std::path::Path) -> (bool, String, String) {
+    let mut all = vec!["plugin"];
+    all.extend_from_slice(args);
+    let out = command(&all, &[], dir).stdin(Stdio::null()).output().unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A plugin author's path without the repository: `plugin new` scaffolds a crate that builds,
+/// `plugin check` explains its imports, `plugin run` delivers through the same sandbox with no
+/// server, and says why when it cannot; `plugin wit` writes the contract. The `ntfy` example
+/// (written on the SDK) runs locally and through the service.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_author_scaffolds_builds_checks_runs_and_installs_a_plugin() {
+    let work = tempfile::tempdir().unwrap();
+    let receiver = Receiver::start().await;
+    let (ok, out, err) = offline(&["new", "hello-notify", "--dir", work.path().to_str().unwrap()], work.path());
+    assert!(ok, "{out}{err}");
+    assert!(out.contains("cargo build --release --target wasm32-wasip2"), "{out}");
+    let (ok, _, err) = offline(&["new", "hello-notify", "--dir", work.path().to_str().unwrap()], work.path());
+    assert!(!ok && err.contains("already exists"), "{err}");
+    // Built as its author would, sharing the plugins' target directory (and its compiled
+    // dependencies) to keep the test quick.
+    let target = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../plugins/target");
+    let built = std::process::Command::new(env!("CARGO"))
+        .args(["build", "--release", "--target", "wasm32-wasip2", "--manifest-path"])
+        .arg(work.path().join("hello-notify/Cargo.toml"))
+        .arg("--target-dir")
+        .arg(&target)
+        .status()
+        .unwrap();
+    assert!(built.success(), "the scaffold builds");
+    let wasm = target.join("wasm32-wasip2/release/hello_notify.wasm");
+    let wasm = wasm.to_str().unwrap();
+    let (ok, out, err) = offline(&["check", wasm], work.path());
+    assert!(ok && out.contains("a valid transport-plugin component"), "{out}{err}");
+    assert!(out.contains("outbound HTTP, only to the hosts granted with --allow-host"), "{out}");
+
+    let spec = json!({"url": format!("{}/ok/hello", receiver.base_url), "text": "{{input.text}}"}).to_string();
+    let (ok, out, err) = offline(
+        &["run", wasm, "--spec", &spec, "--input", r#"{"text": "hi"}"#, "--allow-host", "http://127.0.0.1:*"],
+        work.path(),
+    );
+    assert!(ok, "{out}{err}");
+    let shown: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(shown["delivered"], true, "{out}");
+    assert_eq!(shown["output"]["status_code"], 200, "{out}");
+    assert!(err.contains("answered 200"), "the plugin's logs: {err}");
+    let got = &receiver.received()[0];
+    assert_eq!((got.json(), got.header("idempotency-key")), (json!({"text": "hi"}), Some("exec_local".to_owned())));
+    // Not granted: refused, permanently, naming the flag to add.
+    let (ok, out, _) = offline(&["run", wasm, "--spec", &spec, "--input", r#"{"text": "hi"}"#], work.path());
+    let shown: Value = serde_json::from_str(&out).unwrap();
+    assert!(!ok && shown["failure"]["retryable"] == false, "{out}");
+    let port = receiver.base_url.rsplit(':').next().unwrap();
+    assert!(
+        shown["failure"]["message"].as_str().unwrap().contains(&format!("--allow-host http://127.0.0.1:{port}")),
+        "{out}"
+    );
+
+    // ntfy, on the SDK: a refused answer is a retryable failure, a missing field is named.
+    let ntfy = component("ntfy");
+    let ntfy = ntfy.to_str().unwrap();
+    let spec = |server: &str| {
+        json!({"server": server, "topic": "alerts", "message": "{{input.text}}", "title": "Disk",
+               "priority": 4, "tags": ["warning", "disk"], "token": "{{secret.ntfy}}"})
+        .to_string()
+    };
+    let failing = spec(&format!("{}/fail", receiver.base_url));
+    let (ok, out, _) = offline(
+        &[
+            "run",
+            ntfy,
+            "--spec",
+            &failing,
+            "--input",
+            r#"{"text": "x"}"#,
+            "--secret",
+            "ntfy=tk",
+            "--allow-host",
+            "http://127.0.0.1:*",
+        ],
+        work.path(),
+    );
+    let shown: Value = serde_json::from_str(&out).unwrap();
+    assert!(!ok, "{out}");
+    assert_eq!(
+        (&shown["failure"]["kind"], &shown["failure"]["retryable"]),
+        (&json!("rejected (500)"), &json!(true)),
+        "{out}"
+    );
+    let (ok, _, err) =
+        offline(&["run", ntfy, "--spec", r#"{"server": "http://127.0.0.1:1", "message": "m"}"#], work.path());
+    assert!(!ok && err.contains("missing field `topic`"), "{err}");
+
+    let (ok, _, err) = offline(&["wit", work.path().join("wit").to_str().unwrap()], work.path());
+    assert!(ok, "{err}");
+    assert!(std::fs::read_to_string(work.path().join("wit/worlds.wit")).unwrap().contains("world transport-plugin"));
+    assert!(work.path().join("wit/deps/http.wit").exists());
+
+    // The same component through the service: installed, registered, delivered.
+    let db = TestDb::new(Backend::Sqlite).await;
+    let server = Server::start(&db).await;
+    let api = server.client();
+    install_allowing(&server, &db, "ntfy", "ntfy", "http://127.0.0.1:*");
+    api.create("/secrets", &json!({"name": "ntfy", "value": "tk-secret-value"})).await;
+    let spec: Value = serde_json::from_str(&spec(&receiver.base_url)).unwrap();
+    api.create("/endpoints", &json!({"name": "push", "type": "PLUGIN", "plugin": "ntfy", "spec": spec})).await;
+    let job = api.create("/jobs", &immediate("push", "n1", json!({"text": "disk 91% full"}))).await;
+    wait_for_status(&api, job["execution"]["execution_id"].as_str().unwrap(), "SUCCESS").await;
+    let pushed = receiver.received().into_iter().find(|r| r.path == "/alerts").expect("the push");
+    assert_eq!(String::from_utf8_lossy(&pushed.body), "disk 91% full");
+    assert_eq!(pushed.header("title").as_deref(), Some("Disk"));
+    assert_eq!(pushed.header("priority").as_deref(), Some("4"));
+    assert_eq!(pushed.header("tags").as_deref(), Some("warning,disk"));
+    assert_eq!(pushed.header("authorization").as_deref(), Some("Bearer tk-secret-value"));
 }

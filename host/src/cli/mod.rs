@@ -2,7 +2,9 @@
 //! (`plugin`, `endpoints`, `configs`, `secrets`, `specs`, `jobs`, `executions`).
 
 mod client;
+mod embedded;
 mod plugin;
+mod plugin_dev;
 mod resources;
 mod secrets;
 mod serve;

@@ -1,11 +1,10 @@
-//! `taskexec plugin …`: install and manage plugins through the REST API, and check a
-//! component offline.
+//! `taskexec plugin …`: install and manage plugins through the REST API; the offline author
+//! tools (`check`, `run`, `new`, `wit`) are `plugin_dev`'s.
 
 use anyhow::Context;
 
 use super::client::{print_json, print_table, text, Api};
 use crate::config::PluginCommand;
-use crate::plugin::{PluginRuntime, World};
 
 pub async fn run(command: PluginCommand) -> anyhow::Result<()> {
     match command {
@@ -59,29 +58,26 @@ pub async fn run(command: PluginCommand) -> anyhow::Result<()> {
             println!("Removed plugin {name}.");
             Ok(())
         }
-        PluginCommand::Check { file, world } => {
-            let claimed = match world.as_deref() {
-                None => None,
-                Some(w) => Some(
-                    World::parse(w)
-                        .with_context(|| format!("--world must be transport-plugin or renderer-plugin, not {w}"))?,
-                ),
+        PluginCommand::Check { file, world } => super::plugin_dev::check(&file, world.as_deref()),
+        PluginCommand::Run { file, spec, input, config, secrets, allow_host, timeout_ms, memory_mb } => {
+            let args = super::plugin_dev::RunArgs {
+                file: &file,
+                spec: &spec,
+                input: &input,
+                config: &config,
+                secrets: &secrets,
+                allow_host: &allow_host,
+                timeout_ms,
+                memory_mb,
             };
-            let bytes = std::fs::read(&file).with_context(|| format!("cannot read {}", file.display()))?;
-            let runtime =
-                PluginRuntime::new(None, crate::plugin::limits::DEFAULT_MEMORY_MB_MAX).map_err(anyhow::Error::msg)?;
-            let (inspection, _) =
-                runtime.inspect(&bytes, claimed).map_err(|message| anyhow::anyhow!("{}: {message}", file.display()))?;
-            println!("{}: a valid {} component", file.display(), inspection.world.as_str());
-            println!("exports:");
-            for export in &inspection.exports {
-                println!("  {export}");
+            if super::plugin_dev::run(args).await? {
+                Ok(())
+            } else {
+                // The failure was printed; the exit status says it.
+                std::process::exit(1)
             }
-            println!("imports:");
-            for import in &inspection.imports {
-                println!("  {import}");
-            }
-            Ok(())
         }
+        PluginCommand::New { name, world, dir } => super::plugin_dev::new(&name, &world, &dir),
+        PluginCommand::Wit { dir } => super::plugin_dev::write_wit(&dir),
     }
 }

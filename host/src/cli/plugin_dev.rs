@@ -1,0 +1,374 @@
+//! `taskexec plugin check|run|new|wit`: a plugin author's tools, offline. No server, no
+//! database: `check` type-checks a component, `run` calls it in the same sandbox the service
+//! uses, `new` starts a crate, `wit` writes the contract.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use serde_json::Value;
+
+use super::embedded;
+use crate::contract::{FailureKind, Message};
+use crate::plugin::outbound::Egress;
+use crate::plugin::{Grants, PluginLimits, PluginRuntime, World};
+use crate::secret::SecretValue;
+use crate::template::{CompiledTemplate, RenderContext};
+
+fn runtime() -> anyhow::Result<Arc<PluginRuntime>> {
+    PluginRuntime::new(None, crate::plugin::limits::DEFAULT_MEMORY_MB_MAX).map_err(anyhow::Error::msg)
+}
+
+fn read(file: &Path) -> anyhow::Result<Vec<u8>> {
+    std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))
+}
+
+/// What each import a component may have is for.
+fn import_purpose(import: &str) -> &'static str {
+    let name = import.split('@').next().unwrap_or(import);
+    match name {
+        "taskexec:plugin/host" => "log records, kept with the execution's logs",
+        "taskexec:plugin/types" => "the message, receipt and failure types",
+        "wasi:http/outgoing-handler" => "outbound HTTP, only to the hosts granted with --allow-host",
+        "wasi:http/types" => "HTTP requests and responses",
+        "wasi:io/poll" | "wasi:io/streams" | "wasi:io/error" => "streams and waiting, under HTTP bodies",
+        "wasi:clocks/monotonic-clock" | "wasi:clocks/wall-clock" => "the time",
+        "wasi:random/random" | "wasi:random/insecure" | "wasi:random/insecure-seed" => "random numbers",
+        "wasi:cli/environment" => "environment variables and arguments: always empty in the sandbox",
+        "wasi:cli/exit" => "exiting: ends the call as a failure",
+        "wasi:cli/stdin" | "wasi:cli/stdout" | "wasi:cli/stderr" => {
+            "standard streams: output is kept as log records, input is empty"
+        }
+        "wasi:filesystem/types" | "wasi:filesystem/preopens" => "files: none are open in the sandbox",
+        n if n.starts_with("wasi:cli/terminal-") => "whether a stream is a terminal: never in the sandbox",
+        _ => "offered by the host",
+    }
+}
+
+/// `plugin check FILE [--world W]`.
+pub fn check(file: &Path, world: Option<&str>) -> anyhow::Result<()> {
+    let claimed = match world {
+        None => None,
+        Some(w) => Some(
+            World::parse(w).with_context(|| format!("--world must be transport-plugin or renderer-plugin, not {w}"))?,
+        ),
+    };
+    let bytes = read(file)?;
+    let (inspection, _) =
+        runtime()?.inspect(&bytes, claimed).map_err(|message| anyhow::anyhow!("{}: {message}", file.display()))?;
+    println!("{}: a valid {} component", file.display(), inspection.world.as_str());
+    println!("exports:");
+    for export in &inspection.exports {
+        println!("  {export}");
+    }
+    println!("imports:");
+    let width = inspection.imports.iter().map(String::len).max().unwrap_or(0);
+    for import in &inspection.imports {
+        println!("  {import:width$}  {}", import_purpose(import));
+    }
+    Ok(())
+}
+
+/// What `plugin run` is given.
+pub struct RunArgs<'a> {
+    pub file: &'a Path,
+    pub spec: &'a str,
+    pub input: &'a str,
+    pub config: &'a str,
+    pub secrets: &'a [String],
+    pub allow_host: &'a [String],
+    pub timeout_ms: u64,
+    pub memory_mb: Option<u32>,
+}
+
+fn json_arg(flag: &str, text: &str) -> anyhow::Result<Value> {
+    serde_json::from_str(text).with_context(|| format!("{flag} is not JSON"))
+}
+
+/// `plugin run FILE --spec JSON …`: whether the delivery (or render) succeeded.
+pub async fn run(args: RunArgs<'_>) -> anyhow::Result<bool> {
+    let spec = json_arg("--spec", args.spec)?;
+    let input = json_arg("--input", args.input)?;
+    let config = json_arg("--config", args.config)?;
+    let mut secrets = BTreeMap::new();
+    for pair in args.secrets {
+        // The value is never echoed: only what comes before any `=`.
+        let (name, value) =
+            pair.split_once('=').with_context(|| format!("--secret takes NAME=VALUE, got '{pair}' with no `=`"))?;
+        secrets.insert(name.to_owned(), SecretValue::new(value.to_owned()));
+    }
+    let context = RenderContext { input, config, secrets };
+    let bytes = read(args.file)?;
+    let runtime = runtime()?;
+    let (inspection, _) =
+        runtime.inspect(&bytes, None).map_err(|message| anyhow::anyhow!("{}: {message}", args.file.display()))?;
+    let sha = format!("local-{}", bytes.len());
+    let loaded = runtime.load(&sha, || Some(bytes)).map_err(anyhow::Error::msg)?;
+    let limits = PluginLimits::for_install(args.memory_mb, runtime.memory_mb_max).map_err(anyhow::Error::msg)?;
+
+    if inspection.world == World::Renderer {
+        let rendered = runtime
+            // As the service calls a renderer plugin: no secrets reach it.
+            .render(
+                &loaded,
+                &limits,
+                spec.to_string(),
+                Some(serde_json::json!({"input": context.input, "config": context.config, "secret": {}}).to_string()),
+            )
+            .await
+            .map_err(|e| anyhow::anyhow!("render failed: {}", e.message))?;
+        println!("{rendered}");
+        return Ok(true);
+    }
+    if let Err(message) = runtime.validate(&loaded, &limits, spec.to_string()).await.map_err(anyhow::Error::msg)? {
+        bail!("validate refused the spec: {message}");
+    }
+    eprintln!("validate: the spec is accepted");
+    let rendered = CompiledTemplate::compile(&spec)
+        .map_err(|e| anyhow::anyhow!("`{}`: {}", e.field, e.message))?
+        .render(&context)
+        .map_err(|e| anyhow::anyhow!("rendering the spec failed: {}", e.message))?;
+    let grants = Grants::parse(args.allow_host).map_err(anyhow::Error::msg)?;
+    let egress = Arc::new(Egress::new(Arc::new(grants)));
+    let timeout = Duration::from_millis(args.timeout_ms.max(1));
+    let deadline =
+        chrono::Utc::now() + chrono::Duration::milliseconds(i64::try_from(args.timeout_ms).unwrap_or(i64::MAX / 2));
+    let message = Message {
+        execution_id: "exec_local".to_owned(),
+        attempt: 1,
+        idempotency_key: "exec_local".to_owned(),
+        deadline_ms: u64::try_from(deadline.timestamp_millis()).unwrap_or(0),
+        spec_json: rendered.to_string(),
+    };
+    let outcome = runtime.deliver(&loaded, &Default::default(), &egress, &limits, message, timeout).await;
+    for (level, line) in &outcome.logs.records {
+        eprintln!("[plugin {level}] {line}");
+    }
+    for denial in &outcome.denials {
+        eprintln!("[denied] {denial}");
+    }
+    match outcome.result {
+        Ok(receipt) => {
+            let output: Value =
+                serde_json::from_str(&receipt.output_json).unwrap_or(Value::String(receipt.output_json));
+            println!("{}", serde_json::to_string_pretty(&serde_json::json!({"delivered": true, "output": output}))?);
+            Ok(true)
+        }
+        Err(failure) => {
+            let kind = match failure.kind {
+                FailureKind::Timeout => "timeout".to_owned(),
+                FailureKind::Connection => "connection".to_owned(),
+                FailureKind::Rejected(Some(status)) => format!("rejected ({status})"),
+                FailureKind::Rejected(None) => "rejected".to_owned(),
+                FailureKind::InvalidSpec => "invalid-spec".to_owned(),
+                FailureKind::Internal => "internal".to_owned(),
+            };
+            let mut message = failure.message;
+            if let Some(target) = outcome.ungranted.first() {
+                message = format!("{message}; not granted {target}: run again with --allow-host {target}");
+            }
+            let shown = serde_json::json!({
+                "delivered": false,
+                "failure": {"kind": kind, "retryable": failure.retryable && outcome.ungranted.is_empty(),
+                            "message": message, "retry_after_ms": failure.retry_after_ms},
+            });
+            println!("{}", serde_json::to_string_pretty(&shown)?);
+            Ok(false)
+        }
+    }
+}
+
+/// `plugin wit DIR`.
+pub fn write_wit(dir: &Path) -> anyhow::Result<()> {
+    for (path, text) in embedded::WIT {
+        write(&dir.join(path), text)?;
+    }
+    println!("Wrote the taskexec:plugin@0.1.0 WIT package ({} files) to {}.", embedded::WIT.len(), dir.display());
+    Ok(())
+}
+
+fn write(path: &Path, text: &str) -> anyhow::Result<()> {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).with_context(|| format!("cannot create {}", parent.display()))?;
+    }
+    std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// `plugin new NAME [--world W] [--dir D]`.
+pub fn new(name: &str, world: &str, dir: &Path) -> anyhow::Result<()> {
+    if name.is_empty() || !name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-') {
+        bail!("the plugin's name must be lowercase letters, digits and hyphens, got '{name}'");
+    }
+    let root = dir.join(name);
+    if root.exists() {
+        bail!("{} already exists", root.display());
+    }
+    let crate_name = name.replace('-', "_");
+    let (dependencies, lib) = match world {
+        "transport" | "transport-plugin" => {
+            for (path, text) in embedded::SDK_SOURCES {
+                write(&root.join("taskexec-plugin-sdk/src").join(path), text)?;
+            }
+            write(&root.join("taskexec-plugin-sdk/Cargo.toml"), embedded::SDK_MANIFEST)?;
+            for (path, text) in embedded::WIT {
+                write(&root.join("taskexec-plugin-sdk/wit").join(path), text)?;
+            }
+            (TRANSPORT_DEPENDENCIES, TRANSPORT_LIB)
+        }
+        "renderer" | "renderer-plugin" => {
+            for (path, text) in embedded::WIT {
+                write(&root.join("wit").join(path), text)?;
+            }
+            (RENDERER_DEPENDENCIES, RENDERER_LIB)
+        }
+        other => bail!("--world must be transport or renderer, not {other}"),
+    };
+    let manifest = MANIFEST.replace("{name}", name).replace("{dependencies}", dependencies);
+    write(&root.join("Cargo.toml"), &manifest)?;
+    write(&root.join("src/lib.rs"), &lib.replace("{name}", name))?;
+    write(&root.join(".gitignore"), "/target\n")?;
+    println!("Created {} ({world} plugin). Next:", root.display());
+    println!("  cd {}", root.display());
+    println!("  cargo test --lib                                  # the pure logic, on this machine");
+    println!("  cargo build --release --target wasm32-wasip2     # rustup target add wasm32-wasip2, once");
+    println!("  taskexec plugin run target/wasm32-wasip2/release/{crate_name}.wasm --spec '{{…}}' --input '{{…}}'");
+    println!("  taskexec plugin install target/wasm32-wasip2/release/{crate_name}.wasm --name {name}");
+    Ok(())
+}
+
+const MANIFEST: &str = r#"[package]
+name = "{name}"
+version = "0.1.0"
+edition = "2021"
+
+# A component is a cdylib. `cargo test --lib` runs the pure logic's tests on this machine
+# (a whole `cargo test` would also link the component natively, which cannot work).
+[lib]
+crate-type = ["cdylib"]
+
+[dependencies]
+{dependencies}
+# Small components: they are stored in the database and compiled by every worker.
+[profile.release]
+opt-level = "s"
+lto = true
+codegen-units = 1
+strip = true
+
+# A crate of its own, not a member of any workspace around it.
+[workspace]
+"#;
+
+const TRANSPORT_DEPENDENCIES: &str = r#"taskexec-plugin-sdk = { path = "taskexec-plugin-sdk" }
+serde = { version = "1", features = ["derive"] }
+serde_json = "1"
+"#;
+
+const RENDERER_DEPENDENCIES: &str = r#"wit-bindgen = "0.57"
+serde_json = "1"
+"#;
+
+const TRANSPORT_LIB: &str = r#"//! `{name}`: a Task Executor transport plugin.
+//!
+//! Endpoint spec: `{"url": "https://…", "text": "{{input.text}}"}`. Each delivery POSTs
+//! `{"text": …}` to `url`; 2xx is a success, 408/429/5xx are retried, other answers fail.
+
+use serde::Deserialize;
+use taskexec_plugin_sdk::{export, http, log, spec, Failure, Message, Receipt, Transport};
+
+/// What `POST /endpoints` takes as `spec` for this plugin.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Spec {
+    /// Where to send: install the plugin with `--allow-host` for it.
+    url: String,
+    /// What to send; templates such as `{{input.text}}` are rendered before delivery.
+    text: String,
+}
+
+struct Plugin;
+
+impl Transport for Plugin {
+    /// At registration, before templates are rendered: refuse a spec that can never work.
+    fn validate(spec_json: String) -> Result<(), String> {
+        let spec: Spec = spec::parse(&spec_json)?;
+        if !spec::is_template(&spec.url) {
+            http::check_url(&spec.url).map_err(|e| format!("`url`: {e}"))?;
+        }
+        Ok(())
+    }
+
+    /// Once per attempt, in a fresh instance, with the spec rendered.
+    fn deliver(message: Message) -> Result<Receipt, Failure> {
+        let spec: Spec = spec::for_delivery(&message)?;
+        let answer = http::post(&spec.url)
+            .header("idempotency-key", &message.idempotency_key)
+            .json(&body(&spec.text))
+            .send()?;
+        log::info(&format!("{} answered {}", spec.url, answer.status));
+        answer.receipt()
+    }
+}
+
+/// The request body: plain logic, tested with `cargo test --lib`.
+fn body(text: &str) -> serde_json::Value {
+    serde_json::json!({ "text": text })
+}
+
+export!(Plugin);
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_body_carries_the_text() {
+        assert_eq!(super::body("hello")["text"], "hello");
+    }
+}
+"#;
+
+const RENDERER_LIB: &str = r#"//! `{name}`: a Task Executor renderer plugin: renders endpoint specs in place of the built-in
+//! `{{ }}` renderer. This one replaces `$input.NAME` strings with the input's value.
+
+wit_bindgen::generate!({ path: "wit", world: "renderer-plugin", generate_all });
+
+use exports::taskexec::plugin::renderer::{Guest, RenderError};
+use serde_json::Value;
+
+struct Plugin;
+
+fn error(message: String, variable: Option<String>) -> RenderError {
+    RenderError { message, variable }
+}
+
+fn render(template: &Value, context: &Value) -> Result<Value, RenderError> {
+    Ok(match template {
+        Value::String(s) => match s.strip_prefix("$input.") {
+            Some(name) => context["input"]
+                .get(name)
+                .cloned()
+                .ok_or_else(|| error(format!("`input.{name}` is not defined"), Some(format!("input.{name}"))))?,
+            None => template.clone(),
+        },
+        Value::Array(items) => Value::Array(items.iter().map(|v| render(v, context)).collect::<Result<_, _>>()?),
+        Value::Object(map) => {
+            Value::Object(map.iter().map(|(k, v)| Ok((k.clone(), render(v, context)?))).collect::<Result<_, _>>()?)
+        }
+        other => other.clone(),
+    })
+}
+
+impl Guest for Plugin {
+    fn check(template_json: String) -> Result<(), RenderError> {
+        serde_json::from_str::<Value>(&template_json).map(|_| ()).map_err(|e| error(e.to_string(), None))
+    }
+
+    fn render(template_json: String, context_json: String) -> Result<String, RenderError> {
+        let parse = |text: &str| serde_json::from_str::<Value>(text).map_err(|e| error(e.to_string(), None));
+        Ok(render(&parse(&template_json)?, &parse(&context_json)?)?.to_string())
+    }
+}
+
+export!(Plugin);
+"#;
