@@ -104,8 +104,16 @@ impl Outcome {
 struct Logs(Vec<LogWrite>);
 
 impl Logs {
+    /// Each line a microsecond after the one before at least: lines are listed in time order,
+    /// and lines pushed in the same microsecond (a plugin's records, copied in after its call)
+    /// would otherwise be ordered by their random ids.
     fn push(&mut self, level: &'static str, message: String) {
-        self.0.push(LogWrite { level, message, logged_at: now() });
+        let at = now();
+        let logged_at = match self.0.last() {
+            Some(last) if at <= last.logged_at => last.logged_at + chrono::Duration::microseconds(1),
+            _ => at,
+        };
+        self.0.push(LogWrite { level, message, logged_at });
     }
 }
 
