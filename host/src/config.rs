@@ -358,9 +358,23 @@ pub enum PluginCommand {
         #[command(flatten)]
         api: ApiArgs,
     },
-    /// Remove a plugin and all its versions (refused while endpoints use it).
+    /// Remove a plugin and all its versions (refused while endpoints use it), or one version
+    /// with --version (refused while an endpoint is pinned to it).
     Remove {
         name: String,
+        /// Remove only this version.
+        #[arg(long)]
+        version: Option<i32>,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// Bring back an earlier version (default: the one before the newest), installed again as
+    /// the newest; endpoints that are not pinned use it from their next delivery.
+    Rollback {
+        name: String,
+        /// The version to bring back.
+        #[arg(long)]
+        to: Option<i32>,
         #[command(flatten)]
         api: ApiArgs,
     },

@@ -15,7 +15,7 @@ use crate::support::fixtures::{http_endpoint, immediate, wait_for_status};
 use crate::support::server::{command, API_KEY};
 use crate::support::{eventually, Backend, Client, Receiver, Server, ServerOptions, TestDb};
 
-both_backends!(registry_installs_checks_and_refuses);
+both_backends!(registry_installs_checks_and_refuses, versions_are_pinned_rolled_back_and_removed);
 
 /// Build every plugin once per test run; the path of `name`'s component.
 fn component(name: &str) -> PathBuf {
@@ -507,7 +507,10 @@ async fn deliver_through(
     id: &str,
 ) -> Result<taskexec::contract::Receipt, taskexec::contract::Failure> {
     use taskexec::transport::{Delivery, Transport};
-    let transport = taskexec::transport::wasm::WasmTransport { host: host.clone(), plugin: name.into() };
+    let transport = taskexec::transport::wasm::WasmTransport {
+        host: host.clone(),
+        plugin: taskexec::plugin::PluginRef { name: name.into(), version: None },
+    };
     let message = taskexec::contract::Message {
         execution_id: id.into(),
         attempt: 1,
@@ -685,4 +688,111 @@ async fn an_author_scaffolds_builds_checks_runs_and_installs_a_plugin() {
     assert_eq!(pushed.header("priority").as_deref(), Some("4"));
     assert_eq!(pushed.header("tags").as_deref(), Some("warning,disk"));
     assert_eq!(pushed.header("authorization").as_deref(), Some("Bearer tk-secret-value"));
+}
+
+/// `plugin@N` pins an endpoint to a version; `plugin rollback` installs an earlier version's
+/// component again as the newest; one version can be removed unless an endpoint is pinned to
+/// it. The endpoint-level `timeout_ms` bounds a plugin's call, and a built-in transport's spec.
+async fn versions_are_pinned_rolled_back_and_removed(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let server = Server::start(&db).await;
+    let api = server.client();
+    let receiver = Receiver::start().await;
+    install_allowing(&server, &db, "hostile", "switch", "http://127.0.0.1:*");
+    install_allowing(&server, &db, "webhook-signed", "switch", "http://127.0.0.1:*");
+    let spec = json!({"mode": "ok", "url": format!("{}/ok/switch", receiver.base_url),
+                      "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"});
+    let pinned = api
+        .create("/endpoints", &json!({"name": "pinned", "type": "PLUGIN", "plugin": "switch@1", "spec": spec}))
+        .await;
+    assert_eq!((&pinned["plugin"], &pinned["timeout_ms"]), (&json!("switch@1"), &json!(30000)), "{pinned}");
+    api.create("/endpoints", &json!({"name": "newest", "type": "PLUGIN", "plugin": "switch", "spec": spec})).await;
+    let run = |endpoint: &'static str, key: &'static str| {
+        let api = api.clone();
+        async move {
+            let job = api.create("/jobs", &immediate(endpoint, key, json!({}))).await;
+            let id = job["execution"]["execution_id"].as_str().unwrap().to_owned();
+            let execution = wait_for_status(&api, &id, "SUCCESS").await;
+            let logs = api.get(&format!("/executions/{id}/logs")).await.text;
+            (execution["output"].clone(), logs)
+        }
+    };
+    let (output, logs) = run("pinned", "p1").await;
+    assert!(output.get("ok").is_some(), "version 1 (hostile, mode ok) ran: {output}");
+    assert!(logs.contains("Plugin switch version 1"), "{logs}");
+    let (output, _) = run("newest", "n1").await;
+    assert_eq!(output["signed"], true, "the newest (the signer) ran: {output}");
+
+    let message = api
+        .post("/endpoints", &json!({"name": "x", "type": "PLUGIN", "plugin": "switch@9", "spec": spec}))
+        .await
+        .error(422, "INVALID_PLUGIN_REF");
+    assert!(message.contains("no version 9") && message.contains("installed: 1, 2"), "{message}");
+    let message = api
+        .post("/endpoints", &json!({"name": "x", "type": "PLUGIN", "plugin": "switch@0", "spec": spec}))
+        .await
+        .error(400, "INVALID_REQUEST");
+    assert!(message.contains("whole number from 1"), "{message}");
+    let message = api.delete("/plugins/switch/versions/1").await.error(409, "CONFLICT");
+    assert!(message.contains("pinned"), "{message}");
+
+    // Roll back: version 3 is version 1's component; unpinned endpoints use it next.
+    let (ok, out) = cli(&server, &db, &["rollback", "switch"]);
+    assert!(ok && out.contains("version 3"), "{out}");
+    let versions = api.get("/plugins/switch").await.body["versions"].clone();
+    assert_eq!(versions[2]["sha256"], versions[0]["sha256"], "{versions}");
+    let (output, logs) = run("newest", "n2").await;
+    assert!(output.get("ok").is_some() && logs.contains("Plugin switch version 3"), "{output} {logs}");
+    let (ok, out) = cli(&server, &db, &["remove", "switch", "--version", "2"]);
+    assert!(ok, "{out}");
+    let left: Vec<i64> = api.get("/plugins/switch").await.body["versions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["version"].as_i64().unwrap())
+        .collect();
+    assert_eq!(left, [1, 3]);
+    api.delete("/plugins/switch/versions/9").await.error(404, "PLUGIN_NOT_FOUND");
+    api.post("/plugins/switch/rollback", &json!({"to": 3})).await.error(400, "INVALID_REQUEST");
+
+    // timeout_ms on the endpoint: a plugin that loops is stopped at it.
+    let looping = json!({"mode": "loop", "url": spec["url"], "secret": spec["secret"]});
+    let endpoint = api
+        .create(
+            "/endpoints",
+            &json!({"name": "spin", "type": "PLUGIN", "plugin": "switch@1", "timeout_ms": 300, "spec": looping}),
+        )
+        .await;
+    assert_eq!(endpoint["timeout_ms"], 300);
+    let job = api.create("/jobs", &immediate("spin", "s1", json!({}))).await;
+    let failed = wait_for_status(&api, job["execution"]["execution_id"].as_str().unwrap(), "FAILED").await;
+    assert_eq!(failed["output"]["error"]["type"], "TIMEOUT", "{failed}");
+    assert!(failed["duration_ms"].as_i64().unwrap() < 5000, "stopped near 300 ms: {failed}");
+    // For a built-in transport it is written into the spec; two different values are refused.
+    let http = api
+        .create(
+            "/endpoints",
+            &json!({"name": "h", "type": "HTTP", "timeout_ms": 1234,
+                                      "spec": {"url": spec["url"], "method": "POST"}}),
+        )
+        .await;
+    assert_eq!((&http["timeout_ms"], &http["spec"]["timeout_ms"]), (&json!(1234), &json!(1234)), "{http}");
+    let message = api
+        .post(
+            "/endpoints",
+            &json!({"name": "h2", "type": "HTTP", "timeout_ms": 100,
+                                    "spec": {"url": spec["url"], "method": "POST", "timeout_ms": 200}}),
+        )
+        .await
+        .error(400, "INVALID_REQUEST");
+    assert!(message.contains("timeout_ms") && message.contains("spec.timeout_ms"), "{message}");
+    for bad in [0, 300_001] {
+        api.post(
+            "/endpoints",
+            &json!({"name": "h3", "type": "HTTP", "timeout_ms": bad,
+                                       "spec": {"url": spec["url"], "method": "POST"}}),
+        )
+        .await
+        .error(400, "INVALID_REQUEST");
+    }
 }

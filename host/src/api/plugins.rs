@@ -33,6 +33,8 @@ pub fn router(max_plugin_bytes: usize) -> OpenApiRouter<AppState> {
         .routes((schemas, paths, install.layer(DefaultBodyLimit::max(max_plugin_bytes))))
         .routes(routes!(list))
         .routes(routes!(read, remove))
+        .routes(routes!(remove_version))
+        .routes(routes!(rollback))
 }
 
 /// A plugin version as the API shows it.
@@ -229,4 +231,89 @@ async fn remove(State(state): State<AppState>, Path(name): Path<String>) -> ApiR
         Deleted::NotFound => Err(not_found(&name)),
         Deleted::InUse(endpoints) => Err(conflict_in_use(&format!("Plugin '{name}'"), "endpoints", &endpoints)),
     }
+}
+
+/// Remove one version of a plugin.
+///
+/// Refused (`409`, naming them) while an endpoint is pinned to that version (`plugin@N`), or,
+/// when it is the last version, while any endpoint uses the plugin. Removing the newest
+/// version makes the one before it the newest: endpoints that are not pinned use it from
+/// their next delivery.
+#[utoipa::path(delete, path = "/plugins/{name}/versions/{version}", tag = "plugins",
+    params(("name" = String, Path), ("version" = i32, Path, description = "The version to remove.")),
+    responses((status = 204, description = "Removed.")))]
+async fn remove_version(
+    State(state): State<AppState>,
+    Path((name, version)): Path<(String, i32)>,
+) -> ApiResult<StatusCode> {
+    match state.store.plugin_version_delete(&name, version).await? {
+        Deleted::Deleted => {
+            state.plugins.versions_changed().await;
+            Ok(StatusCode::NO_CONTENT)
+        }
+        Deleted::NotFound => {
+            Err(ApiError::new(ErrorCode::PluginNotFound, format!("Plugin '{name}' has no version {version}.")))
+        }
+        Deleted::InUse(endpoints) => {
+            Err(conflict_in_use(&format!("Version {version} of plugin '{name}'"), "endpoints", &endpoints))
+        }
+    }
+}
+
+/// `POST /plugins/{name}/rollback`: which version to bring back (`{}` for the one before the
+/// newest).
+#[derive(Debug, serde::Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RollbackIn {
+    /// The version to bring back (default: the one before the newest).
+    pub to: Option<i32>,
+}
+
+/// Roll a plugin back: install an earlier version's component, grants and limits again, as
+/// the newest version.
+///
+/// History is kept: the bad version stays listed (remove it with
+/// `DELETE /plugins/{name}/versions/{version}`), and endpoints that are not pinned use the
+/// new newest version from their next delivery.
+#[utoipa::path(post, path = "/plugins/{name}/rollback", tag = "plugins", params(("name" = String, Path)),
+    request_body = RollbackIn,
+    responses((status = 201, description = "The earlier version, installed again as the newest.", body = PluginOut)))]
+async fn rollback(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    super::extract::ApiJson(RollbackIn { to }): super::extract::ApiJson<RollbackIn>,
+) -> ApiResult<Created<PluginOut>> {
+    let versions = state.store.plugin_versions(&name).await?;
+    let newest = versions.last().ok_or_else(|| not_found(&name))?;
+    let target = match to {
+        Some(version) => versions
+            .iter()
+            .find(|v| v.version == version)
+            .ok_or_else(|| ApiError::invalid_field("to", format!("plugin '{name}' has no version {version}")))?,
+        None => versions.iter().rev().nth(1).ok_or_else(|| {
+            ApiError::new(
+                ErrorCode::Conflict,
+                format!("Plugin '{name}' has only version {}: there is nothing to roll back to.", newest.version),
+            )
+        })?,
+    };
+    if target.version == newest.version {
+        return Err(ApiError::invalid_field("to", format!("version {} is already the newest", target.version)));
+    }
+    let bytes = state.store.plugin_bytes(&name, target.version).await?.ok_or_else(|| {
+        ApiError::new(ErrorCode::PluginNotFound, format!("Plugin '{name}' has no version {}.", target.version))
+    })?;
+    let record = state
+        .store
+        .plugin_insert(&PluginWrite {
+            name: name.clone(),
+            sha256: target.sha256.clone(),
+            bytes,
+            world: target.world.clone(),
+            grants: target.grants.clone(),
+            limits: target.limits.clone(),
+        })
+        .await?;
+    state.plugins.versions_changed().await;
+    Ok(Created(StatusCode::CREATED, PluginOut::from(&record)))
 }

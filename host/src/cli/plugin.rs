@@ -52,10 +52,30 @@ pub async fn run(command: PluginCommand) -> anyhow::Result<()> {
             print_json(&body);
             Ok(())
         }
-        PluginCommand::Remove { name, api } => {
+        PluginCommand::Remove { name, version: None, api } => {
             let api = Api::new(api)?;
             api.send(api.http.delete(format!("{}/plugins/{name}", api.url))).await?;
             println!("Removed plugin {name}.");
+            Ok(())
+        }
+        PluginCommand::Remove { name, version: Some(version), api } => {
+            let api = Api::new(api)?;
+            api.send(api.http.delete(format!("{}/plugins/{name}/versions/{version}", api.url))).await?;
+            println!("Removed version {version} of plugin {name}.");
+            Ok(())
+        }
+        PluginCommand::Rollback { name, to, api } => {
+            let api = Api::new(api)?;
+            let body = match to {
+                Some(version) => serde_json::json!({ "to": version }),
+                None => serde_json::json!({}),
+            };
+            let (_, record) = api.post(&format!("/plugins/{name}/rollback"), &body).await?;
+            println!(
+                "Rolled back plugin {name}: version {} is the component of an earlier version (sha256 {}).",
+                record["version"],
+                record["sha256"].as_str().unwrap_or("")
+            );
             Ok(())
         }
         PluginCommand::Check { file, world } => super::plugin_dev::check(&file, world.as_deref()),

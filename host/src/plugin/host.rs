@@ -15,6 +15,7 @@ use super::grants::Grants;
 use super::instances::SpareInstance;
 use super::limits::PluginLimits;
 use super::outbound::Egress;
+use super::reference::PluginRef;
 use super::runtime::PluginRuntime;
 use crate::store::{PluginRecord, Signal, Store};
 
@@ -50,7 +51,8 @@ pub struct PluginHost {
 struct NewestVersions {
     /// Bumped by every change heard of; entries from an older generation are stale.
     generation: AtomicU64,
-    entries: Mutex<HashMap<String, CachedVersion>>,
+    /// By reference: `name` (the newest) or `name@version` (pinned).
+    entries: Mutex<HashMap<PluginRef, CachedVersion>>,
 }
 
 struct CachedVersion {
@@ -102,23 +104,31 @@ impl PluginHost {
 
     /// The newest version of `name`, ready to call.
     pub async fn latest(&self, name: &str) -> Result<Arc<ReadyPlugin>, PluginError> {
+        self.get(&PluginRef { name: name.to_owned(), version: None }).await
+    }
+
+    /// The version `plugin` names (the newest when it names none), ready to call.
+    pub async fn get(&self, plugin: &PluginRef) -> Result<Arc<ReadyPlugin>, PluginError> {
+        let name = plugin.name.as_str();
         let generation = self.newest.generation.load(Ordering::SeqCst);
-        let cached = self.newest.entries.lock().expect("plugin versions lock").get(name).map(|c| {
+        let cached = self.newest.entries.lock().expect("plugin versions lock").get(plugin).map(|c| {
             let fresh = c.generation == generation && c.fetched.elapsed() < NEWEST_VERSION_TTL;
             (fresh, c.ready.clone())
         });
         if let Some((true, ready)) = cached {
             return Ok(ready);
         }
-        let record = self
-            .store
-            .plugin_latest(name)
-            .await
-            .map_err(|source| PluginError::Store { name: name.to_owned(), source })?
-            .ok_or_else(|| PluginError::NotInstalled(name.to_owned()))?;
+        let store_error = |source| PluginError::Store { name: name.to_owned(), source };
+        let record = match plugin.version {
+            None => self.store.plugin_latest(name).await.map_err(store_error)?,
+            Some(version) => {
+                self.store.plugin_versions(name).await.map_err(store_error)?.into_iter().find(|r| r.version == version)
+            }
+        }
+        .ok_or_else(|| PluginError::NotInstalled(plugin.to_string()))?;
         // The same version as before: keep it, with its spare instance and its connections.
         if let Some((_, ready)) = cached.filter(|(_, ready)| same_version(&ready.record, &record)) {
-            self.remember(name, &ready, generation);
+            self.remember(plugin, &ready, generation);
             return Ok(ready);
         }
         let loaded = match self.runtime.load(&record.sha256, || None) {
@@ -139,18 +149,18 @@ impl PluginHost {
             loaded,
             spare: Arc::default(),
         });
-        self.remember(name, &ready, generation);
+        self.remember(plugin, &ready, generation);
         Ok(ready)
     }
 
     /// Cache `ready` under the generation read before it was looked up: a change heard of
     /// meanwhile makes the entry stale at once.
-    fn remember(&self, name: &str, ready: &Arc<ReadyPlugin>, generation: u64) {
+    fn remember(&self, plugin: &PluginRef, ready: &Arc<ReadyPlugin>, generation: u64) {
         self.newest
             .entries
             .lock()
             .expect("plugin versions lock")
-            .insert(name.to_owned(), CachedVersion { ready: ready.clone(), generation, fetched: Instant::now() });
+            .insert(plugin.clone(), CachedVersion { ready: ready.clone(), generation, fetched: Instant::now() });
     }
 }
 

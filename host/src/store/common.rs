@@ -38,7 +38,7 @@ macro_rules! impl_store {
             const ENDPOINT_COLUMNS: &str =
                 "name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, version, created_at, updated_at, plugin, renderer, \
                  max_concurrency, on_failure, paused_until, rate_limit_per_sec, rate_limit_burst, circuit_policy, circuit_failures, \
-                 circuit_failing_since, circuit_open_until, circuit_cooldown_ms, circuit_last_error, disabled_at";
+                 circuit_failing_since, circuit_open_until, circuit_cooldown_ms, circuit_last_error, disabled_at, timeout_ms, plugin_version";
             /// How many referencing rows a refused delete names.
             const IN_USE_SHOWN: i64 = 20;
             /// A job (`j`) that still has deliveries to make: an active, unpaused-or-paused cron
@@ -386,9 +386,9 @@ macro_rules! impl_store {
                 async fn endpoint_version_snapshot(tx: &mut sqlx::Transaction<'_, $db>, name: &str) -> StoreResult<()> {
                     sqlx::query(
                         "INSERT INTO endpoint_versions (name, version, endpoint_type, payload_spec_ref, config_ref, spec,
-                             retry_policy, plugin, renderer, created_at, max_concurrency)
+                             retry_policy, plugin, renderer, created_at, max_concurrency, timeout_ms, plugin_version)
                          SELECT name, version, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, plugin,
-                             renderer, updated_at, max_concurrency
+                             renderer, updated_at, max_concurrency, timeout_ms, plugin_version
                          FROM endpoints WHERE name = $1",
                     )
                     .bind(name)
@@ -592,8 +592,9 @@ macro_rules! impl_store {
                     let sql = format!(
                         "INSERT INTO endpoints
                              (name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, version, created_at, updated_at,
-                              plugin, renderer, max_concurrency, on_failure, rate_limit_per_sec, rate_limit_burst, circuit_policy)
-                         VALUES ($1, $2, $3, $4, $5, $6, 1, $7, $7, $8, $9, $10, $11, $12, $13, $14)
+                              plugin, renderer, max_concurrency, on_failure, rate_limit_per_sec, rate_limit_burst, circuit_policy,
+                              timeout_ms, plugin_version)
+                         VALUES ($1, $2, $3, $4, $5, $6, 1, $7, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
                          ON CONFLICT (name) DO NOTHING
                          RETURNING {ENDPOINT_COLUMNS}"
                     );
@@ -613,6 +614,8 @@ macro_rules! impl_store {
                         .bind(endpoint.rate_limit.map(|r| r.per_second))
                         .bind(endpoint.rate_limit.map(|r| i32::try_from(r.burst).unwrap_or(i32::MAX)))
                         .bind(endpoint.circuit_policy.as_ref().map(Json))
+                        .bind(endpoint.timeout_ms)
+                        .bind(endpoint.plugin_version)
                         .fetch_optional(&mut *tx)
                         .await?;
                     let Some(created) = created else {
@@ -638,7 +641,7 @@ macro_rules! impl_store {
                              v.created_at, v.created_at AS updated_at, v.plugin, v.renderer, v.max_concurrency,
                              e.on_failure, e.paused_until, e.rate_limit_per_sec, e.rate_limit_burst, e.circuit_policy,
                              e.circuit_failures, e.circuit_failing_since, e.circuit_open_until, e.circuit_cooldown_ms,
-                             e.circuit_last_error, e.disabled_at
+                             e.circuit_last_error, e.disabled_at, v.timeout_ms, v.plugin_version
                          FROM endpoint_versions v JOIN endpoints e ON e.name = v.name
                          WHERE v.name = $1 AND v.version = $2",
                     )
@@ -719,7 +722,7 @@ macro_rules! impl_store {
                          SET endpoint_type = $2, payload_spec_ref = $3, config_ref = $4, spec = $5,
                              retry_policy = $6, version = version + 1, updated_at = $7, plugin = $8, renderer = $9,
                              max_concurrency = $10, on_failure = $11, rate_limit_per_sec = $12, rate_limit_burst = $13,
-                             circuit_policy = $14
+                             circuit_policy = $14, timeout_ms = $15, plugin_version = $16
                          WHERE name = $1
                          RETURNING {ENDPOINT_COLUMNS}"
                     );
@@ -739,6 +742,8 @@ macro_rules! impl_store {
                         .bind(endpoint.rate_limit.map(|r| r.per_second))
                         .bind(endpoint.rate_limit.map(|r| i32::try_from(r.burst).unwrap_or(i32::MAX)))
                         .bind(endpoint.circuit_policy.as_ref().map(Json))
+                        .bind(endpoint.timeout_ms)
+                        .bind(endpoint.plugin_version)
                         .fetch_optional(&mut *tx)
                         .await?;
                     let Some(updated) = updated else { return Ok(None) };
@@ -1505,6 +1510,41 @@ macro_rules! impl_store {
                         name,
                     )
                     .await
+                }
+
+                async fn plugin_version_delete(&self, name: &str, version: i32) -> StoreResult<Deleted> {
+                    let mut tx = self.begin_write().await?;
+                    let versions: Vec<(i32,)> = sqlx::query_as("SELECT version FROM plugins WHERE name = $1")
+                        .bind(name)
+                        .fetch_all(&mut *tx)
+                        .await?;
+                    if !versions.iter().any(|(v,)| *v == version) {
+                        return Ok(Deleted::NotFound);
+                    }
+                    // Endpoints pinned to it; and when it is the last version, every endpoint
+                    // that uses the plugin at all.
+                    let users: Vec<(String,)> = sqlx::query_as(
+                        "SELECT name FROM endpoints
+                         WHERE (plugin = $1 AND plugin_version = $2)
+                            OR ($3 AND (plugin = $1 OR renderer = $1))
+                         ORDER BY name LIMIT $4",
+                    )
+                    .bind(name)
+                    .bind(version)
+                    .bind(versions.len() == 1)
+                    .bind(IN_USE_SHOWN)
+                    .fetch_all(&mut *tx)
+                    .await?;
+                    if !users.is_empty() {
+                        return Ok(Deleted::InUse(users.into_iter().map(|(n,)| n).collect()));
+                    }
+                    sqlx::query("DELETE FROM plugins WHERE name = $1 AND version = $2")
+                        .bind(name)
+                        .bind(version)
+                        .execute(&mut *tx)
+                        .await?;
+                    tx.commit().await?;
+                    Ok(Deleted::Deleted)
                 }
 
                 // ---- regions ----

@@ -78,6 +78,8 @@ async fn endpoint_with(store: &dyn Store, name: &str, circuit_policy: Option<cra
         on_failure: None,
         rate_limit: None,
         circuit_policy,
+        timeout_ms: None,
+        plugin_version: None,
     };
     store.endpoint_insert(&write).await.unwrap();
 }

@@ -226,12 +226,32 @@ pub struct Endpoint {
     pub circuit_cooldown_ms: Option<i64>,
     pub circuit_last_error: Option<String>,
     pub disabled_at: Option<DateTime<Utc>>,
+    /// The delivery timeout set on the endpoint itself (every type; None: the spec's own
+    /// `timeout_ms`, or the default).
+    pub timeout_ms: Option<i32>,
+    /// The plugin version a PLUGIN endpoint is pinned to (None: the newest).
+    pub plugin_version: Option<i32>,
 }
 
 impl Endpoint {
     pub fn rate_limit(&self) -> Option<crate::flow::RateLimit> {
         let (per_second, burst) = (self.rate_limit_per_sec?, self.rate_limit_burst?);
         Some(crate::flow::RateLimit { per_second, burst: u32::try_from(burst).unwrap_or(1) })
+    }
+
+    /// The plugin a PLUGIN endpoint delivers through, pinned or not.
+    pub fn plugin_ref(&self) -> Option<crate::plugin::PluginRef> {
+        self.plugin.as_ref().map(|name| crate::plugin::PluginRef { name: name.clone(), version: self.plugin_version })
+    }
+
+    /// How long a delivery may take: the endpoint's `timeout_ms`, else its spec's (the built-in
+    /// transports' specs have one, filled in with their default), else [`DEFAULT_TIMEOUT_MS`];
+    /// never more than the longest a delivery may take.
+    pub fn delivery_timeout_ms(&self, rendered_spec: &Value) -> u64 {
+        let own = self.timeout_ms.and_then(|t| u64::try_from(t).ok());
+        own.or_else(|| rendered_spec.get("timeout_ms").and_then(Value::as_u64))
+            .unwrap_or(DEFAULT_TIMEOUT_MS)
+            .clamp(1, crate::transport::MAX_TIMEOUT_MS)
     }
 
     /// The circuit breaker's settings: the endpoint's own, or the defaults.
@@ -252,6 +272,9 @@ impl Endpoint {
     }
 }
 
+/// A delivery's timeout when neither the endpoint nor its spec sets one (a plugin's).
+pub const DEFAULT_TIMEOUT_MS: u64 = 30_000;
+
 /// Everything an endpoint create or update writes.
 #[derive(Debug, Clone)]
 pub struct EndpointWrite {
@@ -270,6 +293,8 @@ pub struct EndpointWrite {
     pub rate_limit: Option<crate::flow::RateLimit>,
     /// None: the defaults.
     pub circuit_policy: Option<crate::flow::CircuitPolicy>,
+    pub timeout_ms: Option<i32>,
+    pub plugin_version: Option<i32>,
 }
 
 /// What one process tells the others through the database.
@@ -496,6 +521,9 @@ pub trait Store: Send + Sync + 'static {
     async fn plugin_list(&self, page: &PageRequest) -> StoreResult<Vec<PluginRecord>>;
     /// Every version; refused (InUse, with endpoint names) while an endpoint uses it.
     async fn plugin_delete(&self, name: &str) -> StoreResult<Deleted>;
+    /// One version; refused (InUse, with endpoint names) while an endpoint is pinned to it, or,
+    /// when it is the plugin's last version, while any endpoint uses the plugin.
+    async fn plugin_version_delete(&self, name: &str, version: i32) -> StoreResult<Deleted>;
 
     // ---- regions (written and read, not yet acted on) ----
 

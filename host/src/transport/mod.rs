@@ -125,7 +125,7 @@ impl Transports {
     pub fn for_endpoint(
         &self,
         endpoint_type: EndpointType,
-        plugin: Option<&str>,
+        plugin: Option<&crate::plugin::PluginRef>,
     ) -> Result<Arc<dyn Transport>, SpecError> {
         Ok(match endpoint_type {
             EndpointType::Http => self.http.clone(),
@@ -133,7 +133,7 @@ impl Transports {
             EndpointType::RedisStream => self.redis_stream.clone(),
             EndpointType::Plugin => {
                 let plugin = plugin.ok_or_else(|| SpecError::new("plugin", "is required for a PLUGIN endpoint"))?;
-                Arc::new(wasm::WasmTransport { host: self.plugins.clone(), plugin: plugin.to_owned() })
+                Arc::new(wasm::WasmTransport { host: self.plugins.clone(), plugin: plugin.clone() })
             }
         })
     }

@@ -1,6 +1,6 @@
 //! A transport plugin behind the [`Transport`] trait: the worker delivers through it as through
-//! the built-in transports. Each delivery runs the plugin's newest version (the version that
-//! ran is logged with the attempt).
+//! the built-in transports. Each delivery runs the plugin's newest version, or the version the
+//! endpoint is pinned to (`plugin@3`); the version that ran is logged with the attempt.
 
 use std::time::Duration;
 
@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 
 use super::{error_json, Delivery, SpecError, Transport};
 use crate::contract::{Failure, Message, Receipt};
-use crate::plugin::PluginHost;
+use crate::plugin::{PluginHost, PluginRef};
 
 /// A spec's top-level `url` (the field plugins conventionally send to), when it is a literal
 /// URL none of the plugin's grants allows: `scheme://host:port`. A templated `url` is known
@@ -33,7 +33,7 @@ fn ungranted_url(spec: &Value, grants: &crate::plugin::Grants) -> Option<String>
 
 pub struct WasmTransport {
     pub host: PluginHost,
-    pub plugin: String,
+    pub plugin: PluginRef,
 }
 
 #[async_trait]
@@ -42,7 +42,7 @@ impl Transport for WasmTransport {
         if !spec.is_object() {
             return Err(SpecError::new("spec", "must be an object"));
         }
-        let plugin = self.host.latest(&self.plugin).await.map_err(|e| SpecError::new("plugin", e.to_string()))?;
+        let plugin = self.host.get(&self.plugin).await.map_err(|e| SpecError::new("plugin", e.to_string()))?;
         if let Some(target) = ungranted_url(spec, plugin.egress.grants()) {
             return Err(SpecError::new(
                 "url",
@@ -66,7 +66,7 @@ impl Transport for WasmTransport {
     async fn deliver(&self, message: Message, delivery: &Delivery) -> Result<Receipt, Failure> {
         // A plugin that is not installed, or cannot load, fails the same way next time; a
         // database that did not answer may answer the next attempt.
-        let plugin = self.host.latest(&self.plugin).await.map_err(|e| match e.is_transient() {
+        let plugin = self.host.get(&self.plugin).await.map_err(|e| match e.is_transient() {
             true => Failure::internal(true, e.to_string()),
             false => Failure::invalid_spec(e.to_string()),
         })?;
@@ -112,7 +112,7 @@ impl Transport for WasmTransport {
 
     fn error_json(&self, failure: &Failure) -> Value {
         let mut error = error_json(failure, "PLUGIN_ERROR", Some("code"));
-        error["plugin"] = json!(self.plugin);
+        error["plugin"] = json!(self.plugin.name);
         error
     }
 }

@@ -263,11 +263,8 @@ impl Pipeline {
             format!("Rendered the {} spec of endpoint version {}.", endpoint.endpoint_type, endpoint.version),
         );
 
-        // Every endpoint type's timeout is bounded, a plugin's spec included.
-        let timeout_ms = rendered
-            .get("timeout_ms")
-            .and_then(Value::as_u64)
-            .map_or(crate::transport::MAX_TIMEOUT_MS, |t| t.min(crate::transport::MAX_TIMEOUT_MS));
+        // Every endpoint type's timeout is bounded: the endpoint's own, else its spec's.
+        let timeout_ms = endpoint.delivery_timeout_ms(&rendered);
         let deadline = now() + chrono::Duration::milliseconds(i64::try_from(timeout_ms).unwrap_or(i64::MAX / 2));
         let message = Message {
             execution_id: execution.execution_id.to_string(),
@@ -276,7 +273,7 @@ impl Pipeline {
             deadline_ms: u64::try_from(deadline.timestamp_millis()).unwrap_or(0),
             spec_json: rendered.to_string(),
         };
-        let transport = match self.transports.for_endpoint(endpoint_type, endpoint.plugin.as_deref()) {
+        let transport = match self.transports.for_endpoint(endpoint_type, endpoint.plugin_ref().as_ref()) {
             Ok(transport) => transport,
             Err(error) => {
                 let message = format!("`{}`: {}", error.field, error.message);

@@ -18,7 +18,7 @@ use super::pagination::{paginate, ListOut, ListParams};
 use super::state::AppState;
 use super::{check_path_name, conflict_in_use, created_or_existing, Created};
 use crate::api::error::{ApiError, ApiResult, ErrorCode};
-use crate::plugin::World;
+use crate::plugin::{PluginRef, World};
 use crate::retry::RetryPolicy;
 use crate::store::{Deleted, Endpoint, EndpointWrite, PageKey, StoreError};
 use crate::template;
@@ -46,7 +46,8 @@ pub struct EndpointIn {
     pub config: Option<String>,
     pub spec: Value,
     pub retry_policy: Option<Value>,
-    /// The transport plugin of a PLUGIN endpoint.
+    /// The transport plugin of a PLUGIN endpoint: `name` (its newest version at each
+    /// delivery) or `name@3` (pinned to version 3 whatever is installed after it).
     pub plugin: Option<String>,
     /// A renderer plugin to use in place of the built-in renderer.
     pub renderer: Option<String>,
@@ -60,6 +61,10 @@ pub struct EndpointIn {
     /// When to stop sending to a failing receiver, and for how long (defaults: open after 5
     /// consecutive failures for 30 s, doubling to 10 minutes; never disabled).
     pub circuit_breaker: Option<CircuitBreakerIn>,
+    /// How long one delivery may take, in milliseconds (1 to 300,000), for every endpoint
+    /// type. Default: the spec's own `timeout_ms` (the built-in transports' specs have one:
+    /// 10,000 for HTTP and Kafka, 3,000 for Redis), else 30,000.
+    pub timeout_ms: Option<u64>,
 }
 
 #[derive(Serialize, utoipa::ToSchema)]
@@ -73,6 +78,8 @@ pub struct EndpointOut {
     pub retry_policy: Value,
     /// Increases by one on every update.
     pub version: i32,
+    /// How long one delivery may take, in milliseconds, as it applies.
+    pub timeout_ms: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub plugin: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -107,6 +114,8 @@ impl From<Endpoint> for EndpointOut {
         let now = crate::store::now();
         let circuit_breaker = CircuitBreakerOut::from(e.circuit_policy());
         let circuit = CircuitOut::new(&e.circuit(), now);
+        let timeout_ms = e.delivery_timeout_ms(&e.spec);
+        let plugin = e.plugin_ref().map(|p| p.to_string());
         Self {
             name: e.name,
             endpoint_type: e.endpoint_type,
@@ -115,7 +124,8 @@ impl From<Endpoint> for EndpointOut {
             spec: e.spec,
             retry_policy: e.retry_policy,
             version: e.version,
-            plugin: e.plugin,
+            timeout_ms,
+            plugin,
             renderer: e.renderer,
             max_concurrency: e.max_concurrency,
             rate_limit,
@@ -143,9 +153,31 @@ fn reference_race() -> ApiError {
     ApiError::conflict("A payload spec, config or secret this endpoint refers to was deleted while it was being saved; check the references and retry.")
 }
 
-/// The plugin `name` is installed and implements `world`; 422 INVALID_PLUGIN_REF otherwise.
-async fn require_plugin(state: &AppState, field: &str, name: &str, world: World) -> ApiResult<()> {
-    match state.store.plugin_latest(name).await? {
+/// The plugin `plugin` names is installed (that version, when it names one) and implements
+/// `world`; 422 INVALID_PLUGIN_REF otherwise.
+async fn require_plugin(state: &AppState, field: &str, plugin: &PluginRef, world: World) -> ApiResult<()> {
+    let name = plugin.name.as_str();
+    let found = match plugin.version {
+        None => state.store.plugin_latest(name).await?,
+        Some(version) => {
+            let versions = state.store.plugin_versions(name).await?;
+            let listed: Vec<String> = versions.iter().map(|v| v.version.to_string()).collect();
+            match versions.into_iter().find(|v| v.version == version) {
+                Some(found) => Some(found),
+                None if !listed.is_empty() => {
+                    return Err(ApiError::new(
+                        ErrorCode::InvalidPluginRef,
+                        format!(
+                            "`{field}`: plugin '{name}' has no version {version} (installed: {})",
+                            listed.join(", ")
+                        ),
+                    ))
+                }
+                None => None,
+            }
+        }
+    };
+    match found {
         Some(p) if p.world == world.as_str() => Ok(()),
         Some(p) => Err(ApiError::new(ErrorCode::InvalidPluginRef,
             format!("`{field}`: plugin '{name}' is a {}, not a {}", p.world, world.as_str()),
@@ -153,6 +185,15 @@ async fn require_plugin(state: &AppState, field: &str, name: &str, world: World)
         None => Err(ApiError::new(ErrorCode::InvalidPluginRef,
             format!("`{field}`: no plugin named '{name}'; install it with `taskexec plugin install` or POST /plugins first."),
         )),
+    }
+}
+
+/// `timeout_ms` within 1 ms and the longest a delivery may take.
+fn check_timeout(timeout_ms: u64) -> ApiResult<i32> {
+    let max = crate::transport::MAX_TIMEOUT_MS;
+    match timeout_ms {
+        1.. if timeout_ms <= max => Ok(i32::try_from(timeout_ms).expect("at most 300,000")),
+        _ => Err(ApiError::invalid_field("timeout_ms", format!("must be between 1 and {max}, got {timeout_ms}"))),
     }
 }
 
@@ -193,21 +234,44 @@ async fn prepare(state: &AppState, name: String, body: EndpointIn) -> ApiResult<
     if body.endpoint_type != EndpointType::Plugin && body.plugin.is_some() {
         return Err(ApiError::invalid_field("plugin", "applies only to endpoints of type PLUGIN"));
     }
-    if body.endpoint_type == EndpointType::Plugin {
-        let name = body
-            .plugin
-            .as_deref()
-            .ok_or_else(|| ApiError::invalid_field("plugin", "is required for a PLUGIN endpoint"))?;
-        require_plugin(state, "plugin", name, World::Transport).await?;
-    }
+    let plugin = match (body.endpoint_type, body.plugin.as_deref()) {
+        (EndpointType::Plugin, None) => {
+            return Err(ApiError::invalid_field("plugin", "is required for a PLUGIN endpoint"))
+        }
+        (EndpointType::Plugin, Some(text)) => {
+            let plugin = PluginRef::parse(text).map_err(|e| ApiError::invalid_field("plugin", e))?;
+            require_plugin(state, "plugin", &plugin, World::Transport).await?;
+            Some(plugin)
+        }
+        _ => None,
+    };
     if let Some(renderer) = &body.renderer {
-        require_plugin(state, "renderer", renderer, World::Renderer).await?;
+        let renderer = PluginRef { name: renderer.clone(), version: None };
+        require_plugin(state, "renderer", &renderer, World::Renderer).await?;
+    }
+    let timeout_ms = body.timeout_ms.map(check_timeout).transpose()?;
+    let mut spec = body.spec.clone();
+    if let (Some(timeout), false) = (timeout_ms, body.endpoint_type == EndpointType::Plugin) {
+        // A built-in transport reads its spec's `timeout_ms`: the endpoint's is written there.
+        match spec.get("timeout_ms") {
+            Some(given) if given.as_i64() != Some(i64::from(timeout)) => {
+                return Err(ApiError::invalid_field(
+                    "timeout_ms",
+                    format!("is {timeout} but `spec.timeout_ms` is {given}: give one of them"),
+                ))
+            }
+            _ => {
+                if let Some(object) = spec.as_object_mut() {
+                    object.insert("timeout_ms".to_owned(), Value::from(timeout));
+                }
+            }
+        }
     }
     let transport = state
         .transports
-        .for_endpoint(body.endpoint_type, body.plugin.as_deref())
+        .for_endpoint(body.endpoint_type, plugin.as_ref())
         .map_err(|e| ApiError::invalid_field(&e.field, e.message))?;
-    let spec = transport.validate(&body.spec).await.map_err(|e| {
+    let spec = transport.validate(&spec).await.map_err(|e| {
         if body.endpoint_type == EndpointType::Plugin {
             ApiError::new(ErrorCode::InvalidSpec, format!("`{}`: {}", e.field, e.message))
         } else {
@@ -271,7 +335,9 @@ async fn prepare(state: &AppState, name: String, body: EndpointIn) -> ApiResult<
         spec,
         retry_policy: serde_json::to_value(retry_policy).expect("a retry policy serializes"),
         secret_refs: wanted,
-        plugin: body.plugin,
+        plugin: plugin.as_ref().map(|p| p.name.clone()),
+        plugin_version: plugin.and_then(|p| p.version),
+        timeout_ms,
         renderer: body.renderer,
         max_concurrency,
         on_failure: body.on_failure,
@@ -307,6 +373,8 @@ async fn create(State(state): State<AppState>, ApiJson(body): ApiJson<EndpointIn
                 && e.on_failure == write.on_failure
                 && e.rate_limit() == write.rate_limit
                 && e.circuit_policy == write.circuit_policy
+                && e.timeout_ms == write.timeout_ms
+                && e.plugin_version == write.plugin_version
         },
         || {
             format!(

@@ -1,0 +1,1 @@
+ALTER TABLE endpoint_versions ADD COLUMN timeout_ms INT;

@@ -1,0 +1,2 @@
+-- A PLUGIN endpoint pinned to one version of its plugin (NULL: the newest).
+ALTER TABLE endpoints ADD COLUMN plugin_version INT;

@@ -1,0 +1,1 @@
+ALTER TABLE endpoint_versions ADD COLUMN plugin_version INT;
