@@ -244,8 +244,13 @@ async fn remove(State(state): State<AppState>, Path(name): Path<String>) -> ApiR
     responses((status = 204, description = "Removed.")))]
 async fn remove_version(
     State(state): State<AppState>,
-    Path((name, version)): Path<(String, i32)>,
+    Path((name, version)): Path<(String, String)>,
 ) -> ApiResult<StatusCode> {
+    // Parsed here, not by the extractor: its refusal would be plain text, not the error shape.
+    let version: i32 =
+        version.parse().ok().filter(|v| *v >= 1).ok_or_else(|| {
+            ApiError::invalid_field("version", format!("must be a whole number from 1, got '{version}'"))
+        })?;
     match state.store.plugin_version_delete(&name, version).await? {
         Deleted::Deleted => {
             state.plugins.versions_changed().await;
