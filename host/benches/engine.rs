@@ -16,7 +16,12 @@
 //!   scheduler process, with the retention purge on and off: executions/second both ways, and
 //!   how many old rows the purge deleted meanwhile;
 //! - cron load: BENCH_CRON (10,000) per-minute cron jobs: after each minute boundary, how long
-//!   until the last tick is delivered (two minutes observed).
+//!   until the last tick is delivered (two minutes observed);
+//! - side-by-side (PostgreSQL, only when named; `scripts/bench` runs it): BENCH_SIDE_BY_SIDE
+//!   (20,000) IMMEDIATE jobs created through the API, each an HTTP POST to nginx in its own
+//!   process, drained by a `worker,scheduler` process with the default settings; then
+//!   graphile-worker (npm, `benches/graphile/`) with the same jobs and receiver, at concurrency
+//!   24 with its defaults and tuned: jobs/second each, and taskexec's ratio to each.
 //!
 //! BENCH_BACKENDS (postgres,sqlite), BENCH_SCENARIOS (drain,create,batch,latency,cron; purge only
 //! when named), BENCH_WORKER_SLOTS
@@ -338,6 +343,132 @@ async fn cron_load(backend: Backend, n: usize) -> Value {
     json!({"cron_jobs": n, "minutes": results})
 }
 
+/// nginx (Debian's nginx-light) answering 200 to everything on 127.0.0.1, one worker process:
+/// a receiver in another process, as a user's is. Stopped when dropped.
+struct Nginx {
+    child: std::process::Child,
+    url: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Nginx {
+    fn start() -> Self {
+        let binary = ["/usr/sbin/nginx", "/usr/bin/nginx"]
+            .into_iter()
+            .find(|p| std::path::Path::new(p).exists())
+            .expect("nginx is not installed: scripts/bench installs nginx-light");
+        let dir = tempfile::tempdir().unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let d = dir.path().display();
+        let conf = format!(
+            "worker_processes 1; daemon off; pid {d}/nginx.pid; error_log {d}/error.log warn;
+             events {{ worker_connections 8192; }}
+             http {{
+                 access_log off; keepalive_requests 1000000; keepalive_timeout 120s;
+                 client_body_temp_path {d}/body; proxy_temp_path {d}/proxy; fastcgi_temp_path {d}/fastcgi;
+                 uwsgi_temp_path {d}/uwsgi; scgi_temp_path {d}/scgi;
+                 server {{ listen 127.0.0.1:{port}; location / {{ return 200 'OK'; }} }}
+             }}"
+        );
+        std::fs::write(dir.path().join("nginx.conf"), conf).unwrap();
+        let child = std::process::Command::new(binary)
+            .arg("-c")
+            .arg(dir.path().join("nginx.conf"))
+            .arg("-p")
+            .arg(dir.path())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("nginx starts");
+        let url = format!("http://127.0.0.1:{port}/hook");
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(std::time::Instant::now() < deadline, "nginx did not listen on {port}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Self { child, url, _dir: dir }
+    }
+}
+
+impl Drop for Nginx {
+    fn drop(&mut self) {
+        // SIGTERM to the master, which stops its worker (SIGKILL would leave the worker behind).
+        // SAFETY: signalling our own child by its pid.
+        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
+        let _ = self.child.wait();
+    }
+}
+
+/// Side by side, on one PostgreSQL and one receiver (nginx, another process): `n` IMMEDIATE
+/// jobs created through the API (`POST /jobs/batch`) before a `worker,scheduler` process starts
+/// with the default settings, timed until every execution is SUCCESS; then graphile-worker with
+/// the same `n` jobs at concurrency 24, with its defaults and tuned. The ratio is the point.
+async fn side_by_side(n: usize) -> Value {
+    let nginx = Nginx::start();
+    let db = TestDb::new(Backend::Postgres).await;
+    let server = start_server(&db, "api", &[]).await;
+    let api = server.client();
+    post(
+        &api,
+        "/endpoints",
+        &json!({"name": "bench", "type": "HTTP", "spec": {
+            "url": nginx.url, "method": "POST", "body_template": {"n": "{{input.n}}"}
+        }}),
+    )
+    .await;
+    for from in (0..n).step_by(1000) {
+        let jobs: Vec<Value> = (from..n.min(from + 1000))
+            .map(|i| json!({"endpoint": "bench", "trigger": "IMMEDIATE", "idempotency_key": format!("k{i}"), "input": {"n": i}}))
+            .collect();
+        post(&api, "/jobs/batch", &json!({ "jobs": jobs })).await;
+    }
+    let started = std::time::Instant::now();
+    // The service's own defaults: no TE_WORKER_MAX_CONCURRENT.
+    let worker = start_server(&db, "worker,scheduler", &[]).await;
+    eventually("the drain", Duration::from_secs(900), || async {
+        db.scalar("SELECT COUNT(*) FROM executions WHERE status = 'SUCCESS'").await == n as i64
+    })
+    .await;
+    let seconds = started.elapsed().as_secs_f64();
+    keep_log(&worker, "side-by-side");
+    drop(worker);
+    let taskexec = n as f64 / seconds;
+
+    let mut peers = serde_json::Map::new();
+    for tuned in [false, true] {
+        let peer_db = TestDb::new(Backend::Postgres).await;
+        // Node resolves an ES module's imports beside the script: run a copy where
+        // scripts/bench installed graphile-worker (BENCH_NODE_DIR, target/bench-node).
+        let dir = std::env::var("BENCH_NODE_DIR")
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(|_| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bench-node"));
+        let script = dir.join("bench.mjs");
+        std::fs::copy(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/graphile/bench.mjs"), &script)
+            .expect("copying the graphile-worker script (scripts/bench makes target/bench-node)");
+        let out = std::process::Command::new("node")
+            .arg(&script)
+            .env("DATABASE_URL", &peer_db.url)
+            .env("RECEIVER_URL", &nginx.url)
+            .env("N", n.to_string())
+            .env("CONCURRENCY", "24")
+            .env("TUNED", if tuned { "1" } else { "0" })
+            .output()
+            .expect("node runs (scripts/bench installs graphile-worker)");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let line = stdout.lines().rev().find(|l| l.starts_with('{')).unwrap_or_else(|| {
+            panic!("graphile-worker: {}{}", stdout, String::from_utf8_lossy(&out.stderr));
+        });
+        let result: Value = serde_json::from_str(line).unwrap();
+        let rate = result["jobs_per_second"].as_f64().unwrap();
+        peers.insert(
+            if tuned { "graphile_tuned" } else { "graphile_default" }.into(),
+            json!({"result": result, "taskexec_ratio": round2(taskexec / rate)}),
+        );
+    }
+    json!({"jobs": n, "receiver": "nginx (1 worker process)", "taskexec_seconds": round2(seconds),
+           "taskexec_per_second": taskexec.round(), "peers": peers})
+}
+
 /// The worker's TE_WORKER_MAX_CONCURRENT in the throughput scenarios (drain, cron load).
 fn worker_slots() -> String {
     std::env::var("BENCH_WORKER_SLOTS").unwrap_or_else(|_| "400".into())
@@ -385,6 +516,11 @@ async fn main() {
                 println!("{name:<9} purge       {r}");
                 results.insert(format!("drain_beside_purge_{}", if purging { "on" } else { "off" }), r);
             }
+        }
+        if scenarios.contains("side-by-side") && backend == Backend::Postgres {
+            let r = side_by_side(env_usize("BENCH_SIDE_BY_SIDE", 20_000)).await;
+            println!("{name:<9} side-by-side {r}");
+            results.insert("side_by_side".into(), r);
         }
         if scenarios.contains("latency") {
             let r = fire_latency(backend, env_usize("BENCH_DELAYED", 1_000)).await;

@@ -16,8 +16,10 @@ pub const API_KEY: &str = "test-api-key-0123456789";
 /// 32 bytes of 0x01, base64: the key PostgreSQL-backed test servers get.
 pub const SECRET_KEY: &str = "AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=";
 
-pub fn binary() -> &'static str {
-    env!("CARGO_BIN_EXE_taskexec")
+/// The `taskexec` binary to start: this build's, or `TE_TEST_BINARY` (a benchmark's A/B run
+/// against another commit's build).
+pub fn binary() -> String {
+    std::env::var("TE_TEST_BINARY").unwrap_or_else(|_| env!("CARGO_BIN_EXE_taskexec").to_owned())
 }
 
 #[derive(Clone)]
