@@ -370,9 +370,12 @@ impl_store!(PgStore, Postgres, {
                      FOR UPDATE SKIP LOCKED
                  ) AS t
              )
+             -- `$2` is read before the statement runs, and the statement sees rows committed
+             -- after that instant: never record a start before the execution existed.
              UPDATE executions
-             SET status = 'RUNNING', worker_id = $1, started_at = $2, attempt_count = attempt_count + 1,
-                 claimed_at = COALESCE(claimed_at, $2), lease_expires_at = now() + $4 * INTERVAL '1 millisecond'
+             SET status = 'RUNNING', worker_id = $1, started_at = GREATEST($2, created_at),
+                 attempt_count = attempt_count + 1, claimed_at = COALESCE(claimed_at, GREATEST($2, created_at)),
+                 lease_expires_at = now() + $4 * INTERVAL '1 millisecond'
              WHERE execution_id = ANY(ARRAY(SELECT execution_id FROM taken ORDER BY turn, run_at LIMIT $3))
              RETURNING {EXECUTION_COLUMNS}"
         );

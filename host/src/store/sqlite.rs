@@ -213,9 +213,12 @@ impl_store!(SqliteStore, Sqlite, {
         taken.truncate(usize::try_from(claim.limit).unwrap_or(0));
         let ids: Vec<&str> = taken.iter().map(|(_, _, id)| id.as_str()).collect();
         let sql = format!(
+            // `$2` is read before the write lock is taken; an execution committed meanwhile
+            // must not be recorded as started before it existed (MAX of the fixed-width
+            // timestamps is the later time).
             "UPDATE executions
-             SET status = 'RUNNING', worker_id = $1, started_at = $2, attempt_count = attempt_count + 1,
-                 claimed_at = COALESCE(claimed_at, $2), lease_expires_at = $3
+             SET status = 'RUNNING', worker_id = $1, started_at = MAX($2, created_at), attempt_count = attempt_count + 1,
+                 claimed_at = COALESCE(claimed_at, MAX($2, created_at)), lease_expires_at = $3
              WHERE execution_id IN (SELECT value FROM json_each($4))
              RETURNING {EXECUTION_COLUMNS}"
         );
