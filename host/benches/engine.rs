@@ -22,6 +22,8 @@
 //!   process, drained by a `worker,scheduler` process with the default settings; then
 //!   graphile-worker (npm, `benches/graphile/`) with the same jobs and receiver, at concurrency
 //!   24 with its defaults and tuned: jobs/second each, and taskexec's ratio to each.
+//!   BENCH_SIDE_BY_SIDE_SLOTS sets the worker's TE_WORKER_MAX_CONCURRENT; BENCH_PEERS=0 leaves
+//!   graphile-worker out (an A/B of taskexec builds, with TE_TEST_BINARY).
 //!
 //! BENCH_BACKENDS (postgres,sqlite), BENCH_SCENARIOS (drain,create,batch,latency,cron; purge only
 //! when named), BENCH_WORKER_SLOTS
@@ -423,8 +425,10 @@ async fn side_by_side(n: usize) -> Value {
         post(&api, "/jobs/batch", &json!({ "jobs": jobs })).await;
     }
     let started = std::time::Instant::now();
-    // The service's own defaults: no TE_WORKER_MAX_CONCURRENT.
-    let worker = start_server(&db, "worker,scheduler", &[]).await;
+    // The service's own defaults, unless BENCH_SIDE_BY_SIDE_SLOTS sets TE_WORKER_MAX_CONCURRENT.
+    let slots = std::env::var("BENCH_SIDE_BY_SIDE_SLOTS").ok();
+    let env: Vec<(&str, &str)> = slots.iter().map(|s| ("TE_WORKER_MAX_CONCURRENT", s.as_str())).collect();
+    let worker = start_server(&db, "worker,scheduler", &env).await;
     eventually("the drain", Duration::from_secs(900), || async {
         db.scalar("SELECT COUNT(*) FROM executions WHERE status = 'SUCCESS'").await == n as i64
     })
@@ -435,7 +439,8 @@ async fn side_by_side(n: usize) -> Value {
     let taskexec = n as f64 / seconds;
 
     let mut peers = serde_json::Map::new();
-    for tuned in [false, true] {
+    let with_peers = std::env::var("BENCH_PEERS").map_or(true, |v| v != "0");
+    for tuned in [false, true].into_iter().filter(|_| with_peers) {
         let peer_db = TestDb::new(Backend::Postgres).await;
         // Node resolves an ES module's imports beside the script: run a copy where
         // scripts/bench installed graphile-worker (BENCH_NODE_DIR, target/bench-node).
@@ -465,7 +470,8 @@ async fn side_by_side(n: usize) -> Value {
             json!({"result": result, "taskexec_ratio": round2(taskexec / rate)}),
         );
     }
-    json!({"jobs": n, "receiver": "nginx (1 worker process)", "taskexec_seconds": round2(seconds),
+    json!({"jobs": n, "receiver": "nginx (1 worker process)", "taskexec_worker_slots": slots.as_deref().unwrap_or("default"),
+           "taskexec_seconds": round2(seconds),
            "taskexec_per_second": taskexec.round(), "peers": peers})
 }
 
