@@ -29,6 +29,20 @@ fn workers() -> ServerOptions {
     ServerOptions::new().roles("worker", "Worker running.")
 }
 
+/// Two worker processes of 20 slots each.
+async fn two_workers_of_20(db: &TestDb) -> [Server; 2] {
+    let options = workers().env("TE_WORKER_MAX_CONCURRENT", "20");
+    [Server::start_with(db, options.clone()).await, Server::start_with(db, options).await]
+}
+
+/// `n` IMMEDIATE jobs of `endpoint` in one batch, keyed `{prefix}{i}`.
+async fn create_immediate(api: &Client, endpoint: &str, prefix: &str, n: i64) {
+    let jobs: Vec<Value> = (0..n)
+        .map(|i| json!({"endpoint": endpoint, "trigger": "IMMEDIATE", "idempotency_key": format!("{prefix}{i}")}))
+        .collect();
+    api.post("/jobs/batch", &json!({ "jobs": jobs })).await;
+}
+
 fn schedulers() -> ServerOptions {
     ServerOptions::new().roles("scheduler", "Scheduler running.")
 }
@@ -359,13 +373,9 @@ async fn a_rate_limit_holds_across_worker_processes() {
                 "spec": {"url": format!("{}/ok/metered", receiver.base_url), "method": "POST"}}),
     )
     .await;
-    let options = workers().env("TE_WORKER_MAX_CONCURRENT", "20");
-    let fleet = [Server::start_with(&db, options.clone()).await, Server::start_with(&db, options).await];
+    let fleet = two_workers_of_20(&db).await;
     let total = 30;
-    let jobs: Vec<Value> = (0..total)
-        .map(|i| json!({"endpoint": "metered", "trigger": "IMMEDIATE", "idempotency_key": format!("r{i}")}))
-        .collect();
-    api.post("/jobs/batch", &json!({ "jobs": jobs })).await;
+    create_immediate(&api, "metered", "r", total).await;
     eventually("every execution to succeed", Duration::from_secs(60), || async {
         db.scalar("SELECT COUNT(*) FROM executions WHERE status = 'SUCCESS'").await == total
     })
@@ -398,13 +408,9 @@ async fn a_circuit_breaker_holds_across_worker_processes() {
                 "spec": {"url": format!("{}/switch/shaky", receiver.base_url), "method": "POST"}}),
     )
     .await;
-    let options = workers().env("TE_WORKER_MAX_CONCURRENT", "20");
-    let fleet = [Server::start_with(&db, options.clone()).await, Server::start_with(&db, options).await];
+    let fleet = two_workers_of_20(&db).await;
     let total = 20;
-    let jobs: Vec<Value> = (0..total)
-        .map(|i| json!({"endpoint": "shaky", "trigger": "IMMEDIATE", "idempotency_key": format!("s{i}")}))
-        .collect();
-    api.post("/jobs/batch", &json!({ "jobs": jobs })).await;
+    create_immediate(&api, "shaky", "s", total).await;
     eventually("the circuit opens", Duration::from_secs(30), || async {
         api.get("/endpoints/shaky").await.body["circuit"]["state"] == "open"
     })
