@@ -188,13 +188,11 @@ async fn require_plugin(state: &AppState, field: &str, plugin: &PluginRef, world
     }
 }
 
-/// `timeout_ms` within 1 ms and the longest a delivery may take.
+/// `timeout_ms` within 1 ms and the longest a delivery may take: the built-in specs' own check.
 fn check_timeout(timeout_ms: u64) -> ApiResult<i32> {
-    let max = crate::transport::MAX_TIMEOUT_MS;
-    match timeout_ms {
-        1.. if timeout_ms <= max => Ok(i32::try_from(timeout_ms).expect("at most 300,000")),
-        _ => Err(ApiError::invalid_field("timeout_ms", format!("must be between 1 and {max}, got {timeout_ms}"))),
-    }
+    crate::transport::check_timeout("timeout_ms", timeout_ms, crate::transport::MAX_TIMEOUT_MS)
+        .map_err(|e| ApiError::invalid_field(&e.field, e.message))?;
+    Ok(i32::try_from(timeout_ms).expect("at most MAX_TIMEOUT_MS"))
 }
 
 /// `on_failure` names an endpoint that exists: 422 INVALID_ENDPOINT_REF otherwise.
