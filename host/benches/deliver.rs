@@ -10,6 +10,9 @@
 //! comparison scenario, default 10000), BENCH_JSON (output path, default
 //! bench-results/deliver.json).
 //!
+//! Last, the cost of a classifier (`plugins/json-status`) judging each answer: the native HTTP
+//! delivery alone, and with the answer kept and classified, one at a time and 64 concurrent.
+//!
 //! To compare two builds on a noisy machine, where one process's figures differ from the next
 //! by more than most changes: `BENCH_INTERLEAVED=ROUNDS` runs only the plugin comparison, one
 //! at a time, in ROUNDS rounds of 250 deliveries each through native, the plugin, and — when
@@ -105,7 +108,9 @@ fn receiver() -> String {
             runtime.block_on(async move {
                 listener.set_nonblocking(true).unwrap();
                 let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-                let app = Router::new().route("/hook/{user}", post(|| async { "OK" }));
+                let app = Router::new()
+                    .route("/hook/{user}", post(|| async { "OK" }))
+                    .route("/json/{user}", post(|| async { r#"{"ok": true, "id": "evt_1"}"# }));
                 axum::serve(listener, app).await.unwrap()
             })
         })
@@ -188,7 +193,10 @@ async fn whole_run() {
     let plugin_n: usize = std::env::var("BENCH_PLUGIN_N").ok().and_then(|v| v.parse().ok()).unwrap_or(10_000);
     let comparison = plugin_versus_native(&format!("{base_url}/hook/u"), plugin_n).await;
 
-    let report = json!({ "benchmark": "deliver", "results": [sequential, concurrent, render_only], "plugin_versus_native": comparison });
+    let classifier = classifier_overhead(&format!("{base_url}/json/u"), plugin_n).await;
+
+    let report = json!({ "benchmark": "deliver", "results": [sequential, concurrent, render_only],
+                         "plugin_versus_native": comparison, "classifier": classifier });
     if let Some(dir) = std::path::Path::new(&out_path).parent() {
         std::fs::create_dir_all(dir).unwrap();
     }
@@ -198,6 +206,11 @@ async fn whole_run() {
 
 /// Build plugins/ for wasm32-wasip2 and return the webhook-signed component's bytes.
 fn webhook_signed_component() -> Vec<u8> {
+    component("webhook_signed")
+}
+
+/// Build plugins/ for wasm32-wasip2 (once: cargo finds it built) and return `file`'s bytes.
+fn component(file: &str) -> Vec<u8> {
     let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
     let target = root.join("plugins/target");
     let status = std::process::Command::new(env!("CARGO"))
@@ -208,15 +221,109 @@ fn webhook_signed_component() -> Vec<u8> {
         .status()
         .expect("cargo runs");
     assert!(status.success(), "building the plugins failed");
-    std::fs::read(target.join("wasm32-wasip2/release/webhook_signed.wasm")).unwrap()
+    std::fs::read(target.join(format!("wasm32-wasip2/release/{file}.wasm"))).unwrap()
 }
 
 /// Install transport component `bytes` as plugin `name` with `grants` and default limits.
 async fn install(store: &Arc<dyn Store>, name: &str, bytes: Vec<u8>, grants: Value) {
+    install_world(store, name, bytes, grants, "transport-plugin").await
+}
+
+async fn install_world(store: &Arc<dyn Store>, name: &str, bytes: Vec<u8>, grants: Value, world: &str) {
     let sha256 = <sha2::Sha256 as sha2::Digest>::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect();
     let limits = serde_json::to_value(taskexec::plugin::PluginLimits::default()).unwrap();
-    let plugin = PluginWrite { name: name.into(), sha256, bytes, world: "transport-plugin".into(), grants, limits };
+    let plugin = PluginWrite { name: name.into(), sha256, bytes, world: world.into(), grants, limits };
     store.plugin_insert(&plugin).await.unwrap();
+}
+
+/// The native HTTP delivery to `url` alone, and with its answer kept and judged by the
+/// json-status classifier as the worker does (`worker::classify`): deliveries per second and
+/// p50, one at a time and 64 concurrent.
+async fn classifier_overhead(url: &str, n: usize) -> Value {
+    use taskexec::contract::{Answer, Verdict};
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn Store> =
+        Arc::new(taskexec::store::sqlite::SqliteStore::connect(&dir.path().join("bench.db"), 2).await.unwrap());
+    store.migrate().await.unwrap();
+    install_world(&store, "json-status", component("json_status"), json!([]), "classifier-plugin").await;
+    let host = PluginHost::new(PluginRuntime::new(Some(dir.path().join("cache")), 512).unwrap(), store);
+    let native = Arc::new(HttpTransport::new());
+    let spec =
+        normalize_spec(EndpointType::Http, &json!({"url": url, "method": "POST", "body_template": {"n": 1}})).unwrap();
+    let classifier = taskexec::plugin::PluginRef { name: "json-status".into(), version: None };
+
+    let one = move |classify: bool| {
+        let (native, spec, host, classifier) = (native.clone(), spec.to_string(), host.clone(), classifier.clone());
+        async move {
+            let message = Message {
+                execution_id: "exec_1".into(),
+                attempt: 1,
+                idempotency_key: "exec_1".into(),
+                deadline_ms: u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap() + 30_000,
+                spec_json: spec,
+            };
+            let t0 = Instant::now();
+            if !classify {
+                native.deliver(message, &Delivery::default()).await.expect("delivers");
+                return t0.elapsed();
+            }
+            let delivery = Delivery::default().keeping_answer();
+            let receipt = native.deliver(message, &delivery).await.expect("delivers");
+            let plugin = host.get(&classifier).await.unwrap();
+            let answer = delivery.take_answer().unwrap();
+            let call = Answer {
+                endpoint_type: "HTTP".into(),
+                attempt: 1,
+                status: answer.status,
+                headers: answer.headers,
+                body: answer.body,
+                outcome: Ok(receipt.output_json),
+                config_json: "{}".into(),
+            };
+            let judged = host.runtime.classify(&plugin.loaded, &plugin.limits, call, Duration::from_millis(500)).await;
+            assert_eq!(judged.result, Ok(Verdict::Success));
+            t0.elapsed()
+        }
+    };
+    for _ in 0..500 {
+        one(true).await;
+        one(false).await;
+    }
+    println!("\nthe same HTTP delivery, native alone and judged by the json-status classifier ({n} per scenario)");
+    println!("{:<28} {:>8} {:>12} {:>10} {:>10} {:>10}", "scenario", "n", "per second", "p50 µs", "p99 µs", "max µs");
+    let mut rows = Vec::new();
+    let mut p50 = std::collections::HashMap::new();
+    for concurrency in [1usize, 64] {
+        for (name, classify) in [("native", false), ("classified", true)] {
+            let started = Instant::now();
+            let tasks: Vec<_> = (0..concurrency)
+                .map(|_| {
+                    let one = one.clone();
+                    tokio::spawn(async move {
+                        let mut latencies = Vec::with_capacity(n / concurrency);
+                        for _ in 0..n / concurrency {
+                            latencies.push(one(classify).await);
+                        }
+                        latencies
+                    })
+                })
+                .collect();
+            let mut latencies = Vec::with_capacity(n);
+            for task in tasks {
+                latencies.extend(task.await.unwrap());
+            }
+            let wall = started.elapsed();
+            latencies.sort();
+            p50.insert((name, concurrency), percentile(&latencies, 0.5).as_secs_f64() * 1e6);
+            rows.push(summarize(&format!("{name}, {concurrency} concurrent"), latencies, wall));
+        }
+    }
+    for concurrency in [1usize, 64] {
+        let overhead = p50[&("classified", concurrency)] - p50[&("native", concurrency)];
+        println!("classifier overhead at p50, {concurrency} concurrent: {overhead:.1} µs");
+    }
+    json!({ "rows": rows, "p50_overhead_us_1": (p50[&("classified", 1)] - p50[&("native", 1)]).round(),
+            "p50_overhead_us_64": (p50[&("classified", 64)] - p50[&("native", 64)]).round() })
 }
 
 fn interleaved_rounds() -> Option<usize> {

@@ -31,8 +31,26 @@ mod generated {
             },
         });
     }
+
+    pub mod classifier_world {
+        wasmtime::component::bindgen!({
+            path: "../transports-wit/wit",
+            world: "classifier-plugin",
+            additional_derives: [PartialEq],
+            imports: { default: async },
+            exports: { default: async },
+            with: {
+                "taskexec:plugin/types": super::taskexec::plugin::types,
+                "taskexec:plugin/host": super::taskexec::plugin::host,
+            },
+        });
+    }
 }
 
+pub use generated::classifier_world::exports::taskexec::plugin::classifier::{
+    Answer, OpenCircuit as OpenCircuitVerdict, Retry as RetryVerdict, Verdict,
+};
+pub use generated::classifier_world::{ClassifierPlugin, ClassifierPluginPre};
 pub use generated::exports::taskexec::plugin::transport as transport_exports;
 pub use generated::renderer_world::exports::taskexec::plugin::renderer::RenderError;
 pub use generated::renderer_world::{RendererPlugin, RendererPluginPre};

@@ -94,7 +94,7 @@ static COMPILES: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(COMP
 #[utoipa::path(post, path = "/plugins", tag = "plugins",
     params(
         ("name" = String, Query, description = "The plugin's name."),
-        ("world" = Option<String>, Query, description = "`transport-plugin` or `renderer-plugin`: refused if the component implements the other."),
+        ("world" = Option<String>, Query, description = "`transport-plugin`, `renderer-plugin` or `classifier-plugin`: refused if the component implements the other."),
         ("allow_host" = Option<Vec<String>>, Query, description = "A URL pattern `scheme://host[:port]` it may call, `*` per part; repeat for more."),
         ("memory_mb" = Option<u32>, Query, description = "Its linear memory limit in MiB (default 64, at most TE_PLUGIN_MEMORY_MB_MAX)."),
     ),
@@ -114,10 +114,9 @@ async fn install(
         match key.as_ref() {
             "name" => name = Some(value.into_owned()),
             "world" => {
-                world =
-                    Some(World::parse(&value).ok_or_else(|| {
-                        ApiError::invalid_field("world", "must be transport-plugin or renderer-plugin")
-                    })?)
+                world = Some(World::parse(&value).ok_or_else(|| {
+                    ApiError::invalid_field("world", "must be transport-plugin, renderer-plugin or classifier-plugin")
+                })?)
             }
             "allow_host" => allow.push(value.into_owned()),
             "memory_mb" => {

@@ -4,6 +4,7 @@
 
 /// `transports-wit/wit`, by path inside it.
 pub const WIT: &[(&str, &str)] = &[
+    ("classifier.wit", include_str!("../../../transports-wit/wit/classifier.wit")),
     ("deps/cli.wit", include_str!("../../../transports-wit/wit/deps/cli.wit")),
     ("deps/clocks.wit", include_str!("../../../transports-wit/wit/deps/clocks.wit")),
     ("deps/filesystem.wit", include_str!("../../../transports-wit/wit/deps/filesystem.wit")),

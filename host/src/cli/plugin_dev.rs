@@ -51,9 +51,9 @@ fn import_purpose(import: &str) -> &'static str {
 pub fn check(file: &Path, world: Option<&str>) -> anyhow::Result<()> {
     let claimed = match world {
         None => None,
-        Some(w) => Some(
-            World::parse(w).with_context(|| format!("--world must be transport-plugin or renderer-plugin, not {w}"))?,
-        ),
+        Some(w) => Some(World::parse(w).with_context(|| {
+            format!("--world must be transport-plugin, renderer-plugin or classifier-plugin, not {w}")
+        })?),
     };
     let bytes = read(file)?;
     let (inspection, _) =
@@ -108,6 +108,12 @@ pub async fn run(args: RunArgs<'_>) -> anyhow::Result<bool> {
     let loaded = runtime.load(&sha, || Some(bytes)).map_err(anyhow::Error::msg)?;
     let limits = PluginLimits::for_install(args.memory_mb, runtime.memory_mb_max).map_err(anyhow::Error::msg)?;
 
+    if inspection.world == World::Classifier {
+        bail!(
+            "{} is a classifier-plugin: `plugin run` calls transports and renderers; test a classifier's logic with `cargo test --lib`, and in place on an endpoint's `classifier`",
+            args.file.display()
+        );
+    }
     if inspection.world == World::Renderer {
         let rendered = runtime
             // As the service calls a renderer plugin: no secrets reach it.
@@ -223,7 +229,13 @@ pub fn new(name: &str, world: &str, dir: &Path) -> anyhow::Result<()> {
             }
             (RENDERER_DEPENDENCIES, RENDERER_LIB)
         }
-        other => bail!("--world must be transport or renderer, not {other}"),
+        "classifier" | "classifier-plugin" => {
+            for (path, text) in embedded::WIT {
+                write(&root.join("wit").join(path), text)?;
+            }
+            (RENDERER_DEPENDENCIES, CLASSIFIER_LIB)
+        }
+        other => bail!("--world must be transport, renderer or classifier, not {other}"),
     };
     let manifest = MANIFEST.replace("{name}", name).replace("{dependencies}", dependencies);
     write(&root.join("Cargo.toml"), &manifest)?;
@@ -372,3 +384,48 @@ impl Guest for Plugin {
 
 export!(Plugin);
 "#;
+
+const CLASSIFIER_LIB: &str = r##"//! `{name}`: a Task Executor classifier plugin: judges a receiver's answer after delivery.
+//! This one fails an HTTP 2xx answer whose body contains `"error"`, and retries it in 5 s.
+
+wit_bindgen::generate!({ path: "wit", world: "classifier-plugin", generate_all });
+
+use exports::taskexec::plugin::classifier::{Answer, Guest, Retry, Verdict};
+
+struct Plugin;
+
+/// The verdict on an answer: plain logic, tested with `cargo test --lib`.
+fn judge(status: Option<u16>, body: &[u8]) -> Verdict {
+    let Some(200..=299) = status else { return Verdict::Keep };
+    if String::from_utf8_lossy(body).contains("\"error\"") {
+        return Verdict::Retry(Retry { message: "the body reports an error".into(), after_ms: Some(5000) });
+    }
+    Verdict::Keep
+}
+
+impl Guest for Plugin {
+    /// At registration: refuse a `classifier.config` this plugin cannot use.
+    fn check(config_json: String) -> Result<(), String> {
+        serde_json::from_str::<serde_json::Value>(&config_json).map(drop).map_err(|e| e.to_string())
+    }
+
+    /// Once per attempt, after the transport.
+    fn classify(answer: Answer) -> Verdict {
+        judge(answer.status, &answer.body)
+    }
+}
+
+export!(Plugin);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_error_in_a_2xx_body_is_retried() {
+        assert!(matches!(judge(Some(200), br#"{"error": "busy"}"#), Verdict::Retry(_)));
+        assert!(matches!(judge(Some(200), br#"{"ok": true}"#), Verdict::Keep));
+        assert!(matches!(judge(Some(500), br#"{"error": "x"}"#), Verdict::Keep));
+    }
+}
+"##;

@@ -51,6 +51,27 @@ pub enum Health {
     Up,
     /// A failed delivery that may succeed later, with its (redacted) error message.
     Down(String),
+    /// The receiver said it is unwell (a classifier's `open-circuit` verdict): a failure that
+    /// opens the circuit now, whatever the count, for `cooldown_ms` (None: the policy's).
+    Trip {
+        error: String,
+        cooldown_ms: Option<u64>,
+    },
+}
+
+impl Health {
+    /// A failure, counted against the receiver.
+    pub fn is_failure(&self) -> bool {
+        matches!(self, Self::Down(_) | Self::Trip { .. })
+    }
+
+    /// A failure's error message, to redact or cut before it is stored.
+    pub fn error_mut(&mut self) -> Option<&mut String> {
+        match self {
+            Self::Up => None,
+            Self::Down(error) | Self::Trip { error, .. } => Some(error),
+        }
+    }
 }
 
 /// The breaker's state as the endpoint's row keeps it.
@@ -133,13 +154,36 @@ impl CircuitState {
                 // disabled may still succeed): only `enable` brings it back.
                 *self = Self { disabled_at: self.disabled_at, ..Self::default() };
             }
-            Health::Down(error) => {
+            Health::Down(error) | Health::Trip { error, .. } => {
                 self.failures = self.failures.saturating_add(1);
                 let since = *self.failing_since.get_or_insert(now);
                 self.last_error = Some(error.clone());
                 let base = i64::try_from(policy.cooldown_ms).unwrap_or(i64::MAX / 4);
                 let cap = i64::try_from(policy.max_cooldown_ms).unwrap_or(i64::MAX / 4).max(base);
+                let trip = match health {
+                    Health::Trip { cooldown_ms, .. } if policy.failure_threshold > 0 => {
+                        let asked = cooldown_ms.map_or(base, |ms| i64::try_from(ms).unwrap_or(cap));
+                        Some(asked.clamp(1, cap))
+                    }
+                    _ => None,
+                };
                 match self.phase(now) {
+                    // Asked to open: from closed or half-open it opens for the cool-down asked;
+                    // an open circuit stays open at least that long.
+                    _ if trip.is_some() => {
+                        let cooldown = trip.expect("matched");
+                        let until = now + chrono::Duration::milliseconds(cooldown);
+                        if self.open_until.is_none_or(|current| current < until) {
+                            let reopened = self.open_until.is_some();
+                            self.open_until = Some(until);
+                            self.cooldown_ms = Some(cooldown);
+                            transitions.push(if reopened {
+                                Transition::Reopened { until, cooldown_ms: cooldown }
+                            } else {
+                                Transition::Opened { until }
+                            });
+                        }
+                    }
                     Phase::Closed if policy.failure_threshold > 0 && self.failures >= threshold(policy) => {
                         let until = now + chrono::Duration::milliseconds(base);
                         self.open_until = Some(until);
@@ -232,6 +276,36 @@ mod tests {
         assert_eq!(state.record(&POLICY, &Health::Up, at(6300)), vec![Transition::Closed]);
         assert_eq!(state.phase(at(6300)), Phase::Closed);
         assert_eq!(state.failures, 0);
+    }
+
+    fn trip(cooldown_ms: Option<u64>) -> Health {
+        Health::Trip { error: "body says overloaded".into(), cooldown_ms }
+    }
+
+    #[test]
+    fn a_trip_opens_it_at_once_for_the_cool_down_asked_within_the_cap() {
+        let mut state = CircuitState::default();
+        assert_eq!(state.record(&POLICY, &trip(Some(2000)), at(0)), vec![Transition::Opened { until: at(2000) }]);
+        assert_eq!((state.failures, state.cooldown_ms), (1, Some(2000)));
+        assert_eq!(state.last_error.as_deref(), Some("body says overloaded"));
+        // While open, a shorter trip changes nothing; a longer one extends, capped at 3 s.
+        assert!(state.record(&POLICY, &trip(Some(10)), at(100)).is_empty());
+        assert_eq!(
+            state.record(&POLICY, &trip(Some(60_000)), at(200)),
+            vec![Transition::Reopened { until: at(3200), cooldown_ms: 3000 }]
+        );
+        // Without a cool-down of its own it takes the policy's, and a success closes it.
+        let mut state = CircuitState::default();
+        assert_eq!(state.record(&POLICY, &trip(None), at(0)), vec![Transition::Opened { until: at(1000) }]);
+        assert_eq!(state.record(&POLICY, &Health::Up, at(1500)), vec![Transition::Closed]);
+    }
+
+    #[test]
+    fn a_trip_with_the_breaker_off_is_counted_like_any_failure() {
+        let off = CircuitPolicy { failure_threshold: 0, ..POLICY };
+        let mut state = CircuitState::default();
+        assert!(state.record(&off, &trip(Some(5000)), at(0)).is_empty());
+        assert_eq!((state.failures, state.phase(at(0))), (1, Phase::Closed));
     }
 
     #[test]

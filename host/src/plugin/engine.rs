@@ -13,7 +13,7 @@ use super::instances::MAX_CONCURRENT_INSTANCES;
 use super::limits::PluginLimits;
 use super::outbound::Egress;
 use super::sandbox::PluginState;
-use crate::contract::{host_imports, Failure, RendererPluginPre, TransportPluginPre};
+use crate::contract::{host_imports, ClassifierPluginPre, Failure, RendererPluginPre, TransportPluginPre};
 
 /// How often the engine's epoch advances; a call's CPU deadline is counted in these ticks.
 const EPOCH_TICK: Duration = Duration::from_millis(10);
@@ -22,12 +22,14 @@ const KEEP_RESIDENT_BYTES: usize = 4 * 1024 * 1024;
 
 pub const TRANSPORT_EXPORT: &str = "taskexec:plugin/transport@0.1.0";
 pub const RENDERER_EXPORT: &str = "taskexec:plugin/renderer@0.1.0";
+pub const CLASSIFIER_EXPORT: &str = "taskexec:plugin/classifier@0.1.0";
 
 /// The WIT world a component implements.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum World {
     Transport,
     Renderer,
+    Classifier,
 }
 
 impl World {
@@ -35,6 +37,7 @@ impl World {
         match self {
             Self::Transport => "transport-plugin",
             Self::Renderer => "renderer-plugin",
+            Self::Classifier => "classifier-plugin",
         }
     }
 
@@ -42,6 +45,7 @@ impl World {
         match s {
             "transport-plugin" => Some(Self::Transport),
             "renderer-plugin" => Some(Self::Renderer),
+            "classifier-plugin" => Some(Self::Classifier),
             _ => None,
         }
     }
@@ -59,6 +63,17 @@ pub struct Inspection {
 pub enum Loaded {
     Transport(TransportPluginPre<PluginState>),
     Renderer(RendererPluginPre<PluginState>),
+    Classifier(ClassifierPluginPre<PluginState>),
+}
+
+impl Loaded {
+    pub fn world(&self) -> World {
+        match self {
+            Self::Transport(_) => World::Transport,
+            Self::Renderer(_) => World::Renderer,
+            Self::Classifier(_) => World::Classifier,
+        }
+    }
 }
 
 /// The engine and the linker every plugin call shares.
@@ -145,13 +160,9 @@ impl PluginEngine {
         let ty = component.component_type();
         let exports: Vec<String> = ty.exports(&self.engine).map(|(name, _)| name.to_owned()).collect();
         let imports: Vec<String> = ty.imports(&self.engine).map(|(name, _)| name.to_owned()).collect();
-        let world = if exports.iter().any(|e| e == TRANSPORT_EXPORT) {
-            World::Transport
-        } else if exports.iter().any(|e| e == RENDERER_EXPORT) {
-            World::Renderer
-        } else {
+        let Some(world) = world_of(&exports) else {
             return Err(PluginError::Invalid(format!(
-                "the component exports neither {TRANSPORT_EXPORT} nor {RENDERER_EXPORT} (it exports: {}); generate its bindings from transports-wit with world transport-plugin or renderer-plugin",
+                "the component exports none of {TRANSPORT_EXPORT}, {RENDERER_EXPORT} or {CLASSIFIER_EXPORT} (it exports: {}); generate its bindings from transports-wit with world transport-plugin, renderer-plugin or classifier-plugin",
                 if exports.is_empty() { "nothing".to_owned() } else { exports.join(", ") }
             )));
         };
@@ -176,6 +187,10 @@ impl PluginEngine {
                 RendererPluginPre::new(pre)
                     .map_err(|e| format!("the renderer export does not match the WIT contract: {e:#}"))?,
             ),
+            World::Classifier => drop(
+                ClassifierPluginPre::new(pre)
+                    .map_err(|e| format!("the classifier export does not match the WIT contract: {e:#}"))?,
+            ),
         }
         Ok((Inspection { world, exports, imports }, component))
     }
@@ -183,12 +198,14 @@ impl PluginEngine {
     /// Link a component that has passed [`inspect`](Self::inspect) once, ready to instantiate.
     pub(super) fn prepare(&self, component: &Component) -> Result<Loaded, PluginError> {
         let pre = self.linker.instantiate_pre(component).map_err(|e| format!("{e:#}"))?;
-        let exports_transport =
-            component.component_type().exports(&self.engine).any(|(name, _)| name == TRANSPORT_EXPORT);
-        Ok(if exports_transport {
-            Loaded::Transport(TransportPluginPre::new(pre).map_err(|e| format!("{e:#}"))?)
-        } else {
-            Loaded::Renderer(RendererPluginPre::new(pre).map_err(|e| format!("{e:#}"))?)
+        let exports: Vec<String> =
+            component.component_type().exports(&self.engine).map(|(name, _)| name.to_owned()).collect();
+        let typed = |e: wasmtime::Error| PluginError::from(format!("{e:#}"));
+        Ok(match world_of(&exports) {
+            Some(World::Transport) => Loaded::Transport(TransportPluginPre::new(pre).map_err(typed)?),
+            Some(World::Renderer) => Loaded::Renderer(RendererPluginPre::new(pre).map_err(typed)?),
+            Some(World::Classifier) => Loaded::Classifier(ClassifierPluginPre::new(pre).map_err(typed)?),
+            None => return Err("the component exports no world the host calls".into()),
         })
     }
 
@@ -200,6 +217,20 @@ impl PluginEngine {
         store.limiter(|state| &mut state.limits);
         arm_cpu_deadline(&mut store, cpu);
         store
+    }
+}
+
+/// The world a component's exports implement.
+fn world_of(exports: &[String]) -> Option<World> {
+    let exports = |name: &str| exports.iter().any(|e| e == name);
+    if exports(TRANSPORT_EXPORT) {
+        Some(World::Transport)
+    } else if exports(RENDERER_EXPORT) {
+        Some(World::Renderer)
+    } else if exports(CLASSIFIER_EXPORT) {
+        Some(World::Classifier)
+    } else {
+        None
     }
 }
 

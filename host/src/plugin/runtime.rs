@@ -17,7 +17,7 @@ use super::instances::{while_waiting, InstancePool, SpareInstance, VALIDATE_TIME
 use super::limits::PluginLimits;
 use super::outbound::Egress;
 use super::sandbox::{CallLogs, PluginState};
-use crate::contract::{Failure, Message, Receipt, RenderError, RendererPlugin};
+use crate::contract::{Answer, ClassifierPlugin, Failure, Message, Receipt, RenderError, RendererPlugin, Verdict};
 
 /// The outcome of one call, with what the plugin logged and tried.
 pub struct CallOutcome<T> {
@@ -86,7 +86,10 @@ impl PluginRuntime {
         timeout: Duration,
     ) -> CallOutcome<Result<Receipt, Failure>> {
         let Loaded::Transport(pre) = &**loaded else {
-            return outcome_without_call(Err(Failure::invalid_spec("this plugin is a renderer, not a transport")));
+            return outcome_without_call(Err(Failure::invalid_spec(format!(
+                "this plugin is a {}, not a transport-plugin",
+                loaded.world().as_str()
+            ))));
         };
         if message.spec_json.len() > limits.max_io_bytes as usize {
             return outcome_without_call(Err(Failure::invalid_spec(format!(
@@ -138,7 +141,7 @@ impl PluginRuntime {
         spec_json: String,
     ) -> Result<Result<(), String>, PluginError> {
         let Loaded::Transport(pre) = loaded else {
-            return Err(PluginError::WrongWorld { actual: "renderer", expected: "transport" });
+            return Err(PluginError::WrongWorld { actual: loaded.world().as_str(), expected: "transport-plugin" });
         };
         let _slot = self.instances.slot().await;
         let mut store = self.engine.store(self.no_egress.clone(), limits, VALIDATE_TIMEOUT);
@@ -162,7 +165,10 @@ impl PluginRuntime {
         context_json: Option<String>,
     ) -> Result<String, RenderError> {
         let Loaded::Renderer(pre) = loaded else {
-            return Err(RenderError::new("this plugin is a transport, not a renderer", None));
+            return Err(RenderError::new(
+                format!("this plugin is a {}, not a renderer-plugin", loaded.world().as_str()),
+                None,
+            ));
         };
         let _slot = self.instances.slot().await;
         let mut store = self.engine.store(self.no_egress.clone(), limits, VALIDATE_TIMEOUT);
@@ -179,6 +185,62 @@ impl PluginRuntime {
             Ok(Err(trap)) => Err(RenderError::new(trap_failure(&trap, VALIDATE_TIMEOUT).message, None)),
             Ok(Ok(result)) => result,
         }
+    }
+}
+
+impl PluginRuntime {
+    /// Run `classifier.check` for an endpoint's `classifier.config` at registration.
+    pub async fn check_classifier_config(
+        &self,
+        loaded: &Loaded,
+        limits: &PluginLimits,
+        config_json: String,
+    ) -> Result<Result<(), String>, PluginError> {
+        let Loaded::Classifier(pre) = loaded else {
+            return Err(PluginError::WrongWorld { actual: loaded.world().as_str(), expected: "classifier-plugin" });
+        };
+        let _slot = self.instances.slot().await;
+        let mut store = self.engine.store(self.no_egress.clone(), limits, VALIDATE_TIMEOUT);
+        let call = async {
+            let plugin: ClassifierPlugin = pre.instantiate_async(&mut store).await?;
+            plugin.taskexec_plugin_classifier().call_check(&mut store, &config_json).await
+        };
+        match tokio::time::timeout(VALIDATE_TIMEOUT + Duration::from_secs(1), call).await {
+            Err(_) => Err(PluginError::Call("the classifier's check did not return in time".into())),
+            Ok(Err(trap)) => Err(PluginError::Call(trap_failure(&trap, VALIDATE_TIMEOUT).message)),
+            Ok(Ok(result)) => Ok(result),
+        }
+    }
+
+    /// Run `classifier.classify` on one attempt's answer, in a fresh instance that can send
+    /// nothing, with `cpu` of CPU time. Err: why the classifier gave no verdict (a trap, its
+    /// deadline), for the attempt's logs.
+    pub async fn classify(
+        &self,
+        loaded: &Loaded,
+        limits: &PluginLimits,
+        answer: Answer,
+        cpu: Duration,
+    ) -> CallOutcome<Result<Verdict, String>> {
+        let Loaded::Classifier(pre) = loaded else {
+            return outcome_without_call(Err(format!(
+                "this plugin is a {}, not a classifier-plugin",
+                loaded.world().as_str()
+            )));
+        };
+        let _slot = self.instances.slot().await;
+        let mut store = self.engine.store(self.no_egress.clone(), limits, cpu);
+        let call = async {
+            let plugin: ClassifierPlugin = pre.instantiate_async(&mut store).await?;
+            arm_cpu_deadline(&mut store, cpu);
+            plugin.taskexec_plugin_classifier().call_classify(&mut store, &answer).await
+        };
+        let result = match tokio::time::timeout(cpu + Duration::from_secs(1), call).await {
+            Err(_) => Err(format!("it did not return within {} ms", cpu.as_millis())),
+            Ok(Err(trap)) => Err(trap_failure(&trap, cpu).message),
+            Ok(Ok(verdict)) => Ok(verdict),
+        };
+        finish_call(&mut store, result)
     }
 }
 

@@ -38,7 +38,8 @@ macro_rules! impl_store {
             const ENDPOINT_COLUMNS: &str =
                 "name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, version, created_at, updated_at, plugin, renderer, \
                  max_concurrency, on_failure, paused_until, rate_limit_per_sec, rate_limit_burst, circuit_policy, circuit_failures, \
-                 circuit_failing_since, circuit_open_until, circuit_cooldown_ms, circuit_last_error, disabled_at, timeout_ms, plugin_version";
+                 circuit_failing_since, circuit_open_until, circuit_cooldown_ms, circuit_last_error, disabled_at, timeout_ms, plugin_version, \
+                 classifier, classifier_version, classifier_config";
             /// How many referencing rows a refused delete names.
             const IN_USE_SHOWN: i64 = 20;
             /// A job (`j`) that still has deliveries to make: an active, unpaused-or-paused cron
@@ -165,7 +166,7 @@ macro_rules! impl_store {
                     let failing: Vec<&str> = names
                         .iter()
                         .copied()
-                        .filter(|n| winners.iter().any(|f| f.endpoint == *n && matches!(f.health, Some($crate::flow::Health::Down(_)))))
+                        .filter(|n| winners.iter().any(|f| f.endpoint == *n && f.health.as_ref().is_some_and($crate::flow::Health::is_failure)))
                         .collect();
                     // The names travel as one JSON array: both databases read it as rows.
                     let sql = format!(
@@ -386,9 +387,11 @@ macro_rules! impl_store {
                 async fn endpoint_version_snapshot(tx: &mut sqlx::Transaction<'_, $db>, name: &str) -> StoreResult<()> {
                     sqlx::query(
                         "INSERT INTO endpoint_versions (name, version, endpoint_type, payload_spec_ref, config_ref, spec,
-                             retry_policy, plugin, renderer, created_at, max_concurrency, timeout_ms, plugin_version)
+                             retry_policy, plugin, renderer, created_at, max_concurrency, timeout_ms, plugin_version,
+                             classifier, classifier_version, classifier_config)
                          SELECT name, version, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, plugin,
-                             renderer, updated_at, max_concurrency, timeout_ms, plugin_version
+                             renderer, updated_at, max_concurrency, timeout_ms, plugin_version,
+                             classifier, classifier_version, classifier_config
                          FROM endpoints WHERE name = $1",
                     )
                     .bind(name)
@@ -593,8 +596,8 @@ macro_rules! impl_store {
                         "INSERT INTO endpoints
                              (name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, version, created_at, updated_at,
                               plugin, renderer, max_concurrency, on_failure, rate_limit_per_sec, rate_limit_burst, circuit_policy,
-                              timeout_ms, plugin_version)
-                         VALUES ($1, $2, $3, $4, $5, $6, 1, $7, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
+                              timeout_ms, plugin_version, classifier, classifier_version, classifier_config)
+                         VALUES ($1, $2, $3, $4, $5, $6, 1, $7, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)
                          ON CONFLICT (name) DO NOTHING
                          RETURNING {ENDPOINT_COLUMNS}"
                     );
@@ -616,6 +619,9 @@ macro_rules! impl_store {
                         .bind(endpoint.circuit_policy.as_ref().map(Json))
                         .bind(endpoint.timeout_ms)
                         .bind(endpoint.plugin_version)
+                        .bind(endpoint.classifier.as_ref().map(|c| &c.name))
+                        .bind(endpoint.classifier.as_ref().and_then(|c| c.version))
+                        .bind(endpoint.classifier_config.as_ref().map(Json))
                         .fetch_optional(&mut *tx)
                         .await?;
                     let Some(created) = created else {
@@ -641,7 +647,8 @@ macro_rules! impl_store {
                              v.created_at, v.created_at AS updated_at, v.plugin, v.renderer, v.max_concurrency,
                              e.on_failure, e.paused_until, e.rate_limit_per_sec, e.rate_limit_burst, e.circuit_policy,
                              e.circuit_failures, e.circuit_failing_since, e.circuit_open_until, e.circuit_cooldown_ms,
-                             e.circuit_last_error, e.disabled_at, v.timeout_ms, v.plugin_version
+                             e.circuit_last_error, e.disabled_at, v.timeout_ms, v.plugin_version, v.classifier,
+                             v.classifier_version, v.classifier_config
                          FROM endpoint_versions v JOIN endpoints e ON e.name = v.name
                          WHERE v.name = $1 AND v.version = $2",
                     )
@@ -722,7 +729,8 @@ macro_rules! impl_store {
                          SET endpoint_type = $2, payload_spec_ref = $3, config_ref = $4, spec = $5,
                              retry_policy = $6, version = version + 1, updated_at = $7, plugin = $8, renderer = $9,
                              max_concurrency = $10, on_failure = $11, rate_limit_per_sec = $12, rate_limit_burst = $13,
-                             circuit_policy = $14, timeout_ms = $15, plugin_version = $16
+                             circuit_policy = $14, timeout_ms = $15, plugin_version = $16, classifier = $17,
+                             classifier_version = $18, classifier_config = $19
                          WHERE name = $1
                          RETURNING {ENDPOINT_COLUMNS}"
                     );
@@ -744,6 +752,9 @@ macro_rules! impl_store {
                         .bind(endpoint.circuit_policy.as_ref().map(Json))
                         .bind(endpoint.timeout_ms)
                         .bind(endpoint.plugin_version)
+                        .bind(endpoint.classifier.as_ref().map(|c| &c.name))
+                        .bind(endpoint.classifier.as_ref().and_then(|c| c.version))
+                        .bind(endpoint.classifier_config.as_ref().map(Json))
                         .fetch_optional(&mut *tx)
                         .await?;
                     let Some(updated) = updated else { return Ok(None) };
@@ -1505,7 +1516,7 @@ macro_rules! impl_store {
 
                 async fn plugin_delete(&self, name: &str) -> StoreResult<Deleted> {
                     self.delete_unless_referenced(
-                        "SELECT name FROM endpoints WHERE plugin = $1 OR renderer = $1 ORDER BY name LIMIT $2",
+                        "SELECT name FROM endpoints WHERE plugin = $1 OR renderer = $1 OR classifier = $1 ORDER BY name LIMIT $2",
                         "DELETE FROM plugins WHERE name = $1",
                         name,
                     )
@@ -1526,7 +1537,8 @@ macro_rules! impl_store {
                     let users: Vec<(String,)> = sqlx::query_as(
                         "SELECT name FROM endpoints
                          WHERE (plugin = $1 AND plugin_version = $2)
-                            OR ($3 AND (plugin = $1 OR renderer = $1))
+                            OR (classifier = $1 AND classifier_version = $2)
+                            OR ($3 AND (plugin = $1 OR renderer = $1 OR classifier = $1))
                          ORDER BY name LIMIT $4",
                     )
                     .bind(name)

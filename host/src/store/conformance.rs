@@ -80,6 +80,8 @@ async fn endpoint_with(store: &dyn Store, name: &str, circuit_policy: Option<cra
         circuit_policy,
         timeout_ms: None,
         plugin_version: None,
+        classifier: None,
+        classifier_config: None,
     };
     store.endpoint_insert(&write).await.unwrap();
 }

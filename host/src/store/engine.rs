@@ -254,7 +254,7 @@ impl AttemptFinish {
                 }
             }
         }
-        if let Some(crate::flow::Health::Down(message)) = &mut self.health {
+        if let Some(message) = self.health.as_mut().and_then(crate::flow::Health::error_mut) {
             let (cleaned, _) = super::storable::text(message, super::storable::MAX_LOG_LINE_BYTES);
             *message = cleaned.into_owned();
         }
@@ -292,11 +292,11 @@ impl AttemptFinish {
             output: self.output.as_ref().map(|_| serde_json::json!({ "error": error.clone() })),
             error: Some(error),
             logs: Vec::new(),
-            health: self.health.as_ref().map(|h| match h {
-                crate::flow::Health::Up => crate::flow::Health::Up,
-                crate::flow::Health::Down(_) => {
-                    crate::flow::Health::Down("(the message could not be stored)".to_owned())
+            health: self.health.clone().map(|mut health| {
+                if let Some(message) = health.error_mut() {
+                    *message = "(the message could not be stored)".to_owned();
                 }
+                health
             }),
             ..self.clone()
         }

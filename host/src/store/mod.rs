@@ -231,6 +231,12 @@ pub struct Endpoint {
     pub timeout_ms: Option<i32>,
     /// The plugin version a PLUGIN endpoint is pinned to (None: the newest).
     pub plugin_version: Option<i32>,
+    /// The classifier plugin that judges this endpoint's answers, its pinned version and its
+    /// configuration (see `worker::classify`).
+    pub classifier: Option<String>,
+    pub classifier_version: Option<i32>,
+    #[sqlx(json(nullable))]
+    pub classifier_config: Option<Value>,
 }
 
 impl Endpoint {
@@ -242,6 +248,13 @@ impl Endpoint {
     /// The plugin a PLUGIN endpoint delivers through, pinned or not.
     pub fn plugin_ref(&self) -> Option<crate::plugin::PluginRef> {
         self.plugin.as_ref().map(|name| crate::plugin::PluginRef { name: name.clone(), version: self.plugin_version })
+    }
+
+    /// The classifier plugin that judges this endpoint's answers, pinned or not.
+    pub fn classifier_ref(&self) -> Option<crate::plugin::PluginRef> {
+        self.classifier
+            .as_ref()
+            .map(|name| crate::plugin::PluginRef { name: name.clone(), version: self.classifier_version })
     }
 
     /// How long a delivery may take: the endpoint's `timeout_ms`, else its spec's (the built-in
@@ -295,6 +308,9 @@ pub struct EndpointWrite {
     pub circuit_policy: Option<crate::flow::CircuitPolicy>,
     pub timeout_ms: Option<i32>,
     pub plugin_version: Option<i32>,
+    /// The classifier plugin (pinned to a version or not) and its configuration.
+    pub classifier: Option<crate::plugin::PluginRef>,
+    pub classifier_config: Option<Value>,
 }
 
 /// What one process tells the others through the database.

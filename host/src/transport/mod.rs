@@ -71,6 +71,23 @@ pub fn error_json(failure: &Failure, rejected_type: &str, code_field: Option<&st
 pub struct Delivery {
     pub traceparent: Option<crate::trace::TraceParent>,
     lines: std::sync::Mutex<(Vec<(&'static str, String)>, usize)>,
+    /// Present when the endpoint has a classifier: the transport keeps the receiver's raw
+    /// answer here for it (only then: copying headers and body costs every delivery).
+    answer: Option<std::sync::Mutex<Option<ReceiverAnswer>>>,
+}
+
+/// A receiver's answer as a classifier sees it (HTTP: the status, headers and first bytes of
+/// the body).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReceiverAnswer {
+    pub status: Option<u16>,
+    /// Names in lower case, in the order received; at most [`ReceiverAnswer::MAX_HEADERS`].
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl ReceiverAnswer {
+    pub const MAX_HEADERS: usize = 64;
 }
 
 impl Delivery {
@@ -79,7 +96,30 @@ impl Delivery {
 
     /// A delivery that continues the trace `traceparent` names.
     pub fn traced(traceparent: Option<crate::trace::TraceParent>) -> Self {
-        Self { traceparent, lines: Default::default() }
+        Self { traceparent, lines: Default::default(), answer: None }
+    }
+
+    /// Ask the transport to keep the receiver's answer (for a classifier).
+    pub fn keeping_answer(mut self) -> Self {
+        self.answer = Some(Default::default());
+        self
+    }
+
+    /// Whether the receiver's answer is wanted.
+    pub fn wants_answer(&self) -> bool {
+        self.answer.is_some()
+    }
+
+    /// Keep the receiver's answer, when it is wanted.
+    pub fn keep_answer(&self, answer: ReceiverAnswer) {
+        if let Some(slot) = &self.answer {
+            *slot.lock().expect("delivery answer lock") = Some(answer);
+        }
+    }
+
+    /// The answer kept, if the transport kept one.
+    pub fn take_answer(&self) -> Option<ReceiverAnswer> {
+        self.answer.as_ref().and_then(|slot| slot.lock().expect("delivery answer lock").take())
     }
 
     pub fn push(&self, level: &'static str, message: String) {
@@ -119,6 +159,11 @@ impl Transports {
             redis_stream: Arc::new(redis_stream::RedisStreamTransport::with_policy(policy)),
             plugins,
         }
+    }
+
+    /// The plugin host PLUGIN endpoints (and classifiers) are called through.
+    pub fn plugins(&self) -> &crate::plugin::PluginHost {
+        &self.plugins
     }
 
     /// The transport of an endpoint: built in by type, or the plugin a PLUGIN endpoint names.

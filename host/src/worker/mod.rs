@@ -8,6 +8,7 @@
 //! interval passes, the fallback when a wake-up is missed or unavailable.
 
 pub mod cache;
+pub mod classify;
 pub mod completer;
 pub mod fairness;
 pub mod lease;

@@ -5,7 +5,8 @@
 //!    starts: a config changed mid-attempt applies from the next one.
 //! 2. Render the endpoint's spec (compiled once per endpoint version). A template that cannot
 //!    resolve fails the execution at once: a retry would fail the same way.
-//! 3. Dispatch through the endpoint type's [`Transport`](crate::transport::Transport).
+//! 3. Dispatch through the endpoint type's [`Transport`](crate::transport::Transport); when the
+//!    endpoint has a classifier, it judges the receiver's answer (`classify`).
 //! 4. Record the attempt, its log lines, and the execution's new state in one transaction,
 //!    fenced by the attempt number (see [`Store::execution_finish_many`]).
 //!
@@ -21,9 +22,10 @@ use serde_json::{json, Value};
 use tracing::Instrument;
 
 use super::cache::TtlCache;
+use super::classify::{self, Judgement};
 use super::completer::Completer;
 use super::lease::{Leases, LEASE_MARGIN};
-use crate::contract::{Failure, FailureKind, Message};
+use crate::contract::{Failure, FailureKind, Message, Verdict};
 use crate::domain::{AttemptStatus, ExecutionStatus};
 use crate::flow::Health;
 use crate::retry::RetryPolicy;
@@ -66,6 +68,17 @@ pub struct CacheTtls {
     pub secret: Duration,
 }
 
+/// What a failed attempt says about the receiver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ReceiverSign {
+    /// Nothing: the failure is about the message (a permanent refusal, a template).
+    None,
+    /// It failed in a way that may pass (a retryable failure): counted by the circuit breaker.
+    Down,
+    /// It is unwell, says its classifier: the circuit opens now (for this long, when given).
+    Trip(Option<u64>),
+}
+
 /// How an attempt ended, before it is written down.
 enum Outcome {
     Delivered {
@@ -76,9 +89,8 @@ enum Outcome {
         retryable: bool,
         retry_after_ms: Option<u64>,
         message: String,
-        /// The receiver failed in a way that may pass (a retryable transport failure): what
-        /// the endpoint's circuit breaker counts.
-        receiver_down: bool,
+        /// What the failure says about the receiver, for the endpoint's circuit breaker.
+        receiver: ReceiverSign,
     },
     /// Stopped before anything was sent (the store failed): retried whatever attempts are
     /// left, since the receiver never saw this one.
@@ -96,7 +108,7 @@ impl Outcome {
             retryable: false,
             retry_after_ms: None,
             message,
-            receiver_down: false,
+            receiver: ReceiverSign::None,
         }
     }
 }
@@ -190,7 +202,7 @@ impl Pipeline {
                         retryable: true,
                         retry_after_ms: None,
                         message,
-                        receiver_down: false,
+                        receiver: ReceiverSign::None,
                     }
                 };
                 (outcome, RetryPolicy::default(), Vec::new())
@@ -291,34 +303,47 @@ impl Pipeline {
         }
         let sent = Instant::now();
         crate::metrics::fire_lateness((now() - execution.run_at).to_std().unwrap_or_default());
-        let delivery = Delivery::traced(traceparent);
+        let classifier = endpoint.classifier_ref();
+        let mut delivery = Delivery::traced(traceparent);
+        if classifier.is_some() {
+            delivery = delivery.keeping_answer();
+        }
         let delivered = tokio::time::timeout(
             Duration::from_millis(timeout_ms) + DEADLINE_GRACE,
             transport.deliver(message, &delivery),
         )
-        .await;
+        .await
+        .unwrap_or_else(|_| Err(Failure::timeout(format!("the transport did not return within {timeout_ms} ms"))));
         crate::metrics::delivery(endpoint_type.as_str(), sent.elapsed());
         let elapsed_ms = sent.elapsed().as_millis();
+        let judgement = match &classifier {
+            None => None,
+            Some(classifier) => {
+                let config = endpoint.classifier_config.as_ref();
+                let attempt = u32::try_from(execution.attempt_count).unwrap_or(0);
+                let plugins = self.transports.plugins();
+                classify::judge(plugins, classifier, config, endpoint_type, attempt, &delivered, &delivery).await
+            }
+        };
         for (level, line) in delivery.take() {
             logs.push(level, line);
         }
-        if let Ok(Err(failure)) = &delivered {
+        if let Err(failure) = &delivered {
             if let (FailureKind::Rejected(Some(429)), Some(wait_ms)) = (&failure.kind, failure.retry_after_ms) {
                 self.pause_endpoint(&endpoint.name, wait_ms, logs).await;
             }
         }
-        let outcome = match delivered {
-            Ok(Ok(receipt)) => {
-                let output: Value = serde_json::from_str(&receipt.output_json)
-                    .unwrap_or_else(|_| json!({ "raw": receipt.output_json }));
-                logs.push("INFO", format!("Delivered in {elapsed_ms} ms."));
-                Outcome::Delivered { output }
-            }
-            Ok(Err(failure)) => self.failed(transport.error_json(&failure), &failure, elapsed_ms, logs),
-            Err(_) => {
-                let failure = Failure::timeout(format!("the transport did not return within {timeout_ms} ms"));
-                self.failed(transport.error_json(&failure), &failure, elapsed_ms, logs)
-            }
+        let outcome = match (judgement, delivered) {
+            (None, delivered) | (Some(Judgement { verdict: Verdict::Keep, .. }), delivered) => match delivered {
+                Ok(receipt) => {
+                    let output: Value = serde_json::from_str(&receipt.output_json)
+                        .unwrap_or_else(|_| json!({ "raw": receipt.output_json }));
+                    logs.push("INFO", format!("Delivered in {elapsed_ms} ms."));
+                    Outcome::Delivered { output }
+                }
+                Err(failure) => self.failed(transport.error_json(&failure), &failure, elapsed_ms, logs),
+            },
+            (Some(judgement), _) => classified(judgement, elapsed_ms, logs),
         };
         Ok((outcome, policy, secrets))
     }
@@ -348,7 +373,7 @@ impl Pipeline {
             error,
             retryable: failure.retryable,
             retry_after_ms: failure.retry_after_ms,
-            receiver_down: failure.retryable,
+            receiver: if failure.retryable { ReceiverSign::Down } else { ReceiverSign::None },
             message,
         }
     }
@@ -464,8 +489,12 @@ impl Pipeline {
                 let retry_at = completed_at + chrono::Duration::milliseconds(delay as i64);
                 base(ExecutionStatus::Retrying, AttemptStatus::Failed, None, Some(error), Some(retry_at))
             }
-            Outcome::Failed { error, retryable, retry_after_ms, message, receiver_down } => {
-                let health = receiver_down.then(|| Health::Down(message.clone()));
+            Outcome::Failed { error, retryable, retry_after_ms, message, receiver } => {
+                let health = match receiver {
+                    ReceiverSign::None => None,
+                    ReceiverSign::Down => Some(Health::Down(message.clone())),
+                    ReceiverSign::Trip(cooldown_ms) => Some(Health::Trip { error: message.clone(), cooldown_ms }),
+                };
                 let mut finish = if retryable && attempt < execution.max_attempts {
                     let delay = policy.next_delay_ms(attempt as u32, retry_after_ms, &mut rand::thread_rng());
                     logs.push(
@@ -503,10 +532,32 @@ impl Pipeline {
         for log in &mut finish.logs {
             log.message = redactor.redact(&log.message);
         }
-        if let Some(Health::Down(message)) = &mut finish.health {
+        if let Some(message) = finish.health.as_mut().and_then(Health::error_mut) {
             *message = redactor.redact(message);
         }
         finish
+    }
+}
+
+/// The outcome a classifier's verdict (other than `keep`) makes of an attempt.
+fn classified(judgement: Judgement, elapsed_ms: u128, logs: &mut Logs) -> Outcome {
+    let (verdict, message, retryable, retry_after_ms, receiver) = match judgement.verdict.clone() {
+        Verdict::Keep | Verdict::Success => {
+            logs.push("INFO", format!("Delivered in {elapsed_ms} ms, says classifier {}.", judgement.by));
+            return Outcome::Delivered { output: judgement.output_if_success };
+        }
+        Verdict::Retry(retry) => ("retry", retry.message, true, retry.after_ms, ReceiverSign::Down),
+        Verdict::Permanent(message) => ("permanent", message, false, None, ReceiverSign::None),
+        Verdict::OpenCircuit(open) => ("open_circuit", open.message, true, None, ReceiverSign::Trip(open.cooldown_ms)),
+    };
+    let message: String = message.chars().take(4096).collect();
+    logs.push("WARN", format!("Delivery failed after {elapsed_ms} ms, says classifier {}: {message}", judgement.by));
+    Outcome::Failed {
+        error: judgement.error_json(verdict, &message, retryable),
+        retryable,
+        retry_after_ms,
+        message,
+        receiver,
     }
 }
 

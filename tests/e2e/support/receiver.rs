@@ -8,7 +8,9 @@
 //! for `ms` milliseconds, then answers 200; `/echo/{status}` answers `status` with the
 //! request's headers and body quoted back as JSON; `/nul-json` answers 200 with a JSON body
 //! holding a raw NUL byte (`{"ok":"a<NUL>b"}`); `/nul-raw` answers 200 with the bytes
-//! `ok\0` and an invalid UTF-8 byte.
+//! `ok\0` and an invalid UTF-8 byte; `/mirror` answers 200 with the request's body as its own
+//! (a receiver whose answer the job's input decides); `/json-switch/{name}` answers 200 with
+//! `{"ok": false, "error": "not yet"}` until the test calls `heal(name)`, then `{"ok": true}`.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -67,6 +69,8 @@ impl Receiver {
             .route("/slow/{ms}", any(slow))
             .route("/echo/{status}", any(echo))
             .route("/nul-json", any(nul_json))
+            .route("/mirror", any(mirror))
+            .route("/json-switch/{name}", any(json_switch))
             .route("/nul-raw", any(nul_raw))
             .fallback(any(fallback))
             .with_state(inner.clone());
@@ -157,6 +161,26 @@ async fn switch(
         (StatusCode::OK, "OK")
     } else {
         (StatusCode::SERVICE_UNAVAILABLE, "down")
+    }
+}
+
+async fn mirror(State(inner): State<Arc<Inner>>, uri: Uri, headers: HeaderMap, body: Bytes) -> (StatusCode, Bytes) {
+    record(&inner, &uri, headers, body.clone());
+    (StatusCode::OK, body)
+}
+
+async fn json_switch(
+    State(inner): State<Arc<Inner>>,
+    Path(name): Path<String>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> (StatusCode, &'static str) {
+    record(&inner, &uri, headers, body);
+    if inner.healed.lock().unwrap().contains(&name) {
+        (StatusCode::OK, r#"{"ok": true}"#)
+    } else {
+        (StatusCode::OK, r#"{"ok": false, "error": "not yet"}"#)
     }
 }
 

@@ -24,8 +24,10 @@ use crate::store::{Deleted, Endpoint, EndpointWrite, PageKey, StoreError};
 use crate::template;
 use crate::transport::EndpointType;
 
+mod classifier;
 mod flow;
 
+pub use classifier::ClassifierIn;
 use flow::{CircuitBreakerIn, CircuitBreakerOut, CircuitOut, RateLimitIn};
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -65,6 +67,10 @@ pub struct EndpointIn {
     /// type. Default: the spec's own `timeout_ms` (the built-in transports' specs have one:
     /// 10,000 for HTTP and Kafka, 3,000 for Redis), else 30,000.
     pub timeout_ms: Option<u64>,
+    /// A classifier plugin that judges the receiver's answer after each delivery and may
+    /// overrule the transport: success, retry (after a delay), permanent failure, or open the
+    /// circuit. For receivers that answer 200 with an error in the body, say.
+    pub classifier: Option<ClassifierIn>,
 }
 
 #[derive(Serialize, utoipa::ToSchema)]
@@ -84,6 +90,8 @@ pub struct EndpointOut {
     pub plugin: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub renderer: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub classifier: Option<ClassifierIn>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_concurrency: Option<i32>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -116,6 +124,7 @@ impl From<Endpoint> for EndpointOut {
         let circuit = CircuitOut::new(&e.circuit(), now);
         let timeout_ms = e.delivery_timeout_ms(&e.spec);
         let plugin = e.plugin_ref().map(|p| p.to_string());
+        let classifier = ClassifierIn::of(&e);
         Self {
             name: e.name,
             endpoint_type: e.endpoint_type,
@@ -127,6 +136,7 @@ impl From<Endpoint> for EndpointOut {
             timeout_ms,
             plugin,
             renderer: e.renderer,
+            classifier,
             max_concurrency: e.max_concurrency,
             rate_limit,
             on_failure: e.on_failure,
@@ -155,7 +165,7 @@ fn reference_race() -> ApiError {
 
 /// The plugin `plugin` names is installed (that version, when it names one) and implements
 /// `world`; 422 INVALID_PLUGIN_REF otherwise.
-async fn require_plugin(state: &AppState, field: &str, plugin: &PluginRef, world: World) -> ApiResult<()> {
+pub(super) async fn require_plugin(state: &AppState, field: &str, plugin: &PluginRef, world: World) -> ApiResult<()> {
     let name = plugin.name.as_str();
     let found = match plugin.version {
         None => state.store.plugin_latest(name).await?,
@@ -247,6 +257,13 @@ async fn prepare(state: &AppState, name: String, body: EndpointIn) -> ApiResult<
         let renderer = PluginRef { name: renderer.clone(), version: None };
         require_plugin(state, "renderer", &renderer, World::Renderer).await?;
     }
+    let (classifier, classifier_config) = match &body.classifier {
+        None => (None, None),
+        Some(given) => {
+            let (plugin, config) = classifier::check(state, given).await?;
+            (Some(plugin), config)
+        }
+    };
     let timeout_ms = body.timeout_ms.map(check_timeout).transpose()?;
     let mut spec = body.spec.clone();
     if let (Some(timeout), false) = (timeout_ms, body.endpoint_type == EndpointType::Plugin) {
@@ -341,6 +358,8 @@ async fn prepare(state: &AppState, name: String, body: EndpointIn) -> ApiResult<
         on_failure: body.on_failure,
         rate_limit,
         circuit_policy,
+        classifier,
+        classifier_config,
     })
 }
 
@@ -373,6 +392,8 @@ async fn create(State(state): State<AppState>, ApiJson(body): ApiJson<EndpointIn
                 && e.circuit_policy == write.circuit_policy
                 && e.timeout_ms == write.timeout_ms
                 && e.plugin_version == write.plugin_version
+                && e.classifier_ref() == write.classifier
+                && e.classifier_config == write.classifier_config
         },
         || {
             format!(

@@ -16,7 +16,7 @@ pub use spec::{HttpMethod, HttpSpec};
 
 use super::{
     delivery_timeout, egress_refused, error_json, normalize_spec, receipt, rendered_spec, Delivery, EndpointType,
-    SpecError, Transport,
+    ReceiverAnswer, SpecError, Transport,
 };
 use crate::contract::{Failure, Message, Receipt};
 use crate::egress::{self, EgressPolicy, PolicyResolver};
@@ -102,7 +102,16 @@ impl Transport for HttpTransport {
         let response = request.send().await.map_err(transport_failure)?;
         let status = response.status();
         let retry_after_ms = retry_after_ms(status, response.headers());
+        let headers = delivery.wants_answer().then(|| {
+            let headers = response.headers().iter().take(ReceiverAnswer::MAX_HEADERS);
+            headers
+                .map(|(name, value)| (name.as_str().to_owned(), String::from_utf8_lossy(value.as_bytes()).into_owned()))
+        });
+        let headers: Option<Vec<_>> = headers.map(Iterator::collect);
         let (body, truncated) = read_body(response, OUTPUT_BODY_LIMIT).await.map_err(transport_failure)?;
+        if let Some(headers) = headers {
+            delivery.keep_answer(ReceiverAnswer { status: Some(status.as_u16()), headers, body: body.clone() });
+        }
         let body_text = String::from_utf8_lossy(&body);
 
         if spec.expected_status_codes.contains(&status.as_u16()) {

@@ -1,0 +1,2 @@
+-- The classifier plugin judging this endpoint's answers (NULL: none).
+ALTER TABLE endpoints ADD COLUMN classifier TEXT;

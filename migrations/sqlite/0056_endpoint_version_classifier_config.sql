@@ -1,0 +1,2 @@
+-- The classifier's configuration (JSON), passed to each call.
+ALTER TABLE endpoint_versions ADD COLUMN classifier_config TEXT;
