@@ -341,7 +341,7 @@ pub enum PluginCommand {
         /// Linear memory for each call, in MiB (default 64).
         #[arg(long)]
         memory_mb: Option<u32>,
-        /// The world the component must implement: transport-plugin, renderer-plugin or classifier-plugin.
+        /// The world the component must implement: transport-plugin, renderer-plugin, classifier-plugin or schedule-plugin.
         #[arg(long)]
         world: Option<String>,
         #[command(flatten)]
@@ -382,7 +382,7 @@ pub enum PluginCommand {
     /// it exports and imports.
     Check {
         file: std::path::PathBuf,
-        /// The world it must implement: transport-plugin, renderer-plugin or classifier-plugin.
+        /// The world it must implement: transport-plugin, renderer-plugin, classifier-plugin or schedule-plugin.
         #[arg(long)]
         world: Option<String>,
     },
@@ -415,11 +415,11 @@ pub enum PluginCommand {
         memory_mb: Option<u32>,
     },
     /// Start a plugin crate: Cargo.toml with a release profile that keeps components small,
-    /// the guest SDK (transport) or the WIT package (renderer, classifier), and a lib.rs that builds.
+    /// the guest SDK (transport) or the WIT package (renderer, classifier, schedule), and a lib.rs that builds.
     New {
         /// The plugin's name; also the crate's directory (under --dir).
         name: String,
-        /// transport (the default), renderer or classifier.
+        /// transport (the default), renderer, classifier or schedule.
         #[arg(long, default_value = "transport")]
         world: String,
         /// Where to make the crate's directory.

@@ -45,6 +45,20 @@ mod generated {
             },
         });
     }
+
+    pub mod schedule_world {
+        wasmtime::component::bindgen!({
+            path: "../transports-wit/wit",
+            world: "schedule-plugin",
+            additional_derives: [PartialEq],
+            imports: { default: async },
+            exports: { default: async },
+            with: {
+                "taskexec:plugin/types": super::taskexec::plugin::types,
+                "taskexec:plugin/host": super::taskexec::plugin::host,
+            },
+        });
+    }
 }
 
 pub use generated::classifier_world::exports::taskexec::plugin::classifier::{
@@ -54,6 +68,8 @@ pub use generated::classifier_world::{ClassifierPlugin, ClassifierPluginPre};
 pub use generated::exports::taskexec::plugin::transport as transport_exports;
 pub use generated::renderer_world::exports::taskexec::plugin::renderer::RenderError;
 pub use generated::renderer_world::{RendererPlugin, RendererPluginPre};
+pub use generated::schedule_world::exports::taskexec::plugin::schedule::LocalTime;
+pub use generated::schedule_world::{SchedulePlugin, SchedulePluginPre};
 pub use generated::taskexec::plugin::host as host_imports;
 pub use generated::taskexec::plugin::types::{Failure, FailureKind, LogLevel, Message, Receipt};
 pub use generated::{TransportPlugin, TransportPluginPre};

@@ -1,2 +1,2 @@
 -- The worlds a plugin may implement.
-ALTER TABLE plugins ADD CONSTRAINT chk_plugin_world CHECK (world IN ('transport-plugin', 'renderer-plugin', 'classifier-plugin'));
+ALTER TABLE plugins ADD CONSTRAINT chk_plugin_world CHECK (world IN ('transport-plugin', 'renderer-plugin', 'classifier-plugin', 'schedule-plugin'));

@@ -1,4 +1,4 @@
--- A plugin's world may now also be `classifier-plugin`. SQLite cannot alter a CHECK
+-- A plugin's world may now also be `classifier-plugin` or `schedule-plugin`. SQLite cannot alter a CHECK
 -- constraint, so the table is rebuilt with the new one (no table refers to plugins).
 CREATE TABLE plugins_new (
     name          TEXT          NOT NULL,
@@ -10,7 +10,7 @@ CREATE TABLE plugins_new (
     limits        TEXT          NOT NULL,
     created_at    TEXT          NOT NULL DEFAULT ((strftime('%Y-%m-%dT%H:%M:%f', 'now') || '000Z')),
     CONSTRAINT pk_plugins PRIMARY KEY (name, version),
-    CONSTRAINT chk_plugin_world CHECK (world IN ('transport-plugin', 'renderer-plugin', 'classifier-plugin'))
+    CONSTRAINT chk_plugin_world CHECK (world IN ('transport-plugin', 'renderer-plugin', 'classifier-plugin', 'schedule-plugin'))
 );
 INSERT INTO plugins_new (name, version, sha256, bytes, world, grants, limits, created_at)
     SELECT name, version, sha256, bytes, world, grants, limits, created_at FROM plugins;

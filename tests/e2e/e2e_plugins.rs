@@ -18,7 +18,8 @@ use crate::support::{eventually, Backend, Client, Receiver, Server, ServerOption
 both_backends!(
     registry_installs_checks_and_refuses,
     versions_are_pinned_rolled_back_and_removed,
-    a_classifier_overrules_the_transport_on_the_answers_body
+    a_classifier_overrules_the_transport_on_the_answers_body,
+    a_schedule_plugin_fires_a_cron_job_on_its_own_calendar
 );
 
 /// Build every plugin once per test run; the path of `name`'s component.
@@ -920,4 +921,77 @@ async fn a_classifier_overrules_the_transport_on_the_answers_body(backend: Backe
 
 fn at_of(attempt: &Value, field: &str) -> chrono::DateTime<chrono::FixedOffset> {
     chrono::DateTime::parse_from_rfc3339(attempt[field].as_str().unwrap()).unwrap()
+}
+
+async fn a_schedule_plugin_fires_a_cron_job_on_its_own_calendar(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let server = Server::start(&db).await;
+    let api = server.client();
+    let receiver = Receiver::start().await;
+    let (ok, out) = cli(&server, &db, &["install", component("business-days").to_str().unwrap(), "--name", "workdays"]);
+    assert!(ok && out.contains("schedule-plugin"), "{out}");
+    install_allowing(&server, &db, "webhook-signed", "webhook", "http://127.0.0.1:*");
+    api.create(
+        "/endpoints",
+        &json!({"name": "desk", "type": "HTTP", "spec": {"url": format!("{}/ok/desk", receiver.base_url), "method": "POST"}}),
+    )
+    .await;
+    let cron = |schedule: Value, zone: &str, starts_at: &str| json!({"endpoint": "desk", "trigger": "CRON", "schedule": schedule, "timezone": zone, "starts_at": starts_at});
+
+    // Refusals name the field.
+    let every_day = json!({"plugin": "workdays", "spec": {"times": ["02:30"], "weekdays": [1, 2, 3, 4, 5, 6, 7]}});
+    let mut both = cron(every_day.clone(), "UTC", "2026-12-01T00:00:00Z");
+    both["cron"] = json!("* * * * *");
+    let message = api.post("/jobs", &both).await.error(400, "INVALID_REQUEST");
+    assert!(message.starts_with("`schedule`"), "{message}");
+    let bad = json!({"plugin": "workdays", "spec": {"times": ["25:00"]}});
+    let message = api.post("/jobs", &cron(bad, "UTC", "2026-12-01T00:00:00Z")).await.error(422, "INVALID_CRON");
+    assert!(message.starts_with("`schedule.spec`") && message.contains("times"), "{message}");
+    let message = api
+        .post("/jobs", &cron(json!({"plugin": "webhook"}), "UTC", "2026-12-01T00:00:00Z"))
+        .await
+        .error(422, "INVALID_PLUGIN_REF");
+    assert!(message.contains("not a schedule-plugin"), "{message}");
+
+    // The host places the plugin's local times by cron's rules: 02:30 on 2027-03-14 does not
+    // exist in New York (skipped), and 01:30 on 2027-11-07 happens twice (the first).
+    let job = api.create("/jobs", &cron(every_day, "America/New_York", "2027-03-14T06:00:00Z")).await;
+    assert_eq!(job["next_run_at"], "2027-03-15T02:30:00-04:00", "{job}");
+    assert_eq!(job["schedule"]["plugin"], "workdays");
+    let fall_back = json!({"plugin": "workdays", "spec": {"times": ["01:30"], "weekdays": [7]}});
+    let job = api.create("/jobs", &cron(fall_back, "America/New_York", "2027-11-07T04:00:00Z")).await;
+    assert_eq!(job["next_run_at"], "2027-11-07T01:30:00-04:00", "{job}");
+
+    // Fired at the plugin's times: two seconds a few seconds from now, every day of the week.
+    let first = chrono::Utc::now() + chrono::Duration::seconds(3);
+    let second = first + chrono::Duration::seconds(2);
+    let times: Vec<String> = [first, second].iter().map(|t| t.format("%H:%M:%S").to_string()).collect();
+    if first.date_naive() != second.date_naive() {
+        return; // Across midnight UTC the two times are not on one day; nothing to check then.
+    }
+    let soon = json!({"plugin": "workdays@1", "spec": {"times": times, "weekdays": [1, 2, 3, 4, 5, 6, 7]}});
+    let job =
+        api.create("/jobs", &json!({"endpoint": "desk", "trigger": "CRON", "schedule": soon, "timezone": "UTC"})).await;
+    let job_id = job["job_id"].as_str().unwrap().to_owned();
+    eventually("both ticks are delivered", Duration::from_secs(20), || async { receiver.count_of("/ok/desk") >= 2 })
+        .await;
+    let executions = api.get(&format!("/jobs/{job_id}/executions")).await.body;
+    let mut fired: Vec<String> = executions["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["scheduled_at"].as_str().unwrap_or("").to_owned())
+        .collect();
+    fired.sort();
+    let expected: Vec<String> = [first, second].iter().map(|t| t.format("%Y-%m-%dT%H:%M:%S").to_string()).collect();
+    assert_eq!(fired.iter().map(|t| t[..19].to_owned()).collect::<Vec<_>>(), expected, "{executions}");
+    let tomorrow = (first + chrono::Duration::days(1)).format("%Y-%m-%dT%H:%M:%S").to_string();
+    let job = api.get(&format!("/jobs/{job_id}")).await.body;
+    assert!(job["next_run_at"].as_str().unwrap().starts_with(&tomorrow), "the next is tomorrow's first: {job}");
+
+    // An active job keeps its plugin installed; a new version may move it to cron.
+    let (ok, out) = cli(&server, &db, &["remove", "workdays"]);
+    assert!(!ok && out.contains("409") && out.contains(&job_id), "{out}");
+    let updated = api.put(&format!("/jobs/{job_id}"), &json!({"cron": "0 9 * * *"})).await.body;
+    assert_eq!((updated["cron"].as_str(), updated.get("schedule")), (Some("0 9 * * *"), None), "{updated}");
 }

@@ -94,7 +94,7 @@ static COMPILES: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(COMP
 #[utoipa::path(post, path = "/plugins", tag = "plugins",
     params(
         ("name" = String, Query, description = "The plugin's name."),
-        ("world" = Option<String>, Query, description = "`transport-plugin`, `renderer-plugin` or `classifier-plugin`: refused if the component implements the other."),
+        ("world" = Option<String>, Query, description = "`transport-plugin`, `renderer-plugin`, `classifier-plugin` or `schedule-plugin`: refused if the component implements the other."),
         ("allow_host" = Option<Vec<String>>, Query, description = "A URL pattern `scheme://host[:port]` it may call, `*` per part; repeat for more."),
         ("memory_mb" = Option<u32>, Query, description = "Its linear memory limit in MiB (default 64, at most TE_PLUGIN_MEMORY_MB_MAX)."),
     ),
@@ -115,7 +115,10 @@ async fn install(
             "name" => name = Some(value.into_owned()),
             "world" => {
                 world = Some(World::parse(&value).ok_or_else(|| {
-                    ApiError::invalid_field("world", "must be transport-plugin, renderer-plugin or classifier-plugin")
+                    ApiError::invalid_field(
+                        "world",
+                        "must be transport-plugin, renderer-plugin, classifier-plugin or schedule-plugin",
+                    )
                 })?)
             }
             "allow_host" => allow.push(value.into_owned()),
@@ -228,7 +231,9 @@ async fn remove(State(state): State<AppState>, Path(name): Path<String>) -> ApiR
             Ok(StatusCode::NO_CONTENT)
         }
         Deleted::NotFound => Err(not_found(&name)),
-        Deleted::InUse(endpoints) => Err(conflict_in_use(&format!("Plugin '{name}'"), "endpoints", &endpoints)),
+        Deleted::InUse(endpoints) => {
+            Err(conflict_in_use(&format!("Plugin '{name}'"), "endpoints or cron jobs", &endpoints))
+        }
     }
 }
 
@@ -259,7 +264,7 @@ async fn remove_version(
             Err(ApiError::new(ErrorCode::PluginNotFound, format!("Plugin '{name}' has no version {version}.")))
         }
         Deleted::InUse(endpoints) => {
-            Err(conflict_in_use(&format!("Version {version} of plugin '{name}'"), "endpoints", &endpoints))
+            Err(conflict_in_use(&format!("Version {version} of plugin '{name}'"), "endpoints or cron jobs", &endpoints))
         }
     }
 }

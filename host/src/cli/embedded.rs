@@ -14,6 +14,7 @@ pub const WIT: &[(&str, &str)] = &[
     ("deps/sockets.wit", include_str!("../../../transports-wit/wit/deps/sockets.wit")),
     ("host.wit", include_str!("../../../transports-wit/wit/host.wit")),
     ("renderer.wit", include_str!("../../../transports-wit/wit/renderer.wit")),
+    ("schedule.wit", include_str!("../../../transports-wit/wit/schedule.wit")),
     ("transport.wit", include_str!("../../../transports-wit/wit/transport.wit")),
     ("types.wit", include_str!("../../../transports-wit/wit/types.wit")),
     ("worlds.wit", include_str!("../../../transports-wit/wit/worlds.wit")),

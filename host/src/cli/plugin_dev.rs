@@ -52,7 +52,7 @@ pub fn check(file: &Path, world: Option<&str>) -> anyhow::Result<()> {
     let claimed = match world {
         None => None,
         Some(w) => Some(World::parse(w).with_context(|| {
-            format!("--world must be transport-plugin, renderer-plugin or classifier-plugin, not {w}")
+            format!("--world must be transport-plugin, renderer-plugin, classifier-plugin or schedule-plugin, not {w}")
         })?),
     };
     let bytes = read(file)?;
@@ -108,10 +108,11 @@ pub async fn run(args: RunArgs<'_>) -> anyhow::Result<bool> {
     let loaded = runtime.load(&sha, || Some(bytes)).map_err(anyhow::Error::msg)?;
     let limits = PluginLimits::for_install(args.memory_mb, runtime.memory_mb_max).map_err(anyhow::Error::msg)?;
 
-    if inspection.world == World::Classifier {
+    if matches!(inspection.world, World::Classifier | World::Schedule) {
         bail!(
-            "{} is a classifier-plugin: `plugin run` calls transports and renderers; test a classifier's logic with `cargo test --lib`, and in place on an endpoint's `classifier`",
-            args.file.display()
+            "{} is a {}: `plugin run` calls transports and renderers; test its logic with `cargo test --lib`, and in place on an endpoint's `classifier` or a CRON job's `schedule`",
+            args.file.display(),
+            inspection.world.as_str()
         );
     }
     if inspection.world == World::Renderer {
@@ -229,13 +230,14 @@ pub fn new(name: &str, world: &str, dir: &Path) -> anyhow::Result<()> {
             }
             (RENDERER_DEPENDENCIES, RENDERER_LIB)
         }
-        "classifier" | "classifier-plugin" => {
+        "classifier" | "classifier-plugin" | "schedule" | "schedule-plugin" => {
             for (path, text) in embedded::WIT {
                 write(&root.join("wit").join(path), text)?;
             }
-            (RENDERER_DEPENDENCIES, CLASSIFIER_LIB)
+            let lib = if world.starts_with("classifier") { CLASSIFIER_LIB } else { SCHEDULE_LIB };
+            (RENDERER_DEPENDENCIES, lib)
         }
-        other => bail!("--world must be transport, renderer or classifier, not {other}"),
+        other => bail!("--world must be transport, renderer, classifier or schedule, not {other}"),
     };
     let manifest = MANIFEST.replace("{name}", name).replace("{dependencies}", dependencies);
     write(&root.join("Cargo.toml"), &manifest)?;
@@ -426,6 +428,56 @@ mod tests {
         assert!(matches!(judge(Some(200), br#"{"error": "busy"}"#), Verdict::Retry(_)));
         assert!(matches!(judge(Some(200), br#"{"ok": true}"#), Verdict::Keep));
         assert!(matches!(judge(Some(500), br#"{"error": "x"}"#), Verdict::Keep));
+    }
+}
+"##;
+
+const SCHEDULE_LIB: &str = r##"//! `{name}`: a Task Executor schedule plugin: computes a CRON job's ticks in local time.
+//! This one fires at 12:00 on the first day of each month (the spec is not read).
+
+wit_bindgen::generate!({ path: "wit", world: "schedule-plugin", generate_all });
+
+use exports::taskexec::plugin::schedule::{Guest, LocalTime};
+
+struct Plugin;
+
+/// The first noon on a 1st strictly after `after`: plain logic, tested with `cargo test --lib`.
+/// The host places it in the job's timezone; the weekday it returns is not read.
+fn next_noon_on_the_first(after: &LocalTime) -> LocalTime {
+    let noon = LocalTime { day: 1, hour: 12, minute: 0, second: 0, ..*after };
+    if (after.day, after.hour) < (1, 12) {
+        return noon;
+    }
+    match after.month {
+        12 => LocalTime { year: after.year + 1, month: 1, ..noon },
+        month => LocalTime { month: month + 1, ..noon },
+    }
+}
+
+impl Guest for Plugin {
+    /// When a job is created or updated: refuse a spec this plugin cannot use.
+    fn check(spec_json: String) -> Result<(), String> {
+        serde_json::from_str::<serde_json::Value>(&spec_json).map(drop).map_err(|e| e.to_string())
+    }
+
+    /// For each tick: the first local time strictly after `after` (None: no more ticks).
+    fn next(_spec_json: String, after: LocalTime) -> Result<Option<LocalTime>, String> {
+        Ok(Some(next_noon_on_the_first(&after)))
+    }
+}
+
+export!(Plugin);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_next_first_of_the_month_at_noon() {
+        let at = |month, day, hour| LocalTime { year: 2026, month, day, hour, minute: 0, second: 0, weekday: 1 };
+        assert_eq!((next_noon_on_the_first(&at(3, 1, 9)).month, next_noon_on_the_first(&at(3, 1, 9)).day), (3, 1));
+        assert_eq!(next_noon_on_the_first(&at(3, 1, 12)).month, 4);
+        assert_eq!(next_noon_on_the_first(&at(12, 5, 0)).year, 2027);
     }
 }
 "##;

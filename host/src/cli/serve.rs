@@ -95,7 +95,14 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             retention: s.retention,
             purge_interval: Duration::from_secs(s.purge_interval_sec),
         };
-        background.extend(scheduler::spawn(store.clone(), config, wakeups.clone(), shutdown.clone(), &liveness));
+        background.extend(scheduler::spawn(
+            store.clone(),
+            plugins.clone(),
+            config,
+            wakeups.clone(),
+            shutdown.clone(),
+            &liveness,
+        ));
         background.push(tokio::spawn(heartbeat::run(store.clone(), format!("scheduler:{instance}"), shutdown.clone())));
         tracing::info!("Scheduler running.");
     }

@@ -13,7 +13,9 @@ use super::instances::MAX_CONCURRENT_INSTANCES;
 use super::limits::PluginLimits;
 use super::outbound::Egress;
 use super::sandbox::PluginState;
-use crate::contract::{host_imports, ClassifierPluginPre, Failure, RendererPluginPre, TransportPluginPre};
+use crate::contract::{
+    host_imports, ClassifierPluginPre, Failure, RendererPluginPre, SchedulePluginPre, TransportPluginPre,
+};
 
 /// How often the engine's epoch advances; a call's CPU deadline is counted in these ticks.
 const EPOCH_TICK: Duration = Duration::from_millis(10);
@@ -23,6 +25,7 @@ const KEEP_RESIDENT_BYTES: usize = 4 * 1024 * 1024;
 pub const TRANSPORT_EXPORT: &str = "taskexec:plugin/transport@0.1.0";
 pub const RENDERER_EXPORT: &str = "taskexec:plugin/renderer@0.1.0";
 pub const CLASSIFIER_EXPORT: &str = "taskexec:plugin/classifier@0.1.0";
+pub const SCHEDULE_EXPORT: &str = "taskexec:plugin/schedule@0.1.0";
 
 /// The WIT world a component implements.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,6 +33,7 @@ pub enum World {
     Transport,
     Renderer,
     Classifier,
+    Schedule,
 }
 
 impl World {
@@ -38,6 +42,7 @@ impl World {
             Self::Transport => "transport-plugin",
             Self::Renderer => "renderer-plugin",
             Self::Classifier => "classifier-plugin",
+            Self::Schedule => "schedule-plugin",
         }
     }
 
@@ -46,6 +51,7 @@ impl World {
             "transport-plugin" => Some(Self::Transport),
             "renderer-plugin" => Some(Self::Renderer),
             "classifier-plugin" => Some(Self::Classifier),
+            "schedule-plugin" => Some(Self::Schedule),
             _ => None,
         }
     }
@@ -64,6 +70,7 @@ pub enum Loaded {
     Transport(TransportPluginPre<PluginState>),
     Renderer(RendererPluginPre<PluginState>),
     Classifier(ClassifierPluginPre<PluginState>),
+    Schedule(SchedulePluginPre<PluginState>),
 }
 
 impl Loaded {
@@ -72,6 +79,7 @@ impl Loaded {
             Self::Transport(_) => World::Transport,
             Self::Renderer(_) => World::Renderer,
             Self::Classifier(_) => World::Classifier,
+            Self::Schedule(_) => World::Schedule,
         }
     }
 }
@@ -162,7 +170,7 @@ impl PluginEngine {
         let imports: Vec<String> = ty.imports(&self.engine).map(|(name, _)| name.to_owned()).collect();
         let Some(world) = world_of(&exports) else {
             return Err(PluginError::Invalid(format!(
-                "the component exports none of {TRANSPORT_EXPORT}, {RENDERER_EXPORT} or {CLASSIFIER_EXPORT} (it exports: {}); generate its bindings from transports-wit with world transport-plugin, renderer-plugin or classifier-plugin",
+                "the component exports none of {TRANSPORT_EXPORT}, {RENDERER_EXPORT}, {CLASSIFIER_EXPORT} or {SCHEDULE_EXPORT} (it exports: {}); generate its bindings from transports-wit with world transport-plugin, renderer-plugin, classifier-plugin or schedule-plugin",
                 if exports.is_empty() { "nothing".to_owned() } else { exports.join(", ") }
             )));
         };
@@ -191,6 +199,10 @@ impl PluginEngine {
                 ClassifierPluginPre::new(pre)
                     .map_err(|e| format!("the classifier export does not match the WIT contract: {e:#}"))?,
             ),
+            World::Schedule => drop(
+                SchedulePluginPre::new(pre)
+                    .map_err(|e| format!("the schedule export does not match the WIT contract: {e:#}"))?,
+            ),
         }
         Ok((Inspection { world, exports, imports }, component))
     }
@@ -205,6 +217,7 @@ impl PluginEngine {
             Some(World::Transport) => Loaded::Transport(TransportPluginPre::new(pre).map_err(typed)?),
             Some(World::Renderer) => Loaded::Renderer(RendererPluginPre::new(pre).map_err(typed)?),
             Some(World::Classifier) => Loaded::Classifier(ClassifierPluginPre::new(pre).map_err(typed)?),
+            Some(World::Schedule) => Loaded::Schedule(SchedulePluginPre::new(pre).map_err(typed)?),
             None => return Err("the component exports no world the host calls".into()),
         })
     }
@@ -229,6 +242,8 @@ fn world_of(exports: &[String]) -> Option<World> {
         Some(World::Renderer)
     } else if exports(CLASSIFIER_EXPORT) {
         Some(World::Classifier)
+    } else if exports(SCHEDULE_EXPORT) {
+        Some(World::Schedule)
     } else {
         None
     }

@@ -17,7 +17,10 @@ use super::instances::{while_waiting, InstancePool, SpareInstance, VALIDATE_TIME
 use super::limits::PluginLimits;
 use super::outbound::Egress;
 use super::sandbox::{CallLogs, PluginState};
-use crate::contract::{Answer, ClassifierPlugin, Failure, Message, Receipt, RenderError, RendererPlugin, Verdict};
+use crate::contract::{
+    Answer, ClassifierPlugin, Failure, LocalTime, Message, Receipt, RenderError, RendererPlugin, SchedulePlugin,
+    Verdict,
+};
 
 /// The outcome of one call, with what the plugin logged and tried.
 pub struct CallOutcome<T> {
@@ -143,17 +146,12 @@ impl PluginRuntime {
         let Loaded::Transport(pre) = loaded else {
             return Err(PluginError::WrongWorld { actual: loaded.world().as_str(), expected: "transport-plugin" });
         };
-        let _slot = self.instances.slot().await;
-        let mut store = self.engine.store(self.no_egress.clone(), limits, VALIDATE_TIMEOUT);
-        let call = async {
-            let plugin = pre.instantiate_async(&mut store).await?;
-            plugin.taskexec_plugin_transport().call_validate(&mut store, &spec_json).await
+        let call = async |store: &mut Store<PluginState>| {
+            let plugin = pre.instantiate_async(&mut *store).await?;
+            plugin.taskexec_plugin_transport().call_validate(store, &spec_json).await
         };
-        match tokio::time::timeout(VALIDATE_TIMEOUT + Duration::from_secs(1), call).await {
-            Err(_) => Err(PluginError::Call("the plugin's validate did not return in time".into())),
-            Ok(Err(trap)) => Err(PluginError::Call(trap_failure(&trap, VALIDATE_TIMEOUT).message)),
-            Ok(Ok(result)) => Ok(result),
-        }
+        let (_, result) = self.call_once(limits, VALIDATE_TIMEOUT, call).await;
+        result.map_err(|why| PluginError::Call(format!("the plugin's validate {why}")))
     }
 
     /// Run `renderer.render` (or `check` when `context_json` is None).
@@ -170,25 +168,40 @@ impl PluginRuntime {
                 None,
             ));
         };
-        let _slot = self.instances.slot().await;
-        let mut store = self.engine.store(self.no_egress.clone(), limits, VALIDATE_TIMEOUT);
-        let call = async {
-            let plugin: RendererPlugin = pre.instantiate_async(&mut store).await?;
+        let call = async |store: &mut Store<PluginState>| {
+            let plugin: RendererPlugin = pre.instantiate_async(&mut *store).await?;
             let renderer = plugin.taskexec_plugin_renderer();
             match &context_json {
-                Some(context) => renderer.call_render(&mut store, &template_json, context).await,
-                None => renderer.call_check(&mut store, &template_json).await.map(|r| r.map(|()| String::new())),
+                Some(context) => renderer.call_render(store, &template_json, context).await,
+                None => renderer.call_check(store, &template_json).await.map(|r| r.map(|()| String::new())),
             }
         };
-        match tokio::time::timeout(VALIDATE_TIMEOUT + Duration::from_secs(1), call).await {
-            Err(_) => Err(RenderError::new("the renderer plugin did not return in time", None)),
-            Ok(Err(trap)) => Err(RenderError::new(trap_failure(&trap, VALIDATE_TIMEOUT).message, None)),
-            Ok(Ok(result)) => result,
-        }
+        let (_, result) = self.call_once(limits, VALIDATE_TIMEOUT, call).await;
+        result.map_err(|why| RenderError::new(format!("the renderer plugin {why}"), None))?
     }
 }
 
 impl PluginRuntime {
+    /// One call in a fresh instance whose store can send nothing, with a slot of the pool, `cpu`
+    /// of CPU time (instantiation included) and a second more of wall clock. The store, for
+    /// what the plugin logged; Err: why the call did not return, in words that follow "the
+    /// plugin's …" (a trap, the deadline).
+    async fn call_once<T>(
+        &self,
+        limits: &PluginLimits,
+        cpu: Duration,
+        call: impl AsyncFnOnce(&mut Store<PluginState>) -> wasmtime::Result<T>,
+    ) -> (Store<PluginState>, Result<T, String>) {
+        let _slot = self.instances.slot().await;
+        let mut store = self.engine.store(self.no_egress.clone(), limits, cpu);
+        let result = match tokio::time::timeout(cpu + Duration::from_secs(1), call(&mut store)).await {
+            Err(_) => Err(format!("did not return within {} ms", cpu.as_millis())),
+            Ok(Err(trap)) => Err(format!("failed: {}", trap_failure(&trap, cpu).message)),
+            Ok(Ok(value)) => Ok(value),
+        };
+        (store, result)
+    }
+
     /// Run `classifier.check` for an endpoint's `classifier.config` at registration.
     pub async fn check_classifier_config(
         &self,
@@ -199,17 +212,12 @@ impl PluginRuntime {
         let Loaded::Classifier(pre) = loaded else {
             return Err(PluginError::WrongWorld { actual: loaded.world().as_str(), expected: "classifier-plugin" });
         };
-        let _slot = self.instances.slot().await;
-        let mut store = self.engine.store(self.no_egress.clone(), limits, VALIDATE_TIMEOUT);
-        let call = async {
-            let plugin: ClassifierPlugin = pre.instantiate_async(&mut store).await?;
-            plugin.taskexec_plugin_classifier().call_check(&mut store, &config_json).await
+        let call = async |store: &mut Store<PluginState>| {
+            let plugin: ClassifierPlugin = pre.instantiate_async(&mut *store).await?;
+            plugin.taskexec_plugin_classifier().call_check(store, &config_json).await
         };
-        match tokio::time::timeout(VALIDATE_TIMEOUT + Duration::from_secs(1), call).await {
-            Err(_) => Err(PluginError::Call("the classifier's check did not return in time".into())),
-            Ok(Err(trap)) => Err(PluginError::Call(trap_failure(&trap, VALIDATE_TIMEOUT).message)),
-            Ok(Ok(result)) => Ok(result),
-        }
+        let (_, result) = self.call_once(limits, VALIDATE_TIMEOUT, call).await;
+        result.map_err(|why| PluginError::Call(format!("the classifier's check {why}")))
     }
 
     /// Run `classifier.classify` on one attempt's answer, in a fresh instance that can send
@@ -228,19 +236,52 @@ impl PluginRuntime {
                 loaded.world().as_str()
             )));
         };
-        let _slot = self.instances.slot().await;
-        let mut store = self.engine.store(self.no_egress.clone(), limits, cpu);
-        let call = async {
-            let plugin: ClassifierPlugin = pre.instantiate_async(&mut store).await?;
-            arm_cpu_deadline(&mut store, cpu);
-            plugin.taskexec_plugin_classifier().call_classify(&mut store, &answer).await
+        let call = async |store: &mut Store<PluginState>| {
+            let plugin: ClassifierPlugin = pre.instantiate_async(&mut *store).await?;
+            plugin.taskexec_plugin_classifier().call_classify(store, &answer).await
         };
-        let result = match tokio::time::timeout(cpu + Duration::from_secs(1), call).await {
-            Err(_) => Err(format!("it did not return within {} ms", cpu.as_millis())),
-            Ok(Err(trap)) => Err(trap_failure(&trap, cpu).message),
-            Ok(Ok(verdict)) => Ok(verdict),
-        };
+        let (mut store, result) = self.call_once(limits, cpu, call).await;
         finish_call(&mut store, result)
+    }
+}
+
+impl PluginRuntime {
+    /// Run `schedule.check` for a job's schedule spec, at its creation or update.
+    pub async fn check_schedule(
+        &self,
+        loaded: &Loaded,
+        limits: &PluginLimits,
+        spec_json: String,
+    ) -> Result<Result<(), String>, PluginError> {
+        let Loaded::Schedule(pre) = loaded else {
+            return Err(PluginError::WrongWorld { actual: loaded.world().as_str(), expected: "schedule-plugin" });
+        };
+        let call = async |store: &mut Store<PluginState>| {
+            let plugin: SchedulePlugin = pre.instantiate_async(&mut *store).await?;
+            plugin.taskexec_plugin_schedule().call_check(store, &spec_json).await
+        };
+        let (_, result) = self.call_once(limits, VALIDATE_TIMEOUT, call).await;
+        result.map_err(|why| PluginError::Call(format!("the schedule's check {why}")))
+    }
+
+    /// Run `schedule.next`: the first local time after `after`, with `cpu` of CPU time. Err:
+    /// the plugin's own refusal, a trap or its deadline, in words.
+    pub async fn schedule_next(
+        &self,
+        loaded: &Loaded,
+        limits: &PluginLimits,
+        spec_json: &str,
+        after: LocalTime,
+        cpu: Duration,
+    ) -> Result<Option<LocalTime>, String> {
+        let Loaded::Schedule(pre) = loaded else {
+            return Err(format!("this plugin is a {}, not a schedule-plugin", loaded.world().as_str()));
+        };
+        let call = async |store: &mut Store<PluginState>| {
+            let plugin: SchedulePlugin = pre.instantiate_async(&mut *store).await?;
+            plugin.taskexec_plugin_schedule().call_next(store, spec_json, after).await
+        };
+        self.call_once(limits, cpu, call).await.1?
     }
 }
 

@@ -25,16 +25,19 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use tokio_util::sync::CancellationToken;
 
-use super::schedule::CronSchedule;
+use super::schedule::ScheduleError;
+use super::ticks::JobSchedule;
 use super::{SchedulerConfig, Wakeups};
 use crate::domain::{CatchupPolicy, ExecutionStatus, OverlapPolicy};
 use crate::health::Beat;
 use crate::ids::ExecutionId;
+use crate::plugin::{PluginHost, PluginRef};
 use crate::retry::RetryPolicy;
 use crate::store::{now, CronAdvance, ExecutionWrite, Job, Store, StoreResult};
 
 pub async fn run(
     store: Arc<dyn Store>,
+    plugins: PluginHost,
     config: SchedulerConfig,
     wakeups: Wakeups,
     shutdown: CancellationToken,
@@ -44,7 +47,7 @@ pub async fn run(
     loop {
         beat.beat();
         let round = std::time::Instant::now();
-        let made = materialize_due(&store, now(), lookahead, config.cron_batch_size, &wakeups).await;
+        let made = materialize_due(&store, &plugins, now(), lookahead, config.cron_batch_size, &wakeups).await;
         crate::metrics::loop_round("cron_materializer", round.elapsed(), made.is_err());
         match made {
             Ok(0) => {}
@@ -81,16 +84,17 @@ pub fn tick_key(job_id: &str, tick: DateTime<Utc>) -> String {
 /// rather than after the whole pass.
 pub async fn materialize_due(
     store: &Arc<dyn Store>,
+    plugins: &PluginHost,
     now: DateTime<Utc>,
     lookahead: chrono::Duration,
     batch: i64,
     wakeups: &Wakeups,
 ) -> StoreResult<usize> {
     let mut created = 0;
-    // Retry policies per endpoint version and parsed schedules per (expression, zone), once
+    // Retry policies per endpoint version and schedules (parsed, or their plugin loaded) once
     // per pass.
     let mut max_attempts: HashMap<(String, Option<i32>), i32> = HashMap::new();
-    let mut schedules: HashMap<(String, String), Option<CronSchedule>> = HashMap::new();
+    let mut schedules: HashMap<ScheduleKey, Option<JobSchedule>> = HashMap::new();
     loop {
         let due = store.cron_due(now, now + lookahead, batch).await?;
         if due.is_empty() {
@@ -112,17 +116,26 @@ pub async fn materialize_due(
                     n
                 }
             };
-            let (Some(expression), Some(zone)) = (&job.cron_expression, &job.cron_timezone) else { continue };
-            let schedule = schedules.entry((expression.clone(), zone.clone())).or_insert_with(|| match CronSchedule::parse(expression, zone) {
-                Ok(schedule) => Some(schedule),
-                Err(error) => {
-                    // Validated at creation; a change of the cron crate could still refuse it later.
-                    tracing::error!(job_id = %job.job_id, error = %error.0, "A stored cron expression no longer parses; skipping the job.");
-                    None
+            let key = ScheduleKey::of(job);
+            if !schedules.contains_key(&key) {
+                let schedule = match JobSchedule::of(job, plugins).await {
+                    Ok(schedule) => Some(schedule),
+                    Err(error) => {
+                        // Checked at creation; a plugin since removed or a change of the cron
+                        // crate could still refuse it later.
+                        tracing::error!(job_id = %job.job_id, error = %error.0, "A cron job's schedule cannot be used; skipping the job.");
+                        None
+                    }
+                };
+                schedules.insert(key.clone(), schedule);
+            }
+            if let Some(schedule) = &schedules[&key] {
+                match plan_tick(job, schedule, attempts, now).await {
+                    Ok(advance) => advances.extend(advance),
+                    Err(error) => {
+                        tracing::error!(job_id = %job.job_id, error = %error.0, "The job's next tick could not be computed; skipping it this round.")
+                    }
                 }
-            });
-            if let Some(schedule) = schedule {
-                advances.extend(plan_tick(job, schedule, attempts, now));
             }
         }
         let recorded = store.cron_advance_many(&advances).await?;
@@ -142,12 +155,37 @@ pub async fn materialize_due(
     }
 }
 
+/// What a job's schedule is made from: equal keys make equal schedules.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct ScheduleKey {
+    expression: Option<String>,
+    timezone: Option<String>,
+    plugin: Option<PluginRef>,
+    spec: Option<String>,
+}
+
+impl ScheduleKey {
+    fn of(job: &Job) -> Self {
+        Self {
+            expression: job.cron_expression.clone(),
+            timezone: job.cron_timezone.clone(),
+            plugin: job.schedule_ref(),
+            spec: job.schedule_spec.as_ref().map(ToString::to_string),
+        }
+    }
+}
+
 /// The advance for a job's due tick: its execution (none when the tick is past `ends_at`, or
 /// skipped by the catch-up policy) and the tick after it (none when the schedule is over).
-fn plan_tick(job: &Job, schedule: &CronSchedule, max_attempts: i32, now: DateTime<Utc>) -> Option<CronAdvance> {
-    let tick = job.cron_next_run_at?;
+async fn plan_tick(
+    job: &Job,
+    schedule: &JobSchedule,
+    max_attempts: i32,
+    now: DateTime<Utc>,
+) -> Result<Option<CronAdvance>, ScheduleError> {
+    let Some(tick) = job.cron_next_run_at else { return Ok(None) };
     let before_end = |t: &DateTime<Utc>| job.cron_ends_at.is_none_or(|end| *t < end);
-    let (made, last, skipped_to) = match catch_up(job, schedule, tick, now) {
+    let (made, last, skipped_to) = match catch_up(job, schedule, tick, now).await? {
         CatchUp::Make(t) => (Some(t), t, None),
         CatchUp::SkipTo(next) => (None, tick, next),
     };
@@ -172,11 +210,11 @@ fn plan_tick(job: &Job, schedule: &CronSchedule, max_attempts: i32, now: DateTim
         sla_ms: job.sla_ms,
     });
     let next = match made {
-        Some(made) => schedule.next_after(made),
+        Some(made) => schedule.next_after(made).await?,
         None => skipped_to,
     }
     .filter(before_end);
-    Some(CronAdvance { job_id: job.job_id.clone(), tick, last, next, execution })
+    Ok(Some(CronAdvance { job_id: job.job_id.clone(), tick, last, next, execution }))
 }
 
 /// What the catch-up policy makes of a job's next tick.
@@ -195,7 +233,12 @@ const LATEST_WALK_LIMIT: usize = 100_000;
 
 /// A tick more than the job's catch-up window late is skipped, with every other one that late,
 /// in one step; under `latest`, a due tick with a newer one also due gives way to the newest.
-fn catch_up(job: &Job, schedule: &CronSchedule, tick: DateTime<Utc>, now: DateTime<Utc>) -> CatchUp {
+async fn catch_up(
+    job: &Job,
+    schedule: &JobSchedule,
+    tick: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> Result<CatchUp, ScheduleError> {
     let window = match (job.catchup_window_sec, job.catchup_policy) {
         (Some(seconds), _) => Some(seconds),
         (None, CatchupPolicy::None) => Some(NONE_DEFAULT_WINDOW_SEC),
@@ -205,21 +248,21 @@ fn catch_up(job: &Job, schedule: &CronSchedule, tick: DateTime<Utc>, now: DateTi
     if let Some(seconds) = window {
         let oldest = now - chrono::Duration::seconds(i64::from(seconds));
         if tick < oldest {
-            match schedule.next_after(oldest - chrono::Duration::microseconds(1)) {
+            match schedule.next_after(oldest - chrono::Duration::microseconds(1)).await? {
                 Some(first) if first <= now => tick = first,
-                next => return CatchUp::SkipTo(next),
+                next => return Ok(CatchUp::SkipTo(next)),
             }
         }
     }
     if job.catchup_policy == CatchupPolicy::Latest {
         for _ in 0..LATEST_WALK_LIMIT {
-            match schedule.next_after(tick) {
+            match schedule.next_after(tick).await? {
                 Some(newer) if newer <= now => tick = newer,
                 _ => break,
             }
         }
     }
-    CatchUp::Make(tick)
+    Ok(CatchUp::Make(tick))
 }
 
 #[cfg(test)]
@@ -262,12 +305,24 @@ mod tests {
             catchup_window_sec: window,
             sla_ms: None,
             on_failure: None,
+            schedule_plugin: None,
+            schedule_plugin_version: None,
+            schedule_spec: None,
         }
+    }
+
+    fn catch_up(job: &Job, schedule: &JobSchedule, tick: DateTime<Utc>, now: DateTime<Utc>) -> CatchUp {
+        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        runtime.block_on(super::catch_up(job, schedule, tick, now)).unwrap()
+    }
+
+    fn cron(expression: &str) -> JobSchedule {
+        JobSchedule::Cron(crate::scheduler::schedule::CronSchedule::parse(expression, "UTC").unwrap())
     }
 
     #[test]
     fn catch_up_policies_choose_which_missed_ticks_are_made() {
-        let minutely = CronSchedule::parse("0 * * * * *", "UTC").unwrap();
+        let minutely = cron("0 * * * * *");
         let now = at("2026-03-02T10:05:30Z");
         let missed = at("2026-03-02T10:00:00Z");
         let make = |t: &str| CatchUp::Make(at(t));
@@ -282,7 +337,7 @@ mod tests {
         let late = at("2026-03-02T10:05:00Z");
         assert_eq!(catch_up(&job(CatchupPolicy::None, None), &minutely, late, now), make("2026-03-02T10:05:00Z"));
         // A window with no due tick left in it: nothing is made, the schedule goes on from the next.
-        let hourly = CronSchedule::parse("0 0 * * * *", "UTC").unwrap();
+        let hourly = cron("0 0 * * * *");
         assert_eq!(
             catch_up(&job(CatchupPolicy::None, Some(60)), &hourly, at("2026-03-02T08:00:00Z"), now),
             CatchUp::SkipTo(Some(at("2026-03-02T11:00:00Z")))

@@ -209,6 +209,8 @@ async fn announce(
         catchup_window_sec: None,
         sla_ms: None,
         on_failure: None,
+        schedule: None,
+        schedule_spec: None,
     };
     let callback = ExecutionWrite {
         execution_id: ExecutionId::new(),

@@ -14,6 +14,7 @@ pub mod promoter;
 pub mod purger;
 pub mod reclaimer;
 pub mod schedule;
+pub mod ticks;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -95,6 +96,7 @@ async fn broadcast(store: &dyn Store) {
 /// Start the loops (the purger only with a retention), each reporting to `liveness`.
 pub fn spawn(
     store: Arc<dyn Store>,
+    plugins: crate::plugin::PluginHost,
     config: SchedulerConfig,
     wakeups: Wakeups,
     shutdown: CancellationToken,
@@ -118,6 +120,7 @@ pub fn spawn(
     loops.extend([
         tokio::spawn(cron_materializer::run(
             store.clone(),
+            plugins,
             config.clone(),
             wakeups.clone(),
             shutdown.clone(),

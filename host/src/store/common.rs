@@ -310,9 +310,10 @@ macro_rules! impl_store {
                         "INSERT INTO jobs (job_id, endpoint, endpoint_type, trigger_type, status, version, previous_version_id,
                              idempotency_key, input, run_at, cron_expression, cron_timezone, cron_starts_at, cron_ends_at,
                              cron_next_run_at, created_at, endpoint_version, trace_parent, paused_at, overlap_policy,
-                             catchup_policy, catchup_window_sec, sla_ms, on_failure)
+                             catchup_policy, catchup_window_sec, sla_ms, on_failure, schedule_plugin, schedule_plugin_version,
+                             schedule_spec)
                          VALUES ($1, $2, $3, $4, 'ACTIVE', $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18,
-                             $19, $20, $21, $22, $23)
+                             $19, $20, $21, $22, $23, $24, $25, $26)
                          ON CONFLICT (endpoint, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
                          RETURNING {JOB_COLUMNS}"
                     );
@@ -340,6 +341,9 @@ macro_rules! impl_store {
                         .bind(job.catchup_window_sec)
                         .bind(job.sla_ms)
                         .bind(&job.on_failure)
+                        .bind(job.schedule.as_ref().map(|p| &p.name))
+                        .bind(job.schedule.as_ref().and_then(|p| p.version))
+                        .bind(job.schedule_spec.as_ref().map(Json))
                         .fetch_optional(&mut **tx)
                         .await?)
                 }
@@ -1516,7 +1520,9 @@ macro_rules! impl_store {
 
                 async fn plugin_delete(&self, name: &str) -> StoreResult<Deleted> {
                     self.delete_unless_referenced(
-                        "SELECT name FROM endpoints WHERE plugin = $1 OR renderer = $1 OR classifier = $1 ORDER BY name LIMIT $2",
+                        "SELECT name FROM endpoints WHERE plugin = $1 OR renderer = $1 OR classifier = $1
+                         UNION ALL SELECT job_id FROM jobs WHERE schedule_plugin = $1 AND status = 'ACTIVE'
+                         ORDER BY 1 LIMIT $2",
                         "DELETE FROM plugins WHERE name = $1",
                         name,
                     )
@@ -1539,7 +1545,9 @@ macro_rules! impl_store {
                          WHERE (plugin = $1 AND plugin_version = $2)
                             OR (classifier = $1 AND classifier_version = $2)
                             OR ($3 AND (plugin = $1 OR renderer = $1 OR classifier = $1))
-                         ORDER BY name LIMIT $4",
+                         UNION ALL SELECT job_id FROM jobs
+                         WHERE schedule_plugin = $1 AND status = 'ACTIVE' AND (schedule_plugin_version = $2 OR $3)
+                         ORDER BY 1 LIMIT $4",
                     )
                     .bind(name)
                     .bind(version)

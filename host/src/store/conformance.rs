@@ -111,6 +111,8 @@ fn job(endpoint: &str, trigger: Trigger, key: Option<&str>, at: DateTime<Utc>) -
         catchup_window_sec: None,
         sla_ms: None,
         on_failure: None,
+        schedule: None,
+        schedule_spec: None,
     }
 }
 

@@ -11,7 +11,8 @@ pub const JOB_COLUMNS: &str =
     "job_id, endpoint, endpoint_version, endpoint_type, trigger_type, status, version, previous_version_id, \
      replaced_by_id, idempotency_key, input, run_at, cron_expression, cron_timezone, cron_starts_at, cron_ends_at, \
      cron_next_run_at, cron_last_tick_at, cron_prev_tick_at, created_at, retired_at, trace_parent, paused_at, \
-     overlap_policy, catchup_policy, catchup_window_sec, sla_ms, on_failure";
+     overlap_policy, catchup_policy, catchup_window_sec, sla_ms, on_failure, schedule_plugin, schedule_plugin_version, \
+     schedule_spec";
 pub const EXECUTION_COLUMNS: &str =
     "execution_id, job_id, endpoint, endpoint_version, endpoint_type, idempotency_key, status, input, \
      output, attempt_count, max_attempts, worker_id, run_at, started_at, completed_at, duration_ms, created_at, \
@@ -60,6 +61,20 @@ pub struct Job {
     pub sla_ms: Option<i32>,
     /// The endpoint told of its failed executions, in place of its endpoint's `on_failure`.
     pub on_failure: Option<String>,
+    /// A CRON job whose ticks a schedule plugin computes (in place of `cron_expression`), the
+    /// version it is pinned to, and the spec passed to it.
+    pub schedule_plugin: Option<String>,
+    pub schedule_plugin_version: Option<i32>,
+    #[sqlx(json(nullable))]
+    pub schedule_spec: Option<Value>,
+}
+
+impl Job {
+    /// The schedule plugin of a CRON job scheduled by one, pinned or not.
+    pub fn schedule_ref(&self) -> Option<crate::plugin::PluginRef> {
+        let name = self.schedule_plugin.clone()?;
+        Some(crate::plugin::PluginRef { name, version: self.schedule_plugin_version })
+    }
 }
 
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -164,6 +179,9 @@ pub struct JobWrite {
     pub catchup_window_sec: Option<i32>,
     pub sla_ms: Option<i32>,
     pub on_failure: Option<String>,
+    /// A schedule plugin in place of `cron_expression`, and its spec.
+    pub schedule: Option<crate::plugin::PluginRef>,
+    pub schedule_spec: Option<Value>,
 }
 
 /// A new execution.

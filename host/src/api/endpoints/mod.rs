@@ -165,7 +165,7 @@ fn reference_race() -> ApiError {
 
 /// The plugin `plugin` names is installed (that version, when it names one) and implements
 /// `world`; 422 INVALID_PLUGIN_REF otherwise.
-pub(super) async fn require_plugin(state: &AppState, field: &str, plugin: &PluginRef, world: World) -> ApiResult<()> {
+pub(crate) async fn require_plugin(state: &AppState, field: &str, plugin: &PluginRef, world: World) -> ApiResult<()> {
     let name = plugin.name.as_str();
     let found = match plugin.version {
         None => state.store.plugin_latest(name).await?,

@@ -1,44 +1,106 @@
-//! A cron job's schedule as the API receives it: checked, and its first tick found.
+//! A cron job's schedule as the API receives it — a cron expression, or a schedule plugin with
+//! its spec — checked, and its first tick found.
 
 use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use crate::api::error::{ApiError, ApiResult, ErrorCode};
+use crate::api::state::AppState;
+use crate::plugin::{PluginRef, World};
 use crate::scheduler::schedule::CronSchedule;
+use crate::scheduler::ticks::{JobSchedule, PluginSchedule};
+use crate::store::Job;
 
-/// A parsed cron job schedule and its first tick.
+/// A CRON job's ticks from a schedule plugin (world `schedule-plugin`), in place of `cron`:
+/// business days, holiday calendars, market hours.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduleIn {
+    /// An installed schedule plugin: `name` (its newest version at each tick) or `name@3`.
+    pub plugin: String,
+    /// Passed to the plugin with each question (an object; `{}` when not given). The plugin
+    /// checks it when the job is created or updated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec: Option<Value>,
+}
+
+impl ScheduleIn {
+    /// The job's schedule plugin as the API shows it.
+    pub fn of(job: &Job) -> Option<Self> {
+        let plugin = job.schedule_ref()?.to_string();
+        Some(Self { plugin, spec: Some(job.schedule_spec.clone().unwrap_or_else(|| serde_json::json!({}))) })
+    }
+}
+
+/// A checked cron job schedule and its first tick.
 pub struct CronPlan {
-    pub expression: String,
+    /// One of the two: a cron expression, or a schedule plugin with its spec.
+    pub expression: Option<String>,
+    pub schedule: Option<(PluginRef, Value)>,
     pub timezone: String,
     pub starts_at: DateTime<Utc>,
     pub ends_at: Option<DateTime<Utc>>,
     pub next_run_at: DateTime<Utc>,
 }
 
-pub fn plan_cron(
-    expression: Option<String>,
-    timezone: Option<String>,
-    starts_at: Option<DateTime<Utc>>,
-    ends_at: Option<DateTime<Utc>>,
-    at: DateTime<Utc>,
-) -> ApiResult<CronPlan> {
-    let expression = expression.ok_or_else(|| ApiError::invalid_field("cron", "is required for a CRON job"))?;
-    let timezone = timezone.ok_or_else(|| {
+/// What a cron job's schedule is given as.
+pub struct ScheduleAsked {
+    pub cron: Option<String>,
+    pub schedule: Option<ScheduleIn>,
+    pub timezone: Option<String>,
+    pub starts_at: Option<DateTime<Utc>>,
+    pub ends_at: Option<DateTime<Utc>>,
+}
+
+pub async fn plan_cron(state: &AppState, asked: ScheduleAsked, at: DateTime<Utc>) -> ApiResult<CronPlan> {
+    let timezone = asked.timezone.ok_or_else(|| {
         ApiError::invalid_field("timezone", "is required for a CRON job (an IANA name such as `UTC`)")
     })?;
-    let schedule =
-        CronSchedule::parse(&expression, &timezone).map_err(|e| ApiError::new(ErrorCode::InvalidCron, e.0))?;
-    let starts_at = starts_at.unwrap_or(at);
-    if let Some(end) = ends_at {
+    let invalid = |message: String| ApiError::new(ErrorCode::InvalidCron, message);
+    let (schedule, expression, plugin) = match (asked.cron, asked.schedule) {
+        (Some(_), Some(_)) => {
+            return Err(ApiError::invalid_field("schedule", "cannot be given with `cron`: choose one"))
+        }
+        (None, None) => return Err(ApiError::invalid_field("cron", "is required for a CRON job (or give `schedule`)")),
+        (Some(expression), None) => {
+            let schedule = CronSchedule::parse(&expression, &timezone).map_err(|e| invalid(e.0))?;
+            (JobSchedule::Cron(schedule), Some(expression), None)
+        }
+        (None, Some(given)) => {
+            let plugin = PluginRef::parse(&given.plugin).map_err(|e| ApiError::invalid_field("schedule.plugin", e))?;
+            let spec = given.spec.unwrap_or_else(|| serde_json::json!({}));
+            if !spec.is_object() {
+                return Err(ApiError::invalid_field("schedule.spec", "must be an object"));
+            }
+            crate::api::endpoints::require_plugin(state, "schedule.plugin", &plugin, World::Schedule).await?;
+            let loaded = PluginSchedule::load(&state.plugins, &plugin, &spec, &timezone)
+                .await
+                .map_err(|e| invalid(format!("`schedule`: {}", e.0)))?;
+            loaded
+                .check()
+                .await
+                .map_err(|e| invalid(format!("`schedule.spec`: schedule plugin '{plugin}' refused it: {}", e.0)))?;
+            (JobSchedule::Plugin(loaded), None, Some((plugin, spec)))
+        }
+    };
+    let starts_at = asked.starts_at.unwrap_or(at);
+    if let Some(end) = asked.ends_at {
         if end <= starts_at {
             return Err(ApiError::invalid_field("ends_at", "must be after starts_at"));
         }
     }
     // The first tick at or after the later of starts_at and now.
     let from = starts_at.max(at) - chrono::Duration::milliseconds(1);
-    let next_run_at = schedule.next_after(from).filter(|t| ends_at.is_none_or(|end| *t < end)).ok_or_else(|| {
-        ApiError::new(ErrorCode::InvalidCron, format!("`{expression}` has no tick between starts_at and ends_at"))
-    })?;
-    Ok(CronPlan { expression, timezone, starts_at, ends_at, next_run_at })
+    let first = schedule.next_after(from).await.map_err(|e| invalid(e.0))?;
+    let what = expression.as_ref().map_or_else(
+        || format!("schedule plugin '{}'", plugin.as_ref().map(|(p, _)| p.to_string()).unwrap_or_default()),
+        |e| format!("`{e}`"),
+    );
+    let next_run_at = first
+        .filter(|t| asked.ends_at.is_none_or(|end| *t < end))
+        .ok_or_else(|| invalid(format!("{what} has no tick between starts_at and ends_at")))?;
+    Ok(CronPlan { expression, schedule: plugin, timezone, starts_at, ends_at: asked.ends_at, next_run_at })
 }
 
 #[cfg(test)]
@@ -47,20 +109,10 @@ mod tests {
     use crate::api::jobs::responses::local;
 
     #[test]
-    fn cron_plan_first_tick_and_bounds() {
+    fn a_cron_expressions_first_tick() {
         let at = DateTime::parse_from_rfc3339("2026-03-15T10:00:00Z").unwrap().with_timezone(&Utc);
-        let plan = plan_cron(Some("0 9 * * MON".into()), Some("Asia/Kolkata".into()), Some(at), None, at).ok().unwrap();
-        assert_eq!(local(&plan.next_run_at, Some("Asia/Kolkata")), "2026-03-16T09:00:00+05:30");
-        let err = plan_cron(
-            Some("0 9 * * MON".into()),
-            Some("UTC".into()),
-            Some(at),
-            Some(at + chrono::Duration::hours(1)),
-            at,
-        )
-        .err()
-        .unwrap();
-        assert_eq!(err.code, ErrorCode::InvalidCron);
-        assert_eq!(plan_cron(None, Some("UTC".into()), None, None, at).err().unwrap().code.status(), 400);
+        let schedule = CronSchedule::parse("0 9 * * MON", "Asia/Kolkata").unwrap();
+        let first = schedule.next_after(at - chrono::Duration::milliseconds(1)).unwrap();
+        assert_eq!(local(&first, Some("Asia/Kolkata")), "2026-03-16T09:00:00+05:30");
     }
 }

@@ -27,7 +27,7 @@ use serde_json::json;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use self::cron_plan::plan_cron;
+use self::cron_plan::{plan_cron, ScheduleAsked, ScheduleIn};
 use self::requests::{ExecutionListParams, JobIn, JobListParams, JobUpdateIn};
 use self::responses::{initial_status, JobOut};
 use super::executions::ExecutionOut;
@@ -122,6 +122,7 @@ pub(super) async fn prepare(state: &AppState, body: JobIn, endpoint: &crate::sto
     };
     if trigger != Trigger::Cron {
         refuse("cron", body.cron.is_some())?;
+        refuse("schedule", body.schedule.is_some())?;
         refuse("timezone", body.timezone.is_some())?;
         refuse("starts_at", body.starts_at.is_some())?;
         refuse("ends_at", body.ends_at.is_some())?;
@@ -184,11 +185,21 @@ pub(super) async fn prepare(state: &AppState, body: JobIn, endpoint: &crate::sto
         catchup_window_sec: body.catchup_window.as_deref().map(policies::parse_window).transpose()?,
         sla_ms: body.sla_ms,
         on_failure: body.on_failure.clone(),
+        schedule: None,
+        schedule_spec: None,
     };
     let execution = match trigger {
         Trigger::Cron => {
-            let plan = plan_cron(body.cron, body.timezone, body.starts_at, body.ends_at, at)?;
-            job.cron_expression = Some(plan.expression);
+            let asked = ScheduleAsked {
+                cron: body.cron,
+                schedule: body.schedule,
+                timezone: body.timezone,
+                starts_at: body.starts_at,
+                ends_at: body.ends_at,
+            };
+            let plan = plan_cron(state, asked, at).await?;
+            job.cron_expression = plan.expression;
+            (job.schedule, job.schedule_spec) = plan.schedule.unzip();
             job.cron_timezone = Some(plan.timezone);
             job.cron_starts_at = Some(plan.starts_at);
             job.cron_ends_at = plan.ends_at;
@@ -342,6 +353,10 @@ fn differing_field(existing: &Job, requested: &JobWrite, compare_run_at: bool) -
         Some("run_at")
     } else if existing.cron_expression != requested.cron_expression {
         Some("cron")
+    } else if (existing.schedule_ref(), existing.schedule_spec.as_ref())
+        != (requested.schedule.clone(), requested.schedule_spec.as_ref())
+    {
+        Some("schedule")
     } else if existing.cron_timezone != requested.cron_timezone {
         Some("timezone")
     } else if existing.on_failure != requested.on_failure {
@@ -413,13 +428,20 @@ async fn update(
     let payload_spec = endpoint.as_ref().and_then(|e| e.payload_spec.as_deref());
     validate_input(&*state.store, &state.validators, payload_spec, &input).await?;
     let at = now();
-    let plan = plan_cron(
-        Some(body.cron.or(old.cron_expression.clone()).unwrap_or_default()),
-        Some(body.timezone.or(old.cron_timezone.clone()).unwrap_or_default()),
-        body.starts_at.or(old.cron_starts_at),
-        body.ends_at.or(old.cron_ends_at),
-        at,
-    )?;
+    // A new cron expression or schedule plugin replaces whichever the job had.
+    let (cron, schedule) = match (body.cron, body.schedule) {
+        (None, None) => (old.cron_expression.clone(), ScheduleIn::of(&old)),
+        given => given,
+    };
+    let asked = ScheduleAsked {
+        cron,
+        schedule,
+        timezone: Some(body.timezone.or(old.cron_timezone.clone()).unwrap_or_default()),
+        starts_at: body.starts_at.or(old.cron_starts_at),
+        ends_at: body.ends_at.or(old.cron_ends_at),
+    };
+    let plan = plan_cron(&state, asked, at).await?;
+    let (schedule, schedule_spec) = plan.schedule.unzip();
     let new_id = JobId::new();
     tracing::Span::current().record("job_id", tracing::field::display(&new_id));
     let new = JobWrite {
@@ -435,7 +457,7 @@ async fn update(
         idempotency_key: None,
         input,
         run_at: None,
-        cron_expression: Some(plan.expression),
+        cron_expression: plan.expression,
         cron_timezone: Some(plan.timezone),
         cron_starts_at: Some(plan.starts_at),
         cron_ends_at: plan.ends_at,
@@ -453,6 +475,8 @@ async fn update(
         },
         sla_ms: body.sla_ms.or(old.sla_ms),
         on_failure: body.on_failure.or(old.on_failure.clone()),
+        schedule,
+        schedule_spec,
     };
     let created = state.store.job_replace(&job_id, &new).await?.ok_or_else(|| {
         ApiError::new(ErrorCode::JobNotUpdatable, format!("Job '{job_id}' was retired while this update ran."))

@@ -14,7 +14,7 @@ use crate::api::error::{ApiError, ApiResult, ErrorCode};
 use crate::api::extract::{parse_json, ApiBytes};
 use crate::api::state::AppState;
 use crate::domain::{JobStatus, Trigger};
-use crate::scheduler::schedule::CronSchedule;
+use crate::scheduler::ticks::JobSchedule;
 use crate::store::{now, Job};
 
 const PAUSED: &str = "paused and resumed";
@@ -113,17 +113,21 @@ pub(super) async fn resume(
     let catch_up = body.catch_up;
     if let Some(paused_at) = job.paused_at {
         let from = if catch_up { paused_at } else { now() };
-        state.store.job_resume(&job_id, next_tick(&job, from)).await?;
+        state.store.job_resume(&job_id, next_tick(&state, &job, from).await).await?;
         state.wakeups.cron_changed.notify_one();
     }
     Ok(Json(JobOut::new(&load(&state, &job_id).await?, None)))
 }
 
 /// The job's first tick after `from` (and not before it starts), if its schedule has one left.
-fn next_tick(job: &Job, from: DateTime<Utc>) -> Option<DateTime<Utc>> {
-    let schedule = CronSchedule::parse(job.cron_expression.as_deref()?, job.cron_timezone.as_deref()?).ok()?;
+async fn next_tick(state: &AppState, job: &Job, from: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    let schedule = JobSchedule::of(job, &state.plugins).await.ok()?;
     let from = job.cron_starts_at.map_or(from, |start| from.max(start - chrono::Duration::microseconds(1)));
-    schedule.next_after(from).filter(|t| job.cron_ends_at.is_none_or(|end| *t < end))
+    let next = schedule.next_after(from).await;
+    if let Err(error) = &next {
+        tracing::warn!(job_id = %job.job_id, error = %error.0, "The resumed job's next tick could not be computed.");
+    }
+    next.ok().flatten().filter(|t| job.cron_ends_at.is_none_or(|end| *t < end))
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@ use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::cron_plan::ScheduleIn;
 use crate::domain::{CatchupPolicy, OverlapPolicy, Trigger};
 
 #[derive(Deserialize, utoipa::ToSchema)]
@@ -17,6 +18,8 @@ pub struct JobIn {
     /// For a DELAYED job, instead of `run_at`: fire this many milliseconds after the create.
     pub delay_ms: Option<u64>,
     pub cron: Option<String>,
+    /// CRON only, in place of `cron`: a schedule plugin computes the ticks.
+    pub schedule: Option<ScheduleIn>,
     pub timezone: Option<String>,
     pub starts_at: Option<DateTime<Utc>>,
     pub ends_at: Option<DateTime<Utc>>,
@@ -40,7 +43,10 @@ pub struct JobIn {
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct JobUpdateIn {
+    /// A new cron expression (in place of a schedule plugin, if the job had one).
     pub cron: Option<String>,
+    /// A schedule plugin (in place of the cron expression, if the job had one).
+    pub schedule: Option<ScheduleIn>,
     pub timezone: Option<String>,
     pub input: Option<Value>,
     pub starts_at: Option<DateTime<Utc>>,

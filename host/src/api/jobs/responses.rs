@@ -52,6 +52,9 @@ pub struct JobExecutionOut {
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct CronScheduleOut {
     pub cron: Option<String>,
+    /// The schedule plugin computing the ticks, in place of `cron`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<super::cron_plan::ScheduleIn>,
     pub timezone: Option<String>,
     pub starts_at: Option<String>,
     pub ends_at: Option<String>,
@@ -76,6 +79,7 @@ impl JobOut {
             let (next, last) = cron_ticks(job);
             CronScheduleOut {
                 cron: job.cron_expression.clone(),
+                schedule: super::cron_plan::ScheduleIn::of(job),
                 timezone: job.cron_timezone.clone(),
                 starts_at: job.cron_starts_at.as_ref().map(utc),
                 ends_at: job.cron_ends_at.as_ref().map(utc),
