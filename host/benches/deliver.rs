@@ -13,6 +13,8 @@
 //! Last, the cost of a classifier (`plugins/json-status`) judging each answer: the native HTTP
 //! delivery alone, and with the answer kept and classified, one at a time and 64 concurrent.
 //!
+//! And what one `next` of the business-days schedule plugin costs the scheduler per tick.
+//!
 //! To compare two builds on a noisy machine, where one process's figures differ from the next
 //! by more than most changes: `BENCH_INTERLEAVED=ROUNDS` runs only the plugin comparison, one
 //! at a time, in ROUNDS rounds of 250 deliveries each through native, the plugin, and — when
@@ -194,9 +196,10 @@ async fn whole_run() {
     let comparison = plugin_versus_native(&format!("{base_url}/hook/u"), plugin_n).await;
 
     let classifier = classifier_overhead(&format!("{base_url}/json/u"), plugin_n).await;
+    let schedule = schedule_next_cost(plugin_n).await;
 
     let report = json!({ "benchmark": "deliver", "results": [sequential, concurrent, render_only],
-                         "plugin_versus_native": comparison, "classifier": classifier });
+                         "plugin_versus_native": comparison, "classifier": classifier, "schedule_next": schedule });
     if let Some(dir) = std::path::Path::new(&out_path).parent() {
         std::fs::create_dir_all(dir).unwrap();
     }
@@ -480,4 +483,33 @@ async fn plugin_versus_native(url: &str, n: usize) -> Value {
     );
     json!({ "rows": rows, "p50_overhead_us_1": (p50[&("plugin", 1)] - p50[&("native", 1)]).round(),
             "p50_overhead_us_64": (p50[&("plugin", 64)] - p50[&("native", 64)]).round() })
+}
+
+/// One `next` of the business-days schedule plugin (as the scheduler asks it for each tick of a
+/// plugin-scheduled cron job): p50 and p99 of `n` calls, one at a time.
+async fn schedule_next_cost(n: usize) -> Value {
+    use taskexec::contract::LocalTime;
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn Store> =
+        Arc::new(taskexec::store::sqlite::SqliteStore::connect(&dir.path().join("bench.db"), 2).await.unwrap());
+    store.migrate().await.unwrap();
+    install_world(&store, "workdays", component("business_days"), json!([]), "schedule-plugin").await;
+    let host = PluginHost::new(PluginRuntime::new(Some(dir.path().join("cache")), 512).unwrap(), store);
+    let plugin = host.latest("workdays").await.unwrap();
+    let spec = json!({"times": ["09:30", "16:00"], "holidays": ["2026-12-25", "2027-01-01"]}).to_string();
+    let after = LocalTime { year: 2026, month: 12, day: 24, hour: 10, minute: 0, second: 0, weekday: 4 };
+    let mut latencies = Vec::with_capacity(n);
+    for i in 0..n + 500 {
+        let t0 = Instant::now();
+        let next =
+            host.runtime.schedule_next(&plugin.loaded, &plugin.limits, &spec, after, Duration::from_millis(500)).await;
+        assert!(matches!(next, Ok(Some(_))), "{next:?}");
+        if i >= 500 {
+            latencies.push(t0.elapsed());
+        }
+    }
+    let started = Instant::now();
+    let wall = started.elapsed() + latencies.iter().sum::<Duration>();
+    println!("\none `next` of the business-days schedule plugin ({n} calls)");
+    summarize("schedule next, 1 at a time", latencies, wall)
 }
