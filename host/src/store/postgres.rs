@@ -350,12 +350,17 @@ impl_store!(PgStore, Postgres, {
                    AND ep.disabled_at IS NULL
              ),
              due AS (
+                 -- The endpoint's earliest waiting execution is due: one index probe per
+                 -- endpoint. (Written as EXISTS, the planner, with statistics from before a
+                 -- burst of work, hashed every due execution of every endpoint on each claim:
+                 -- 27 ms of a 27 ms claim with 20,000 queued.)
                  SELECT a.endpoint, a.allowance
                  FROM allowed a
                  WHERE a.allowance > 0
-                   AND EXISTS (SELECT 1 FROM executions x
-                               WHERE x.endpoint = a.endpoint AND x.status IN ('QUEUED', 'RETRYING')
-                                 AND x.run_at <= $2)
+                   AND (SELECT x.run_at FROM executions x
+                        WHERE x.endpoint = a.endpoint AND x.status IN ('QUEUED', 'RETRYING')
+                        ORDER BY x.run_at
+                        LIMIT 1) <= $2
              ),
              taken AS (
                  SELECT t.execution_id, t.run_at,
