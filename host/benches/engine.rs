@@ -25,6 +25,10 @@
 //!   BENCH_SIDE_BY_SIDE_SLOTS sets the worker's TE_WORKER_MAX_CONCURRENT; BENCH_PEERS=0 leaves
 //!   graphile-worker out (an A/B of taskexec builds, with TE_TEST_BINARY).
 //!
+//! - rss (PostgreSQL, only when named): BENCH_RSS_IN_FLIGHT (10,000) deliveries held open at once
+//!   by a slow receiver (each answered after 30 s), one worker process with that many slots:
+//!   the worker's resident memory (VmRSS, and its peak VmHWM) once all of them are in flight.
+//!
 //! BENCH_BACKENDS (postgres,sqlite), BENCH_SCENARIOS (drain,create,batch,latency,cron; purge only
 //! when named), BENCH_WORKER_SLOTS
 //! (the worker's TE_WORKER_MAX_CONCURRENT in drain and cron load, 400), BENCH_TE_LOG and
@@ -480,6 +484,58 @@ async fn side_by_side(n: usize) -> Value {
            "taskexec_per_second": taskexec.round(), "peers": peers})
 }
 
+/// `n` deliveries in flight at once to a receiver that holds each for 30 s, from one worker
+/// process with `n` slots: its resident memory once every one of them is waiting.
+async fn rss_in_flight(n: usize) -> Value {
+    let db = TestDb::new(Backend::Postgres).await;
+    let receiver = Receiver::start().await;
+    let server = start_server(&db, "api", &[]).await;
+    let api = server.client();
+    // Two endpoints: one endpoint may hold at most nine tenths of a worker's slots.
+    for name in ["slow-a", "slow-b"] {
+        post(&api, "/endpoints", &json!({"name": name, "type": "HTTP", "timeout_ms": 120_000,
+            "spec": {"url": format!("{}/slow/30000", receiver.base_url), "method": "POST", "body_template": {"n": "{{input.n}}"}}
+        }))
+        .await;
+    }
+    let now = "'2026-01-01T00:00:00.000000Z'";
+    let generator =
+        format!("SELECT g, CASE WHEN g % 2 = 0 THEN 'slow-a' ELSE 'slow-b' END AS e FROM generate_series(1, {n}) AS g");
+    db.execute(&format!(
+        "INSERT INTO jobs (job_id, endpoint, endpoint_version, endpoint_type, trigger_type, idempotency_key, input, created_at)
+         SELECT 'job_rss_' || g, e, 1, 'HTTP', 'IMMEDIATE', 'k' || g, '{{\"n\": 1}}', {now} FROM ({generator}) AS t;
+         INSERT INTO executions (execution_id, job_id, endpoint, endpoint_version, endpoint_type, idempotency_key, status, input, max_attempts, run_at, created_at)
+         SELECT 'exec_rss_' || g, 'job_rss_' || g, e, 1, 'HTTP', 'k' || g, 'QUEUED', '{{\"n\": 1}}', 1, {now}, {now} FROM ({generator}) AS t;"
+    ))
+    .await;
+    let slots = n.to_string();
+    let worker = start_server(&db, "worker", &[("TE_WORKER_MAX_CONCURRENT", &slots)]).await;
+    let idle_kib = memory_kib(worker.pid(), "VmRSS");
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    while receiver.most_slow_at_once() < n {
+        if std::time::Instant::now() > deadline {
+            keep_log(&worker, "rss");
+            panic!("only {} of {n} deliveries were in flight at once", receiver.most_slow_at_once());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (rss, peak) = (memory_kib(worker.pid(), "VmRSS"), memory_kib(worker.pid(), "VmHWM"));
+    keep_log(&worker, "rss");
+    let mib = |kib: u64| (kib as f64 / 1024.0 * 10.0).round() / 10.0;
+    json!({"in_flight": n, "rss_mib": mib(rss), "peak_rss_mib": mib(peak), "rss_before_claims_mib": mib(idle_kib)})
+}
+
+/// A memory figure of process `pid` from /proc (`VmRSS`, `VmHWM`), in KiB.
+fn memory_kib(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc/PID/status is readable");
+    status
+        .lines()
+        .find_map(|line| {
+            line.strip_prefix(field)?.trim_start_matches(':').trim().strip_suffix("kB")?.trim().parse().ok()
+        })
+        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
+}
+
 /// The worker's TE_WORKER_MAX_CONCURRENT in the throughput scenarios (drain, cron load).
 fn worker_slots() -> String {
     std::env::var("BENCH_WORKER_SLOTS").unwrap_or_else(|_| "400".into())
@@ -532,6 +588,11 @@ async fn main() {
             let r = side_by_side(env_usize("BENCH_SIDE_BY_SIDE", 20_000)).await;
             println!("{name:<9} side-by-side {r}");
             results.insert("side_by_side".into(), r);
+        }
+        if scenarios.contains("rss") && backend == Backend::Postgres {
+            let r = rss_in_flight(env_usize("BENCH_RSS_IN_FLIGHT", 10_000)).await;
+            println!("{name:<9} rss         {r}");
+            results.insert("rss_in_flight".into(), r);
         }
         if scenarios.contains("latency") {
             let r = fire_latency(backend, env_usize("BENCH_DELAYED", 1_000)).await;

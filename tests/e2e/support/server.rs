@@ -100,6 +100,13 @@ fn capture(stream: impl std::io::Read + Send + 'static, output: Arc<Mutex<Vec<St
 }
 
 impl Server {
+    /// The process id, for reading its memory from /proc (`host/benches/engine.rs`; no test
+    /// reads it).
+    #[allow(dead_code)]
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub async fn start(db: &TestDb) -> Self {
         Self::start_with(db, ServerOptions::new()).await
     }
