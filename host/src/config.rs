@@ -389,11 +389,13 @@ pub enum PluginCommand {
     /// Run a component locally, in the same sandbox as the service, with no server or
     /// database: validate the spec, render its templates against the input (and config and
     /// secrets), deliver, and print the receipt or failure with the plugin's logs. A renderer
-    /// plugin renders the spec and prints the result. Exits 1 when the delivery fails.
+    /// plugin renders the spec and prints the result; a classifier prints its verdict on
+    /// --answer; a schedule lists its next --ticks local times after --after. Exits 1 when the
+    /// delivery fails.
     Run {
         file: std::path::PathBuf,
-        /// The endpoint spec (JSON), with its templates.
-        #[arg(long)]
+        /// The endpoint spec (JSON), with its templates; a schedule's spec.
+        #[arg(long, default_value = "{}")]
         spec: String,
         /// The job's input (JSON) the templates read as {{input.*}}.
         #[arg(long, default_value = "{}")]
@@ -413,6 +415,15 @@ pub enum PluginCommand {
         /// Linear memory for the call, in MiB (default 64).
         #[arg(long)]
         memory_mb: Option<u32>,
+        /// A classifier's answer to judge: `{"status": 200, "headers": {…}, "body": "…"}`.
+        #[arg(long)]
+        answer: Option<String>,
+        /// A schedule's start, as a local time `YYYY-MM-DDTHH:MM:SS` (default: now, UTC).
+        #[arg(long)]
+        after: Option<String>,
+        /// How many of a schedule's ticks to list.
+        #[arg(long, default_value_t = 5)]
+        ticks: usize,
     },
     /// Start a plugin crate: Cargo.toml with a release profile that keeps components small,
     /// the guest SDK (transport) or the WIT package (renderer, classifier, schedule), and a lib.rs that builds.

@@ -995,3 +995,37 @@ async fn a_schedule_plugin_fires_a_cron_job_on_its_own_calendar(backend: Backend
     let updated = api.put(&format!("/jobs/{job_id}"), &json!({"cron": "0 9 * * *"})).await.body;
     assert_eq!((updated["cron"].as_str(), updated.get("schedule")), (Some("0 9 * * *"), None), "{updated}");
 }
+
+/// `plugin run` on the deciding worlds, with no server: a classifier's verdict on an answer,
+/// a schedule's next local times; a config or spec the plugin refuses is an error naming it.
+#[test]
+fn a_classifier_and_a_schedule_run_offline() {
+    let dir = tempfile::tempdir().unwrap();
+    let classifier = component("json-status");
+    let answer = r#"{"status": 200, "headers": {"X-Retry-In": "3"}, "body": "{\"ok\": \"invalid\", \"error\": \"no such account\"}"}"#;
+    let (ok, out, err) = offline(
+        &["run", classifier.to_str().unwrap(), "--config", r#"{"permanent": ["invalid"]}"#, "--answer", answer],
+        dir.path(),
+    );
+    assert!(ok, "{err}");
+    let verdict: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(verdict, json!({"verdict": "permanent", "message": "/ok is \"invalid\": no such account"}));
+    let (ok, _, err) =
+        offline(&["run", classifier.to_str().unwrap(), "--config", r#"{"feild": 1}"#, "--answer", answer], dir.path());
+    assert!(!ok && err.contains("check refused the config") && err.contains("feild"), "{err}");
+
+    let schedule = component("business-days");
+    let spec = r#"{"times": ["09:30", "16:00"], "holidays": ["2026-12-25"]}"#;
+    let (ok, out, err) = offline(
+        &["run", schedule.to_str().unwrap(), "--spec", spec, "--after", "2026-12-24T10:00:00", "--ticks", "3"],
+        dir.path(),
+    );
+    assert!(ok, "{err}");
+    assert_eq!(
+        out.lines().collect::<Vec<_>>(),
+        ["2026-12-24T16:00:00 Thu", "2026-12-28T09:30:00 Mon", "2026-12-28T16:00:00 Mon"],
+        "Christmas and the weekend are skipped"
+    );
+    let (ok, _, err) = offline(&["run", schedule.to_str().unwrap(), "--spec", r#"{"times": ["25:00"]}"#], dir.path());
+    assert!(!ok && err.contains("check refused the spec") && err.contains("times"), "{err}");
+}

@@ -79,7 +79,19 @@ pub async fn run(command: PluginCommand) -> anyhow::Result<()> {
             Ok(())
         }
         PluginCommand::Check { file, world } => super::plugin_dev::check(&file, world.as_deref()),
-        PluginCommand::Run { file, spec, input, config, secrets, allow_host, timeout_ms, memory_mb } => {
+        PluginCommand::Run {
+            file,
+            spec,
+            input,
+            config,
+            secrets,
+            allow_host,
+            timeout_ms,
+            memory_mb,
+            answer,
+            after,
+            ticks,
+        } => {
             let args = super::plugin_dev::RunArgs {
                 file: &file,
                 spec: &spec,
@@ -89,6 +101,9 @@ pub async fn run(command: PluginCommand) -> anyhow::Result<()> {
                 allow_host: &allow_host,
                 timeout_ms,
                 memory_mb,
+                answer: answer.as_deref(),
+                after: after.as_deref(),
+                ticks,
             };
             if super::plugin_dev::run(args).await? {
                 Ok(())

@@ -81,6 +81,11 @@ pub struct RunArgs<'a> {
     pub allow_host: &'a [String],
     pub timeout_ms: u64,
     pub memory_mb: Option<u32>,
+    /// A classifier's answer to judge (JSON: `status`, `headers`, `body`).
+    pub answer: Option<&'a str>,
+    /// A schedule's starting local time (`YYYY-MM-DDTHH:MM:SS`), and how many ticks to list.
+    pub after: Option<&'a str>,
+    pub ticks: usize,
 }
 
 fn json_arg(flag: &str, text: &str) -> anyhow::Result<Value> {
@@ -108,12 +113,10 @@ pub async fn run(args: RunArgs<'_>) -> anyhow::Result<bool> {
     let loaded = runtime.load(&sha, || Some(bytes)).map_err(anyhow::Error::msg)?;
     let limits = PluginLimits::for_install(args.memory_mb, runtime.memory_mb_max).map_err(anyhow::Error::msg)?;
 
-    if matches!(inspection.world, World::Classifier | World::Schedule) {
-        bail!(
-            "{} is a {}: `plugin run` calls transports and renderers; test its logic with `cargo test --lib`, and in place on an endpoint's `classifier` or a CRON job's `schedule`",
-            args.file.display(),
-            inspection.world.as_str()
-        );
+    match inspection.world {
+        World::Classifier => return classify(&runtime, &loaded, &limits, &args, &context.config).await,
+        World::Schedule => return ticks(&runtime, &loaded, &limits, &args, &spec).await,
+        World::Transport | World::Renderer => {}
     }
     if inspection.world == World::Renderer {
         let rendered = runtime
@@ -185,6 +188,97 @@ pub async fn run(args: RunArgs<'_>) -> anyhow::Result<bool> {
             Ok(false)
         }
     }
+}
+
+/// `plugin run` of a classifier: the verdict on `--answer`, as JSON.
+async fn classify(
+    runtime: &PluginRuntime,
+    loaded: &crate::plugin::Loaded,
+    limits: &PluginLimits,
+    args: &RunArgs<'_>,
+    config: &Value,
+) -> anyhow::Result<bool> {
+    use crate::contract::{Answer, Verdict};
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct AnswerArg {
+        status: Option<u16>,
+        #[serde(default)]
+        headers: BTreeMap<String, String>,
+        #[serde(default)]
+        body: String,
+    }
+    let text = args.answer.context(
+        "a classifier judges an answer: give --answer '{\"status\": 200, \"headers\": {…}, \"body\": \"…\"}'",
+    )?;
+    let given: AnswerArg = serde_json::from_str(text).context("--answer")?;
+    if let Err(message) = runtime.check_classifier_config(loaded, limits, config.to_string()).await? {
+        bail!("check refused the config: {message}");
+    }
+    let answer = Answer {
+        endpoint_type: "HTTP".to_owned(),
+        attempt: 1,
+        status: given.status,
+        headers: given.headers.into_iter().map(|(k, v)| (k.to_ascii_lowercase(), v)).collect(),
+        outcome: Ok(serde_json::json!({"status_code": given.status, "body": given.body}).to_string()),
+        body: given.body.into_bytes(),
+        config_json: config.to_string(),
+    };
+    let outcome = runtime.classify(loaded, limits, answer, crate::worker::classify::CLASSIFY_CPU).await;
+    for (level, line) in &outcome.logs.records {
+        eprintln!("[{level}] {line}");
+    }
+    let shown = match outcome.result.map_err(|why| anyhow::anyhow!("no verdict: {why}"))? {
+        Verdict::Keep => serde_json::json!({"verdict": "keep"}),
+        Verdict::Success => serde_json::json!({"verdict": "success"}),
+        Verdict::Retry(r) => serde_json::json!({"verdict": "retry", "message": r.message, "after_ms": r.after_ms}),
+        Verdict::Permanent(message) => serde_json::json!({"verdict": "permanent", "message": message}),
+        Verdict::OpenCircuit(o) => {
+            serde_json::json!({"verdict": "open_circuit", "message": o.message, "cooldown_ms": o.cooldown_ms})
+        }
+    };
+    println!("{}", serde_json::to_string_pretty(&shown)?);
+    Ok(true)
+}
+
+/// `plugin run` of a schedule: its next `--ticks` local times after `--after`, one a line.
+async fn ticks(
+    runtime: &PluginRuntime,
+    loaded: &crate::plugin::Loaded,
+    limits: &PluginLimits,
+    args: &RunArgs<'_>,
+    spec: &Value,
+) -> anyhow::Result<bool> {
+    use chrono::Timelike;
+    let spec_json = spec.to_string();
+    if let Err(message) = runtime.check_schedule(loaded, limits, spec_json.clone()).await? {
+        bail!("check refused the spec: {message}");
+    }
+    let mut at = match args.after {
+        Some(text) => chrono::NaiveDateTime::parse_from_str(text, "%Y-%m-%dT%H:%M:%S")
+            .with_context(|| format!("--after takes a local time as YYYY-MM-DDTHH:MM:SS, got '{text}'"))?,
+        None => chrono::Utc::now().naive_utc().with_nanosecond(0).expect("0 is valid"),
+    };
+    for _ in 0..args.ticks {
+        let after = crate::scheduler::ticks::local_time(at);
+        let next = runtime
+            .schedule_next(loaded, limits, &spec_json, after, crate::scheduler::ticks::NEXT_CPU)
+            .await
+            .map_err(anyhow::Error::msg)?;
+        let Some(next) = next else {
+            println!("(no more ticks)");
+            break;
+        };
+        let next = crate::scheduler::ticks::naive(&next)
+            .with_context(|| format!("the plugin answered {next:?}, which is no date and time"))?;
+        if next <= at {
+            bail!("the plugin answered {next}, which is not after {at}");
+        }
+        println!("{}", next.format("%Y-%m-%dT%H:%M:%S %a"));
+        at = next;
+    }
+    eprintln!("(local times: the service places them in the job's timezone, skipping a spring-forward gap)");
+    Ok(true)
 }
 
 /// `plugin wit DIR`.

@@ -34,7 +34,7 @@ pub mod runtime;
 pub mod sandbox;
 pub mod wasi_http;
 
-pub use engine::{Inspection, World};
+pub use engine::{Inspection, Loaded, World};
 pub use error::PluginError;
 pub use grants::{Grant, Grants};
 pub use host::PluginHost;

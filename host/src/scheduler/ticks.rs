@@ -120,7 +120,7 @@ impl PluginSchedule {
 }
 
 /// A wall-clock time as the WIT record carries it.
-fn local_time(t: NaiveDateTime) -> LocalTime {
+pub fn local_time(t: NaiveDateTime) -> LocalTime {
     let narrow = |n: u32| u8::try_from(n).expect("a month, day, hour, minute or second fits");
     LocalTime {
         year: t.year(),
@@ -134,7 +134,7 @@ fn local_time(t: NaiveDateTime) -> LocalTime {
 }
 
 /// The record's date and time (its weekday is not read), if it is one.
-fn naive(t: &LocalTime) -> Option<NaiveDateTime> {
+pub fn naive(t: &LocalTime) -> Option<NaiveDateTime> {
     NaiveDate::from_ymd_opt(t.year, u32::from(t.month), u32::from(t.day))?.and_hms_opt(
         u32::from(t.hour),
         u32::from(t.minute),
