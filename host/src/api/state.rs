@@ -31,6 +31,8 @@ pub struct AppState {
     pub plugins: PluginHost,
     /// For `/healthz` and `/readyz`.
     pub health: HealthState,
+    /// Writes single creates that arrive together in one transaction.
+    pub job_writer: super::jobs::JobWriter,
 }
 
 impl FromRef<AppState> for HealthState {
