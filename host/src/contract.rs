@@ -18,47 +18,29 @@ mod generated {
         },
     });
 
-    pub mod renderer_world {
-        wasmtime::component::bindgen!({
-            path: "../transports-wit/wit",
-            world: "renderer-plugin",
-            additional_derives: [PartialEq],
-            imports: { default: async },
-            exports: { default: async },
-            with: {
-                "taskexec:plugin/types": super::taskexec::plugin::types,
-                "taskexec:plugin/host": super::taskexec::plugin::host,
-            },
-        });
+    /// Bindings of a world that imports only `host` (and with it `types`): those are the
+    /// transport world's, so every world speaks the same Rust types.
+    macro_rules! host_only_world {
+        ($module:ident, $world:literal) => {
+            pub mod $module {
+                wasmtime::component::bindgen!({
+                    path: "../transports-wit/wit",
+                    world: $world,
+                    additional_derives: [PartialEq],
+                    imports: { default: async },
+                    exports: { default: async },
+                    with: {
+                        "taskexec:plugin/types": super::taskexec::plugin::types,
+                        "taskexec:plugin/host": super::taskexec::plugin::host,
+                    },
+                });
+            }
+        };
     }
 
-    pub mod classifier_world {
-        wasmtime::component::bindgen!({
-            path: "../transports-wit/wit",
-            world: "classifier-plugin",
-            additional_derives: [PartialEq],
-            imports: { default: async },
-            exports: { default: async },
-            with: {
-                "taskexec:plugin/types": super::taskexec::plugin::types,
-                "taskexec:plugin/host": super::taskexec::plugin::host,
-            },
-        });
-    }
-
-    pub mod schedule_world {
-        wasmtime::component::bindgen!({
-            path: "../transports-wit/wit",
-            world: "schedule-plugin",
-            additional_derives: [PartialEq],
-            imports: { default: async },
-            exports: { default: async },
-            with: {
-                "taskexec:plugin/types": super::taskexec::plugin::types,
-                "taskexec:plugin/host": super::taskexec::plugin::host,
-            },
-        });
-    }
+    host_only_world!(renderer_world, "renderer-plugin");
+    host_only_world!(classifier_world, "classifier-plugin");
+    host_only_world!(schedule_world, "schedule-plugin");
 }
 
 pub use generated::classifier_world::exports::taskexec::plugin::classifier::{

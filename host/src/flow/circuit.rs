@@ -167,11 +167,10 @@ impl CircuitState {
                     }
                     _ => None,
                 };
-                match self.phase(now) {
+                match (trip, self.phase(now)) {
                     // Asked to open: from closed or half-open it opens for the cool-down asked;
                     // an open circuit stays open at least that long.
-                    _ if trip.is_some() => {
-                        let cooldown = trip.expect("matched");
+                    (Some(cooldown), _) => {
                         let until = now + chrono::Duration::milliseconds(cooldown);
                         if self.open_until.is_none_or(|current| current < until) {
                             let reopened = self.open_until.is_some();
@@ -184,13 +183,13 @@ impl CircuitState {
                             });
                         }
                     }
-                    Phase::Closed if policy.failure_threshold > 0 && self.failures >= threshold(policy) => {
+                    (None, Phase::Closed) if policy.failure_threshold > 0 && self.failures >= threshold(policy) => {
                         let until = now + chrono::Duration::milliseconds(base);
                         self.open_until = Some(until);
                         self.cooldown_ms = Some(base);
                         transitions.push(Transition::Opened { until });
                     }
-                    Phase::HalfOpen => {
+                    (None, Phase::HalfOpen) => {
                         let cooldown = self.cooldown_ms.unwrap_or(base).saturating_mul(2).clamp(base, cap);
                         let until = now + chrono::Duration::milliseconds(cooldown);
                         self.open_until = Some(until);
@@ -199,7 +198,7 @@ impl CircuitState {
                     }
                     // Closed below the threshold, or an attempt that started before the
                     // circuit opened and failed while it was open: counted, nothing more.
-                    Phase::Closed | Phase::Open => {}
+                    (None, Phase::Closed | Phase::Open) => {}
                 }
                 if let Some(after) = policy.auto_disable_after_sec {
                     let after = chrono::Duration::seconds(i64::try_from(after).unwrap_or(i64::MAX / 4_000));

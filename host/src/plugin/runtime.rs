@@ -179,9 +179,7 @@ impl PluginRuntime {
         let (_, result) = self.call_once(limits, VALIDATE_TIMEOUT, call).await;
         result.map_err(|why| RenderError::new(format!("the renderer plugin {why}"), None))?
     }
-}
 
-impl PluginRuntime {
     /// One call in a fresh instance whose store can send nothing, with a slot of the pool, `cpu`
     /// of CPU time (instantiation included) and a second more of wall clock. The store, for
     /// what the plugin logged; Err: why the call did not return, in words that follow "the
@@ -243,9 +241,7 @@ impl PluginRuntime {
         let (mut store, result) = self.call_once(limits, cpu, call).await;
         finish_call(&mut store, result)
     }
-}
 
-impl PluginRuntime {
     /// Run `schedule.check` for a job's schedule spec, at its creation or update.
     pub async fn check_schedule(
         &self,

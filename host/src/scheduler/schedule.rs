@@ -47,18 +47,19 @@ impl CronSchedule {
         let local_start = after.with_timezone(&self.timezone).naive_local() - Duration::minutes(61);
         let wall_clock = Utc.from_utc_datetime(&local_start);
         self.schedule.after(&wall_clock).take(1_000_000).find_map(|candidate| {
-            let at = self.place(candidate.naive_utc())?;
+            let at = place(self.timezone, candidate.naive_utc())?;
             (at > after).then_some(at)
         })
     }
+}
 
-    /// A wall-clock time in the zone: None in a gap, the first occurrence when repeated.
-    fn place(&self, local: NaiveDateTime) -> Option<DateTime<Utc>> {
-        match self.timezone.from_local_datetime(&local) {
-            LocalResult::Single(t) => Some(t.with_timezone(&Utc)),
-            LocalResult::Ambiguous(first, _) => Some(first.with_timezone(&Utc)),
-            LocalResult::None => None,
-        }
+/// A wall-clock time in `timezone`: None in a gap, the first occurrence when repeated. The one
+/// placement rule for every schedule, cron or plugin (`ticks`).
+pub fn place(timezone: Tz, local: NaiveDateTime) -> Option<DateTime<Utc>> {
+    match timezone.from_local_datetime(&local) {
+        LocalResult::Single(t) => Some(t.with_timezone(&Utc)),
+        LocalResult::Ambiguous(first, _) => Some(first.with_timezone(&Utc)),
+        LocalResult::None => None,
     }
 }
 

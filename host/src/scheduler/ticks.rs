@@ -10,10 +10,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::{DateTime, Datelike, LocalResult, NaiveDate, NaiveDateTime, TimeZone, Timelike, Utc};
+use chrono::{DateTime, Datelike, NaiveDate, NaiveDateTime, Timelike, Utc};
 use chrono_tz::Tz;
 
-use super::schedule::{CronSchedule, ScheduleError};
+use super::schedule::{place, CronSchedule, ScheduleError};
 use crate::contract::LocalTime;
 use crate::plugin::host::ReadyPlugin;
 use crate::plugin::{PluginHost, PluginRef};
@@ -104,12 +104,7 @@ impl PluginSchedule {
             if local <= from {
                 return Err(refused(format!("answered {local}, which is not after {from}")));
             }
-            let placed = match self.timezone.from_local_datetime(&local) {
-                LocalResult::Single(t) => Some(t.with_timezone(&Utc)),
-                LocalResult::Ambiguous(first, _) => Some(first.with_timezone(&Utc)),
-                LocalResult::None => None,
-            };
-            match placed {
+            match place(self.timezone, local) {
                 Some(at) if at > after => return Ok(Some(at)),
                 // In the gap, or the repeated hour's first occurrence already passed: the next.
                 _ => from = local,

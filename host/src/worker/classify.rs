@@ -27,8 +27,9 @@ pub struct Judgement {
     pub verdict: Verdict,
     /// The receiver's status, when it answered over HTTP.
     pub status: Option<u16>,
-    /// What a success overruling the transport's failure records as the output.
-    pub output_if_success: Value,
+    /// What a success overruling the transport's failure records as its output (None when
+    /// the transport succeeded: its receipt is the output).
+    pub output_if_failed: Option<Value>,
 }
 
 impl Judgement {
@@ -71,10 +72,9 @@ pub async fn judge(
     };
     let by = format!("{}@{}", plugin.record.name, plugin.record.version);
     let answer = delivery.take_answer().unwrap_or_default();
-    let output_if_success = match delivered {
-        Ok(receipt) => serde_json::from_str(&receipt.output_json).unwrap_or(Value::Null),
-        Err(_) => json!({ "status_code": answer.status, "body": String::from_utf8_lossy(&answer.body) }),
-    };
+    let output_if_failed = delivered
+        .is_err()
+        .then(|| json!({ "status_code": answer.status, "body": String::from_utf8_lossy(&answer.body) }));
     let status = answer.status;
     let ReceiverAnswer { status: _, headers, body } = answer;
     let call = Answer {
@@ -99,7 +99,7 @@ pub async fn judge(
         }
     };
     delivery.push("INFO", format!("Classifier {by}: {}.", describe(&verdict)));
-    Some(Judgement { by, verdict, status, output_if_success })
+    Some(Judgement { by, verdict, status, output_if_failed })
 }
 
 /// A verdict in words, for the attempt's logs.

@@ -334,15 +334,15 @@ impl Pipeline {
             }
         }
         let outcome = match (judgement, delivered) {
-            (None, delivered) | (Some(Judgement { verdict: Verdict::Keep, .. }), delivered) => match delivered {
-                Ok(receipt) => {
-                    let output: Value = serde_json::from_str(&receipt.output_json)
-                        .unwrap_or_else(|_| json!({ "raw": receipt.output_json }));
-                    logs.push("INFO", format!("Delivered in {elapsed_ms} ms."));
-                    Outcome::Delivered { output }
-                }
-                Err(failure) => self.failed(transport.error_json(&failure), &failure, elapsed_ms, logs),
-            },
+            (None | Some(Judgement { verdict: Verdict::Keep, .. }), Err(failure)) => {
+                self.failed(transport.error_json(&failure), &failure, elapsed_ms, logs)
+            }
+            (None | Some(Judgement { verdict: Verdict::Keep | Verdict::Success, .. }), Ok(receipt)) => {
+                let output: Value = serde_json::from_str(&receipt.output_json)
+                    .unwrap_or_else(|_| json!({ "raw": receipt.output_json }));
+                logs.push("INFO", format!("Delivered in {elapsed_ms} ms."));
+                Outcome::Delivered { output }
+            }
             (Some(judgement), _) => classified(judgement, elapsed_ms, logs),
         };
         Ok((outcome, policy, secrets))
@@ -539,12 +539,14 @@ impl Pipeline {
     }
 }
 
-/// The outcome a classifier's verdict (other than `keep`) makes of an attempt.
+/// The outcome a classifier's verdict makes of an attempt: a failure it decided, or a success
+/// over the transport's failure.
 fn classified(judgement: Judgement, elapsed_ms: u128, logs: &mut Logs) -> Outcome {
     let (verdict, message, retryable, retry_after_ms, receiver) = match judgement.verdict.clone() {
+        // A success over the transport's failure (over its success, the receipt stands).
         Verdict::Keep | Verdict::Success => {
             logs.push("INFO", format!("Delivered in {elapsed_ms} ms, says classifier {}.", judgement.by));
-            return Outcome::Delivered { output: judgement.output_if_success };
+            return Outcome::Delivered { output: judgement.output_if_failed.unwrap_or_default() };
         }
         Verdict::Retry(retry) => ("retry", retry.message, true, retry.after_ms, ReceiverSign::Down),
         Verdict::Permanent(message) => ("permanent", message, false, None, ReceiverSign::None),

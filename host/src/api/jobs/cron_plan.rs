@@ -93,13 +93,14 @@ pub async fn plan_cron(state: &AppState, asked: ScheduleAsked, at: DateTime<Utc>
     // The first tick at or after the later of starts_at and now.
     let from = starts_at.max(at) - chrono::Duration::milliseconds(1);
     let first = schedule.next_after(from).await.map_err(|e| invalid(e.0))?;
-    let what = expression.as_ref().map_or_else(
-        || format!("schedule plugin '{}'", plugin.as_ref().map(|(p, _)| p.to_string()).unwrap_or_default()),
-        |e| format!("`{e}`"),
-    );
-    let next_run_at = first
-        .filter(|t| asked.ends_at.is_none_or(|end| *t < end))
-        .ok_or_else(|| invalid(format!("{what} has no tick between starts_at and ends_at")))?;
+    let next_run_at = first.filter(|t| asked.ends_at.is_none_or(|end| *t < end)).ok_or_else(|| {
+        let what = match (&expression, &plugin) {
+            (Some(expression), _) => format!("`{expression}`"),
+            (None, Some((plugin, _))) => format!("schedule plugin '{plugin}'"),
+            (None, None) => unreachable!("one of the two was given"),
+        };
+        invalid(format!("{what} has no tick between starts_at and ends_at"))
+    })?;
     Ok(CronPlan { expression, schedule: plugin, timezone, starts_at, ends_at: asked.ends_at, next_run_at })
 }
 

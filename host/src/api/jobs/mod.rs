@@ -81,7 +81,7 @@ fn not_found(job_id: &str) -> ApiError {
 async fn create(State(state): State<AppState>, ApiJson(body): ApiJson<JobIn>) -> ApiResult<Created<JobOut>> {
     let endpoint = state.store.endpoint_get(&body.endpoint).await?.ok_or_else(|| endpoint_not_found(&body.endpoint))?;
     let prepared = prepare(&state, body, &endpoint).await?;
-    let inserted = state.job_writer.insert(prepared.job.clone(), prepared.execution.clone()).await?;
+    let (prepared, inserted) = state.job_writer.insert(prepared).await?;
     let answer = answer(&state, &prepared, inserted).await?;
     if answer.0 == StatusCode::CREATED {
         wake(&state, &[&prepared]).await;

@@ -15,7 +15,8 @@ use std::sync::Arc;
 
 use tokio::sync::{mpsc, oneshot};
 
-use crate::store::{Backend, ExecutionWrite, Inserted, Job, JobWrite, Store, StoreError, StoreResult};
+use super::Prepared;
+use crate::store::{Backend, Inserted, Job, Store, StoreError, StoreResult};
 
 /// The most creates one transaction writes.
 const MAX_PER_WRITE: usize = 256;
@@ -30,7 +31,8 @@ fn writers(backend: Backend) -> usize {
     }
 }
 
-type Request = (JobWrite, Option<ExecutionWrite>, oneshot::Sender<StoreResult<Inserted<Job>>>);
+/// A create waiting to be written, and where to hand it back with what the write found.
+type Request = (Prepared, oneshot::Sender<StoreResult<(Prepared, Inserted<Job>)>>);
 
 /// The queue of creates waiting to be written, and the task that writes them.
 #[derive(Clone)]
@@ -49,10 +51,11 @@ impl JobWriter {
         Self { queue }
     }
 
-    /// Insert a job (and a one-shot job's execution) as `Store::job_insert` does.
-    pub async fn insert(&self, job: JobWrite, execution: Option<ExecutionWrite>) -> StoreResult<Inserted<Job>> {
+    /// Insert a create's job (and a one-shot job's execution) as `Store::job_insert` does;
+    /// the create comes back with what the write found, neither copied nor re-read.
+    pub(super) async fn insert(&self, prepared: Prepared) -> StoreResult<(Prepared, Inserted<Job>)> {
         let (answer, answered) = oneshot::channel();
-        self.queue.send((job, execution, answer)).map_err(|_| writer_gone())?;
+        self.queue.send((prepared, answer)).map_err(|_| writer_gone())?;
         answered.await.map_err(|_| writer_gone())?
     }
 }
@@ -66,18 +69,19 @@ fn writer_gone() -> StoreError {
 async fn write_all(store: Arc<dyn Store>, waiting: Arc<tokio::sync::Mutex<mpsc::UnboundedReceiver<Request>>>) {
     let mut batch = Vec::with_capacity(MAX_PER_WRITE);
     while waiting.lock().await.recv_many(&mut batch, MAX_PER_WRITE).await > 0 {
-        let writes: Vec<_> = batch.iter().map(|(job, execution, _)| (job, execution.as_ref())).collect();
+        let writes: Vec<_> = batch.iter().map(|(p, _)| (&p.job, p.execution.as_ref())).collect();
         match store.job_insert_many(&writes).await {
             Ok(inserted) => {
-                for ((_, _, answer), inserted) in batch.drain(..).zip(inserted) {
-                    let _ = answer.send(Ok(inserted));
+                for ((prepared, answer), inserted) in batch.drain(..).zip(inserted) {
+                    let _ = answer.send(Ok((prepared, inserted)));
                 }
             }
             // One create's failure must not become the others': each is written alone, and
             // answered with its own outcome.
             Err(_) => {
-                for (job, execution, answer) in batch.drain(..) {
-                    let _ = answer.send(store.job_insert(&job, execution.as_ref()).await);
+                for (prepared, answer) in batch.drain(..) {
+                    let inserted = store.job_insert(&prepared.job, prepared.execution.as_ref()).await;
+                    let _ = answer.send(inserted.map(|inserted| (prepared, inserted)));
                 }
             }
         }

@@ -102,12 +102,13 @@ impl Transport for HttpTransport {
         let response = request.send().await.map_err(transport_failure)?;
         let status = response.status();
         let retry_after_ms = retry_after_ms(status, response.headers());
-        let headers = delivery.wants_answer().then(|| {
+        // Copied only for a classifier: it costs every delivery that has none.
+        let headers: Option<Vec<_>> = delivery.wants_answer().then(|| {
             let headers = response.headers().iter().take(ReceiverAnswer::MAX_HEADERS);
             headers
-                .map(|(name, value)| (name.as_str().to_owned(), String::from_utf8_lossy(value.as_bytes()).into_owned()))
+                .map(|(name, value)| (name.to_string(), String::from_utf8_lossy(value.as_bytes()).into_owned()))
+                .collect()
         });
-        let headers: Option<Vec<_>> = headers.map(Iterator::collect);
         let (body, truncated) = read_body(response, OUTPUT_BODY_LIMIT).await.map_err(transport_failure)?;
         if let Some(headers) = headers {
             delivery.keep_answer(ReceiverAnswer { status: Some(status.as_u16()), headers, body: body.clone() });
