@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::both_backends;
-use crate::support::fixtures::{http_endpoint, immediate, wait_for_status, SECRET};
+use crate::support::fixtures::{http_endpoint, immediate, kafka_consumer, next_record, wait_for_status, SECRET};
 use crate::support::{eventually, Backend, Receiver, Server, ServerOptions, TestDb};
 
 both_backends!(
@@ -521,7 +521,6 @@ async fn redis_stream_job_delivers(backend: Backend) {
 /// any broker. One backend is enough: the store plays no part in how Kafka is spoken.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kafka_job_delivers_to_a_broker() {
-    use rdkafka::consumer::{BaseConsumer, Consumer};
     use rdkafka::message::{Headers, Message};
     let cluster = rdkafka::mocking::MockCluster::new(1).unwrap();
     cluster.create_topic("orders", 1, 1).unwrap();
@@ -540,20 +539,7 @@ async fn kafka_job_delivers_to_a_broker() {
     let execution_id = job["execution"]["execution_id"].as_str().unwrap();
     let execution = wait_for_status(&api, execution_id, "SUCCESS").await;
 
-    let consumer: BaseConsumer = rdkafka::ClientConfig::new()
-        .set("bootstrap.servers", cluster.bootstrap_servers())
-        .set("group.id", "e2e")
-        .set("auto.offset.reset", "earliest")
-        .create()
-        .unwrap();
-    consumer.subscribe(&["orders"]).unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    let message = loop {
-        assert!(std::time::Instant::now() < deadline, "nothing consumed");
-        if let Some(m) = consumer.poll(Duration::from_millis(100)) {
-            break m.unwrap().detach();
-        }
-    };
+    let message = next_record(&kafka_consumer(&cluster.bootstrap_servers(), "orders"));
     assert_eq!(message.key(), Some(&b"order-1"[..]));
     assert_eq!(
         serde_json::from_slice::<Value>(message.payload().unwrap()).unwrap(),
@@ -594,7 +580,6 @@ async fn delayed_job_delivers_to_redis(backend: Backend) {
 /// A cron job through the Kafka mock cluster: every tick is one message, keyed per tick.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cron_job_delivers_to_kafka() {
-    use rdkafka::consumer::{BaseConsumer, Consumer};
     use rdkafka::message::{Headers, Message};
     let cluster = rdkafka::mocking::MockCluster::new(1).unwrap();
     cluster.create_topic("ticks", 1, 1).unwrap();
@@ -606,23 +591,13 @@ async fn cron_job_delivers_to_kafka() {
     }})).await;
     let job = api.create("/jobs", &json!({"endpoint": "ticks", "trigger": "CRON", "cron": "* * * * * *", "timezone": "UTC", "input": {"name": "every-second"}})).await;
     let job_id = job["job_id"].as_str().unwrap().to_owned();
-    let consumer: BaseConsumer = rdkafka::ClientConfig::new()
-        .set("bootstrap.servers", cluster.bootstrap_servers())
-        .set("group.id", "cron-e2e")
-        .set("auto.offset.reset", "earliest")
-        .create()
-        .unwrap();
-    consumer.subscribe(&["ticks"]).unwrap();
+    let consumer = kafka_consumer(&cluster.bootstrap_servers(), "ticks");
     let mut execution_ids = std::collections::BTreeSet::new();
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
     while execution_ids.len() < 3 {
-        assert!(std::time::Instant::now() < deadline, "fewer than three ticks consumed");
-        if let Some(m) = consumer.poll(Duration::from_millis(100)) {
-            let m = m.unwrap().detach();
-            assert_eq!(serde_json::from_slice::<Value>(m.payload().unwrap()).unwrap(), json!({"job": "every-second"}));
-            let id = m.headers().unwrap().iter().find(|h| h.key == "te-execution-id").unwrap().value.unwrap().to_vec();
-            execution_ids.insert(String::from_utf8(id).unwrap());
-        }
+        let m = next_record(&consumer);
+        assert_eq!(serde_json::from_slice::<Value>(m.payload().unwrap()).unwrap(), json!({"job": "every-second"}));
+        let id = m.headers().unwrap().iter().find(|h| h.key == "te-execution-id").unwrap().value.unwrap().to_vec();
+        execution_ids.insert(String::from_utf8(id).unwrap());
     }
     api.post(&format!("/jobs/{job_id}/cancel"), &json!({})).await;
     // Each consumed message is one of the job's executions, each tick delivered once.

@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
 use crate::both_backends;
-use crate::support::fixtures::{http_endpoint, immediate, wait_for_status};
+use crate::support::fixtures::{http_endpoint, immediate, kafka_consumer, next_record, wait_for_status};
 use crate::support::server::{command, API_KEY};
 use crate::support::{eventually, Backend, Client, Receiver, Server, ServerOptions, TestDb};
 
@@ -1028,4 +1028,90 @@ fn a_classifier_and_a_schedule_run_offline() {
     );
     let (ok, _, err) = offline(&["run", schedule.to_str().unwrap(), "--spec", r#"{"times": ["25:00"]}"#], dir.path());
     assert!(!ok && err.contains("check refused the spec") && err.contains("times"), "{err}");
+}
+
+/// A plugin produces to Kafka (librdkafka's mock cluster) and appends to a Redis Stream (the
+/// real server) through the host's own clients: the records carry the attempt's execution id,
+/// the output is the built-in transports', and each destination must be granted — by address
+/// when it is an internal one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_produces_and_appends_through_the_hosts_clients() {
+    use rdkafka::message::{Headers, Message};
+    let cluster = rdkafka::mocking::MockCluster::new(1).unwrap();
+    cluster.create_topic("fanned", 1, 1).unwrap();
+    let db = TestDb::new(Backend::Sqlite).await;
+    let server = Server::start(&db).await;
+    let api = server.client();
+    let fan_out = component("fan-out");
+    let install = |name: &str, grants: &[&str]| {
+        let mut args = vec!["install", fan_out.to_str().unwrap(), "--name", name];
+        for grant in grants {
+            args.extend(["--allow-host", grant]);
+        }
+        let (ok, out) = cli(&server, &db, &args);
+        assert!(ok, "{out}");
+    };
+    install("fan", &["kafka://127.0.0.1:*", "redis://127.0.0.1:6379"]);
+    install("kafka-only", &["kafka://127.0.0.1:*"]);
+    install("by-name", &["redis://localhost:6379"]);
+
+    let stream = format!("taskexec-e2e:{}", uuid::Uuid::new_v4().simple());
+    let kafka = json!({"bootstrap_servers": cluster.bootstrap_servers(), "topic": "fanned",
+                       "key_template": "{{input.id}}", "value_template": {"id": "{{input.id}}"}});
+    let redis = |url: &str| json!({"redis_url": url, "stream": stream, "fields_template": {"id": "{{input.id}}"}});
+    let endpoint = |name: &str, plugin: &str, spec: Value| {
+        json!({"name": name, "type": "PLUGIN", "plugin": plugin, "spec": spec,
+               "retry_policy": {"max_attempts": 3, "backoff": "fixed", "initial_delay_ms": 50}})
+    };
+    // The plugin has the host read the built-in specs, so registration refuses as for KAFKA.
+    let mut bad = kafka.clone();
+    bad["topic"] = json!("no spaces allowed");
+    let message =
+        api.post("/endpoints", &endpoint("bad", "fan", json!({"kafka": bad}))).await.error(422, "INVALID_SPEC");
+    assert!(message.contains("`kafka`: topic: Kafka topic names"), "{message}");
+    api.create(
+        "/endpoints",
+        &endpoint("fan", "fan", json!({"kafka": kafka, "redis": redis("redis://127.0.0.1:6379")})),
+    )
+    .await;
+
+    let job = api.create("/jobs", &immediate("fan", "f1", json!({"id": "k-1"}))).await;
+    let execution_id = job["execution"]["execution_id"].as_str().unwrap().to_owned();
+    let (execution, attempts) = finished(&api, &job, "SUCCESS").await;
+    assert_eq!(attempts.len(), 1);
+
+    let record = next_record(&kafka_consumer(&cluster.bootstrap_servers(), "fanned"));
+    assert_eq!(record.key(), Some(&b"k-1"[..]));
+    assert_eq!(serde_json::from_slice::<Value>(record.payload().unwrap()).unwrap(), json!({"id": "k-1"}));
+    let header = record.headers().unwrap().iter().find(|h| h.key == "te-execution-id").unwrap();
+    assert_eq!(header.value, Some(execution_id.as_bytes()));
+    assert_eq!(execution["output"]["kafka"], json!({"partition": record.partition(), "offset": record.offset()}));
+
+    let mut con =
+        redis::Client::open("redis://127.0.0.1:6379").unwrap().get_multiplexed_async_connection().await.unwrap();
+    let entries: Vec<(String, Vec<(String, String)>)> =
+        redis::cmd("XRANGE").arg(&stream).arg("-").arg("+").query_async(&mut con).await.unwrap();
+    assert_eq!(entries.len(), 1);
+    let fields: std::collections::HashMap<_, _> = entries[0].1.iter().cloned().collect();
+    assert_eq!((fields["te_execution_id"].as_str(), fields["id"].as_str()), (execution_id.as_str(), "k-1"));
+    assert_eq!(execution["output"]["redis"], json!({"message_id": entries[0].0, "stream": stream}));
+
+    // Not granted: the attempt fails at once, naming the grant, and is not retried.
+    api.create("/endpoints", &endpoint("narrow", "kafka-only", json!({"redis": redis("redis://127.0.0.1:6379")})))
+        .await;
+    let job = api.create("/jobs", &immediate("narrow", "n1", json!({"id": "n-1"}))).await;
+    let (_, attempts) = finished(&api, &job, "FAILED").await;
+    assert_eq!(attempts.len(), 1, "{attempts:?}");
+    let error = attempts[0]["error"]["message"].as_str().unwrap();
+    assert!(error.contains("--allow-host redis://127.0.0.1:6379"), "{error}");
+    // Granted by name, but the name is loopback, which only a grant by address opens.
+    api.create("/endpoints", &endpoint("by-name", "by-name", json!({"redis": redis("redis://localhost:6379")}))).await;
+    let job = api.create("/jobs", &immediate("by-name", "b1", json!({"id": "b-1"}))).await;
+    let (_, attempts) = finished(&api, &job, "FAILED").await;
+    let error = attempts[0]["error"]["message"].as_str().unwrap();
+    assert!(error.contains("an internal address not granted by address"), "{error}");
+    let entries: Vec<(String, Vec<(String, String)>)> =
+        redis::cmd("XRANGE").arg(&stream).arg("-").arg("+").query_async(&mut con).await.unwrap();
+    assert_eq!(entries.len(), 1, "a refused plugin appended");
+    let _: () = redis::cmd("DEL").arg(&stream).query_async(&mut con).await.unwrap();
 }

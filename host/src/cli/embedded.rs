@@ -4,6 +4,7 @@
 
 /// `transports-wit/wit`, by path inside it.
 pub const WIT: &[(&str, &str)] = &[
+    ("builtin.wit", include_str!("../../../transports-wit/wit/builtin.wit")),
     ("classifier.wit", include_str!("../../../transports-wit/wit/classifier.wit")),
     ("deps/cli.wit", include_str!("../../../transports-wit/wit/deps/cli.wit")),
     ("deps/clocks.wit", include_str!("../../../transports-wit/wit/deps/clocks.wit")),
@@ -22,6 +23,7 @@ pub const WIT: &[(&str, &str)] = &[
 
 /// `plugins/sdk/src`, by path inside it.
 pub const SDK_SOURCES: &[(&str, &str)] = &[
+    ("builtins.rs", include_str!("../../../plugins/sdk/src/builtins.rs")),
     ("fail.rs", include_str!("../../../plugins/sdk/src/fail.rs")),
     ("http.rs", include_str!("../../../plugins/sdk/src/http.rs")),
     ("lib.rs", include_str!("../../../plugins/sdk/src/lib.rs")),

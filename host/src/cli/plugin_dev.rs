@@ -31,6 +31,11 @@ fn import_purpose(import: &str) -> &'static str {
     match name {
         "taskexec:plugin/host" => "log records, kept with the execution's logs",
         "taskexec:plugin/types" => "the message, receipt and failure types",
+        "taskexec:plugin/specs" => "the built-in endpoint specs as records, read by the host from their JSON",
+        "taskexec:plugin/kafka" => "producing to Kafka through the host's producers, only to brokers granted with --allow-host kafka://…",
+        "taskexec:plugin/redis-streams" => {
+            "appending to Redis Streams through the host's connections, only to servers granted with --allow-host redis://…"
+        }
         "wasi:http/outgoing-handler" => "outbound HTTP, only to the hosts granted with --allow-host",
         "wasi:http/types" => "HTTP requests and responses",
         "wasi:io/poll" | "wasi:io/streams" | "wasi:io/error" => "streams and waiting, under HTTP bodies",

@@ -1,8 +1,11 @@
-//! Outbound HTTP grants: the only places a plugin may send a request to.
+//! Outbound grants: the only places a plugin may send a request, produce a Kafka record or
+//! append to a Redis Stream.
 //!
 //! A grant is `scheme://host[:port]` with `*` allowed for any part (`https://*.example.com`,
-//! `http://127.0.0.1:*`, `*://hooks.example.com:8443`); an omitted port is the scheme's
-//! default. A request must match a grant by scheme, host and port, and then every address its
+//! `http://127.0.0.1:*`, `*://hooks.example.com:8443`, `kafka://broker.example:9092`,
+//! `redis://127.0.0.1:6379`); an omitted port is the scheme's default (80, 443, Kafka's 9092,
+//! Redis's 6379). The schemes are [`SCHEMES`]: HTTP through wasi:http, the others through the
+//! host's own Kafka and Redis clients. A request must match a grant by scheme, host and port, and then every address its
 //! host resolves to is checked again: loopback, link-local (cloud metadata lives there),
 //! unspecified and other internal-only addresses are refused unless the grant names such an
 //! address literally, so a granted name cannot be pointed at the host's own services.
@@ -11,6 +14,15 @@ use std::net::IpAddr;
 
 use super::error::PluginError;
 use serde::{Deserialize, Serialize};
+
+/// The schemes a grant may name, each with its default port; `*` stands for any of them.
+pub const SCHEMES: [(&str, u16); 5] =
+    [("http", 80), ("https", 443), ("kafka", 9092), ("redis", 6379), ("rediss", 6379)];
+
+/// The default port of one of [`SCHEMES`].
+pub fn default_port(scheme: &str) -> Option<u16> {
+    SCHEMES.iter().find(|(s, _)| *s == scheme).map(|(_, port)| *port)
+}
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Grant {
@@ -26,8 +38,8 @@ impl Grant {
             PluginError::Invalid(format!("grant `{text}` {why}: expected scheme://host[:port], `*` allowed per part"))
         };
         let (scheme, rest) = text.trim().split_once("://").ok_or_else(|| bad("has no scheme"))?;
-        if !matches!(scheme, "http" | "https" | "*") {
-            return Err(bad("has a scheme other than http, https or *"));
+        if scheme != "*" && default_port(scheme).is_none() {
+            return Err(bad("has a scheme other than http, https, kafka, redis, rediss or *"));
         }
         let rest = rest.trim_end_matches('/');
         if rest.contains('/') || rest.contains('?') || rest.contains('@') {
@@ -47,11 +59,7 @@ impl Grant {
             return Err(bad("uses `*` other than as the whole host or a leading `*.`"));
         }
         let port = match port {
-            None => match scheme {
-                "http" => Some(80),
-                "https" => Some(443),
-                _ => None,
-            },
+            None => default_port(scheme),
             Some("*") => None,
             Some(p) => Some(p.parse().map_err(|_| bad("has a port that is not a number or *"))?),
         };
@@ -137,6 +145,13 @@ mod tests {
         assert!(!g.allows("http", "internal.example", 8080), "*. needs a subdomain");
         assert!(g.allows("http", "any-scheme.example", 1234));
         assert!(!grants(&[]).allows("https", "example.com", 443));
+        let brokers = grants(&["kafka://broker.example", "redis://127.0.0.1", "rediss://cache.example:7000"]);
+        assert!(brokers.allows("kafka", "broker.example", 9092), "Kafka's default port");
+        assert!(!brokers.allows("kafka", "broker.example", 9093));
+        assert!(!brokers.allows("http", "broker.example", 9092), "a kafka grant is not an http one");
+        assert!(brokers.allows("redis", "127.0.0.1", 6379), "Redis's default port");
+        assert!(!brokers.allows("rediss", "127.0.0.1", 6379), "TLS or not is part of the grant");
+        assert!(brokers.allows("rediss", "cache.example", 7000));
     }
 
     #[test]
@@ -144,6 +159,7 @@ mod tests {
         for bad in [
             "example.com",
             "ftp://x",
+            "postgres://x",
             "https://x/path",
             "https://user@x",
             "https://x:port",

@@ -18,6 +18,7 @@ use super::outbound::Egress;
 use super::reference::PluginRef;
 use super::runtime::PluginRuntime;
 use crate::store::{PluginRecord, Signal, Store};
+use crate::transport::PooledTransports;
 
 /// How long a process trusts its cached newest version of a plugin without hearing of a change.
 /// Installs in this process (and, on PostgreSQL, in any process, by NOTIFY) take effect at once;
@@ -45,6 +46,8 @@ pub struct PluginHost {
     newest: Arc<NewestVersions>,
     /// The operator's egress policy, applied to plugins' requests on top of their grants.
     egress_policy: Arc<EgressPolicy>,
+    /// The Kafka and Redis clients plugins produce and append through (the process's own).
+    pooled: PooledTransports,
 }
 
 #[derive(Default)]
@@ -63,13 +66,27 @@ struct CachedVersion {
 
 impl PluginHost {
     pub fn new(runtime: Arc<PluginRuntime>, store: Arc<dyn Store>) -> Self {
-        Self { runtime, store, newest: Arc::default(), egress_policy: Arc::default() }
+        Self {
+            runtime,
+            store,
+            newest: Arc::default(),
+            egress_policy: Arc::default(),
+            pooled: PooledTransports::default(),
+        }
     }
 
-    /// Hold plugins' requests to `policy` (the default policy otherwise).
+    /// Hold plugins' requests, and the Kafka and Redis clients, to `policy` (the default policy
+    /// otherwise).
     pub fn with_egress_policy(mut self, policy: Arc<EgressPolicy>) -> Self {
+        self.pooled = PooledTransports::with_policy(policy.clone());
         self.egress_policy = policy;
         self
+    }
+
+    /// The Kafka and Redis clients of this process, shared by the built-in transports and the
+    /// plugins' `kafka` and `redis-streams` imports.
+    pub fn pooled(&self) -> &PooledTransports {
+        &self.pooled
     }
 
     /// Forget cached versions whenever another process installs or removes a plugin (where the
@@ -143,7 +160,10 @@ impl PluginHost {
             }
         };
         let ready = Arc::new(ReadyPlugin {
-            egress: Arc::new(Egress::with_policy(Arc::new(grants_of(&record)), self.egress_policy.clone())),
+            egress: Arc::new(
+                Egress::with_policy(Arc::new(grants_of(&record)), self.egress_policy.clone())
+                    .with_pooled(self.pooled.clone()),
+            ),
             limits: serde_json::from_value(record.limits.clone()).unwrap_or_default(),
             record,
             loaded,

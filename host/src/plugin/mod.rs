@@ -12,16 +12,20 @@
 //!   policy, checked on the address connected to) and the pooled client it goes through.
 //! - [`wasi_http`]: the host's own `outgoing-handler.handle` and `future-incoming-response.get`,
 //!   linked in place of wasmtime-wasi-http's.
-//! - [`grants`]: which URLs a plugin may call, checked again after DNS.
+//! - [`builtins`]: the `kafka` and `redis-streams` imports: a plugin's grants checked, then the
+//!   built-in Kafka and Redis transports (the process's own pooled clients) do the work.
+//! - [`grants`]: where a plugin may send (URLs, Kafka brokers, Redis servers), checked again
+//!   after DNS.
 //! - [`limits`]: memory and I/O limits per plugin.
 //! - [`host`]: the plugin host: the runtime, the plugin store, and each plugin's newest version.
 //!
 //! A transport plugin is called through the same [`Transport`](crate::transport::Transport)
 //! trait as the built-in transports (`transport::wasm`), and a renderer plugin through
-//! [`Renderer`](crate::template::Renderer) (`template::wasm`): those depend on this module,
-//! never the other way round.
+//! [`Renderer`](crate::template::Renderer) (`template::wasm`). The one way back is
+//! [`builtins`], which produces and appends through the built-in Kafka and Redis transports.
 
 mod artifacts;
+pub mod builtins;
 mod engine;
 pub mod error;
 pub mod grants;

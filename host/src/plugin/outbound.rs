@@ -13,6 +13,7 @@ use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
 use super::grants::{is_internal, Grants};
 use crate::egress::{self, EgressPolicy};
+use crate::transport::PooledTransports;
 
 /// Largest response body a plugin is handed, so one answer cannot exhaust the host.
 const MAX_RESPONSE_BYTES: usize = 16 * 1024 * 1024;
@@ -48,9 +49,11 @@ fn record_denial(denials: &Denials, why: String) {
 /// connection that only another's grants allowed. Connections are kept alive per plugin
 /// version, so only a new connection resolves a name.
 pub struct Egress {
-    grants: Arc<Grants>,
+    pub(super) grants: Arc<Grants>,
     policy: Arc<EgressPolicy>,
     client: reqwest::Client,
+    /// The Kafka and Redis clients the `kafka` and `redis-streams` imports go through.
+    pub(super) pooled: PooledTransports,
 }
 
 impl Egress {
@@ -77,7 +80,14 @@ impl Egress {
             .no_proxy()
             .build()
             .expect("the plugin HTTP client builds");
-        Self { grants, policy, client }
+        Self { grants, policy, client, pooled: PooledTransports::default() }
+    }
+
+    /// Produce and append through `pooled` (the process's own clients; without this call, a
+    /// set of this egress's own).
+    pub fn with_pooled(mut self, pooled: PooledTransports) -> Self {
+        self.pooled = pooled;
+        self
     }
 
     /// No destination at all (registration-time calls).
@@ -90,19 +100,45 @@ impl Egress {
 /// deadline, which bounds every request it sends. It is also the call's wasi:http hooks.
 #[derive(Clone)]
 pub struct Outbound {
-    egress: Arc<Egress>,
+    pub(super) egress: Arc<Egress>,
     denials: Denials,
     /// The destinations (`scheme://host:port`) refused for want of a grant: the fix is the
     /// operator's, so the attempt's failure names it and is not retried.
     ungranted: Denials,
-    deadline: Option<Instant>,
+    pub(super) deadline: Option<Instant>,
     /// The attempt's trace context, sent as `traceparent` on each request that has none.
-    traceparent: Option<crate::trace::TraceParent>,
+    pub(super) traceparent: Option<crate::trace::TraceParent>,
+    /// The attempt a `deliver` call makes: what a record produced through the host belongs to.
+    pub(super) attempt: Option<Arc<Attempt>>,
+}
+
+/// The attempt a transport plugin's `deliver` call is making.
+#[derive(Debug)]
+pub(super) struct Attempt {
+    pub execution_id: String,
+    pub attempt: u32,
+    pub idempotency_key: String,
 }
 
 impl Outbound {
     pub fn new(egress: Arc<Egress>) -> Self {
-        Self { egress, denials: Denials::default(), ungranted: Denials::default(), deadline: None, traceparent: None }
+        Self {
+            egress,
+            denials: Denials::default(),
+            ungranted: Denials::default(),
+            deadline: None,
+            traceparent: None,
+            attempt: None,
+        }
+    }
+
+    /// This call delivers `message`: records produced through the host carry its execution.
+    pub fn set_attempt(&mut self, message: &crate::contract::Message) {
+        self.attempt = Some(Arc::new(Attempt {
+            execution_id: message.execution_id.clone(),
+            attempt: message.attempt,
+            idempotency_key: message.idempotency_key.clone(),
+        }));
     }
 
     /// The requests of this call continue `traceparent`'s trace (the attempt's).
@@ -125,8 +161,17 @@ impl Outbound {
         self.ungranted.lock().expect("denials lock").clone()
     }
 
-    fn deny(&self, why: String) {
+    pub(super) fn deny(&self, why: String) {
         record_denial(&self.denials, why);
+    }
+
+    /// `target` (`scheme://host:port`) was refused for want of a grant.
+    pub(super) fn refuse_ungranted(&self, target: String) {
+        self.deny(format!("{target} is not granted to this plugin"));
+        let mut ungranted = self.ungranted.lock().expect("denials lock");
+        if !ungranted.contains(&target) && ungranted.len() < DENIALS_LISTED {
+            ungranted.push(target);
+        }
     }
 
     /// Send one request if the grants allow its destination, and read its whole answer.
@@ -147,13 +192,7 @@ impl Outbound {
             None => (uri.host().unwrap_or_default().to_owned(), None),
         };
         if !self.egress.grants.allows(&scheme, &host, port) {
-            self.deny(format!("{scheme}://{host}:{port} is not granted to this plugin"));
-            let target = format!("{scheme}://{host}:{port}");
-            let mut ungranted = self.ungranted.lock().expect("denials lock");
-            if !ungranted.contains(&target) && ungranted.len() < DENIALS_LISTED {
-                ungranted.push(target);
-            }
-            drop(ungranted);
+            self.refuse_ungranted(format!("{scheme}://{host}:{port}"));
             return Err(Error::HttpRequestDenied);
         }
         // An address in the URL is never resolved, so it is checked here; a name's addresses

@@ -112,6 +112,7 @@ impl PluginRuntime {
         store.data_mut().outbound.set_deadline(std::time::Instant::now() + timeout);
         // Called inside the attempt's span: the plugin's requests continue its trace.
         store.data_mut().outbound.set_traceparent(crate::trace::TraceParent::current());
+        store.data_mut().outbound.set_attempt(&message);
         let call = plugin.taskexec_plugin_transport().call_deliver(&mut store, &message);
         let call = tokio::time::timeout(timeout + Duration::from_secs(1), call);
         let answered = while_waiting(call, self.instances.upkeep(&self.engine, refill, pre, egress, limits)).await;

@@ -140,6 +140,31 @@ impl Delivery {
     }
 }
 
+/// The built-in transports whose clients plugins may use too (Kafka producers, Redis
+/// connections): one set per process, shared by KAFKA and REDIS_STREAM endpoints and by the
+/// plugins' `kafka` and `redis-streams` imports, so a plugin wrapping them opens no pool of its own.
+#[derive(Clone)]
+pub struct PooledTransports {
+    pub kafka: Arc<kafka::KafkaTransport>,
+    pub redis_stream: Arc<redis_stream::RedisStreamTransport>,
+}
+
+impl PooledTransports {
+    /// Every connection held to the operator's egress `policy`.
+    pub fn with_policy(policy: Arc<crate::egress::EgressPolicy>) -> Self {
+        Self {
+            kafka: Arc::new(kafka::KafkaTransport::with_policy(policy.clone())),
+            redis_stream: Arc::new(redis_stream::RedisStreamTransport::with_policy(policy)),
+        }
+    }
+}
+
+impl Default for PooledTransports {
+    fn default() -> Self {
+        Self::with_policy(Arc::default())
+    }
+}
+
 /// Every transport, created once and shared: the built-in ones hold their connection pools,
 /// and plugins are reached through the plugin host.
 #[derive(Clone)]
@@ -151,12 +176,14 @@ pub struct Transports {
 }
 
 impl Transports {
-    /// Deliveries held to the operator's egress `policy` (plugins get it through their host).
+    /// Deliveries held to the operator's egress `policy`. Kafka and Redis clients are the
+    /// plugin host's (made under the same policy), shared with plugins that produce through it.
     pub fn with_egress(plugins: crate::plugin::PluginHost, policy: Arc<crate::egress::EgressPolicy>) -> Self {
+        let pooled = plugins.pooled().clone();
         Self {
-            http: Arc::new(http::HttpTransport::with_policy(policy.clone())),
-            kafka: Arc::new(kafka::KafkaTransport::with_policy(policy.clone())),
-            redis_stream: Arc::new(redis_stream::RedisStreamTransport::with_policy(policy)),
+            http: Arc::new(http::HttpTransport::with_policy(policy)),
+            kafka: pooled.kafka,
+            redis_stream: pooled.redis_stream,
             plugins,
         }
     }
@@ -253,16 +280,25 @@ pub fn normalize_spec(kind: EndpointType, spec: &Value) -> Result<Value, SpecErr
 }
 
 fn normalize<S: EndpointSpec>(spec: &Value) -> Result<Value, SpecError> {
+    let parsed: S = parse_spec(spec).map_err(|e| match e.field.as_str() {
+        "" => SpecError::new("spec", e.message),
+        field => SpecError::new(format!("spec.{field}"), e.message),
+    })?;
+    Ok(serde_json::to_value(&parsed).expect("a spec that deserialized serializes"))
+}
+
+/// A built-in spec read and checked as registration does, errors naming the field (an empty
+/// field: the spec as a whole).
+pub fn parse_spec<S: EndpointSpec>(spec: &Value) -> Result<S, SpecError> {
     if !spec.is_object() {
-        return Err(SpecError::new("spec", "must be an object"));
+        return Err(SpecError::new("", "must be an object"));
     }
     let parsed: S = serde_path_to_error::deserialize(spec).map_err(|e| {
         let path = e.path().to_string();
-        let field = if path == "." { "spec".to_owned() } else { format!("spec.{path}") };
-        SpecError::new(field, e.into_inner().to_string())
+        SpecError::new(if path == "." { String::new() } else { path }, e.into_inner().to_string())
     })?;
-    parsed.validate().map_err(|e| SpecError::new(format!("spec.{}", e.field), e.message))?;
-    Ok(serde_json::to_value(&parsed).expect("a spec that deserialized serializes"))
+    parsed.validate()?;
+    Ok(parsed)
 }
 
 /// A timeout in milliseconds must be positive and at most `max_ms`.

@@ -6,6 +6,8 @@
 //!   and [`export!`] to register your type as the plugin;
 //! - [`http`]: requests over wasi:http in a few lines, answers mapped to [`Failure`]s the host
 //!   retries (or not) correctly;
+//! - [`builtins`]: produce to Kafka and append to Redis Streams through the host's own clients,
+//!   with the built-in endpoint specs as types;
 //! - [`spec`]: your endpoint spec as a serde type, with errors that name the field;
 //! - [`log`]: records kept in the execution's logs;
 //! - [`fail`]: the failures the host understands, by kind.
@@ -36,6 +38,7 @@
 // paths must resolve.
 extern crate self as taskexec_plugin_sdk;
 
+pub mod builtins;
 pub mod fail;
 pub mod http;
 pub mod log;

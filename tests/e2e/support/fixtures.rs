@@ -62,3 +62,27 @@ pub async fn wait_for_status(api: &Client, execution_id: &str, status: &str) -> 
 pub fn immediate(endpoint: &str, key: &str, input: Value) -> Value {
     json!({"endpoint": endpoint, "trigger": "IMMEDIATE", "idempotency_key": key, "input": input})
 }
+
+/// A consumer of `topic` from its first record, in a group of its own.
+pub fn kafka_consumer(bootstrap_servers: &str, topic: &str) -> rdkafka::consumer::BaseConsumer {
+    use rdkafka::consumer::Consumer;
+    let consumer: rdkafka::consumer::BaseConsumer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", bootstrap_servers)
+        .set("group.id", format!("e2e-{topic}"))
+        .set("auto.offset.reset", "earliest")
+        .create()
+        .unwrap();
+    consumer.subscribe(&[topic]).unwrap();
+    consumer
+}
+
+/// The next record `consumer` reads, waiting up to 30 seconds for it.
+pub fn next_record(consumer: &rdkafka::consumer::BaseConsumer) -> rdkafka::message::OwnedMessage {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        assert!(std::time::Instant::now() < deadline, "nothing consumed");
+        if let Some(m) = consumer.poll(Duration::from_millis(100)) {
+            return m.unwrap().detach();
+        }
+    }
+}

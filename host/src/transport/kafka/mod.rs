@@ -130,7 +130,7 @@ impl KafkaTransport {
 }
 
 /// `host:port` (`[v6]:port`, an optional `PLAINTEXT://` in front; 9092 when no port is given).
-fn host_and_port(server: &str) -> Option<(&str, u16)> {
+pub(crate) fn host_and_port(server: &str) -> Option<(&str, u16)> {
     let server = server.split_once("://").map_or(server, |(_, rest)| rest);
     if let Some(v6) = server.strip_prefix('[') {
         let (host, rest) = v6.split_once(']')?;

@@ -128,7 +128,7 @@ impl RedisStreamTransport {
 }
 
 /// A stream field value: strings as they are, anything else as JSON text.
-fn field_value(value: &Value) -> String {
+pub(crate) fn field_value(value: &Value) -> String {
     match value {
         Value::String(s) => s.clone(),
         other => other.to_string(),
