@@ -1,7 +1,9 @@
 //! Cursor pagination for every list: `?limit=` (default 50, at most 200) and `?cursor=`, answered
 //! with `{ "items": [...], "cursor": "..." }`. The cursor is opaque to clients: base64 of the
 //! last row's creation time and key. Paging walks (created_at, key) order, so rows created
-//! while a client pages appear at the end and never shift or repeat a page.
+//! while a client pages appear at the end and never shift or repeat a page. Jobs and
+//! executions may also be listed newest first (`?order=newest`): the same walk backwards,
+//! with the same cursor (pass the same `order` again).
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
@@ -10,6 +12,25 @@ use serde::{Deserialize, Serialize};
 
 use crate::api::error::ApiError;
 use crate::store::{PageKey, PageRequest};
+
+/// `?order=` of the lists that offer it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ListOrder {
+    /// Oldest first (the default).
+    #[default]
+    Oldest,
+    /// Newest first.
+    Newest,
+}
+
+impl ListOrder {
+    /// `page` in this order.
+    pub fn apply(order: Option<Self>, mut page: PageRequest) -> PageRequest {
+        page.newest_first = order == Some(Self::Newest);
+        page
+    }
+}
 
 pub const DEFAULT_LIMIT: u32 = 50;
 pub const MAX_LIMIT: u32 = 200;
@@ -40,7 +61,7 @@ impl ListParams {
             return Err(ApiError::invalid_field("limit", format!("must be between 1 and {MAX_LIMIT}, got {limit}")));
         }
         let after = self.cursor.as_deref().filter(|c| !c.is_empty()).map(decode_cursor).transpose()?;
-        Ok(PageRequest { after, limit: i64::from(limit) + 1 })
+        Ok(PageRequest { after, limit: i64::from(limit) + 1, ..Default::default() })
     }
 }
 
@@ -107,7 +128,7 @@ mod tests {
 
     #[test]
     fn paginate_sets_cursor_only_when_more_rows_exist() {
-        let page = PageRequest { after: None, limit: 3 };
+        let page = PageRequest { after: None, limit: 3, ..Default::default() };
         let key = |s: &&str| PageKey { created_at: DateTime::<Utc>::UNIX_EPOCH, key: s.to_string() };
         let full = paginate(vec!["a", "b", "c"], &page, key, |s| s);
         assert_eq!(full.items, vec!["a", "b"]);

@@ -15,7 +15,7 @@ pub async fn rotate(args: RotateArgs) -> anyhow::Result<()> {
     store.migrate().await.context("migration failed")?;
 
     let (mut resealed, mut current, mut changed_meanwhile) = (0u64, 0u64, 0u64);
-    let mut page = PageRequest { after: None, limit: 200 };
+    let mut page = PageRequest { after: None, limit: 200, ..Default::default() };
     loop {
         let secrets = store.secret_list(&page).await?;
         let Some(last) = secrets.last() else { break };

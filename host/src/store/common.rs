@@ -69,14 +69,17 @@ macro_rules! impl_store {
                     let mut conditions: Vec<String> =
                         filters.iter().enumerate().map(|(i, (column, _))| format!("{column} = ${}", i + 1)).collect();
                     let mut next = filters.len() + 1;
+                    let (beyond, direction) = if page.newest_first { ("<", "DESC") } else { (">", "ASC") };
                     if page.after.is_some() {
                         // Row-value comparison: everything after the last row shown, so rows
                         // inserted meanwhile never shift a page (they sort after `now`).
-                        conditions.push(format!("({time_column}, {key}) > (${next}, ${})", next + 1));
+                        conditions.push(format!("({time_column}, {key}) {beyond} (${next}, ${})", next + 1));
                         next += 2;
                     }
                     let filter = if conditions.is_empty() { String::new() } else { format!("WHERE {}", conditions.join(" AND ")) };
-                    let sql = format!("SELECT {columns} FROM {table} {filter} ORDER BY {time_column}, {key} LIMIT ${next}");
+                    let sql = format!(
+                        "SELECT {columns} FROM {table} {filter} ORDER BY {time_column} {direction}, {key} {direction} LIMIT ${next}"
+                    );
                     let mut query = sqlx::query_as::<$db, T>(&sql);
                     for (_, value) in filters {
                         query = query.bind(*value);
@@ -95,16 +98,19 @@ macro_rules! impl_store {
                     extra: &[&str],
                     after: Option<&$crate::store::PageKey>,
                     limit: i64,
+                    newest_first: bool,
                 ) -> StoreResult<Vec<Execution>> {
                     let (mut conditions, mut next) = $crate::store::engine::execution_conditions(filter);
                     conditions.extend(extra.iter().map(|c| (*c).to_owned()));
+                    let (beyond, direction) = if newest_first { ("<", "DESC") } else { (">", "ASC") };
                     if after.is_some() {
-                        conditions.push(format!("(created_at, execution_id) > (${next}, ${})", next + 1));
+                        conditions.push(format!("(created_at, execution_id) {beyond} (${next}, ${})", next + 1));
                         next += 2;
                     }
                     let filter_sql = if conditions.is_empty() { String::new() } else { format!("WHERE {}", conditions.join(" AND ")) };
                     let sql = format!(
-                        "SELECT {EXECUTION_COLUMNS} FROM executions {filter_sql} ORDER BY created_at, execution_id LIMIT ${next}"
+                        "SELECT {EXECUTION_COLUMNS} FROM executions {filter_sql}
+                         ORDER BY created_at {direction}, execution_id {direction} LIMIT ${next}"
                     );
                     let mut query = sqlx::query_as::<$db, Execution>(&sql);
                     // In the order execution_conditions numbered them.
@@ -452,6 +458,27 @@ macro_rules! impl_store {
                     )
                     .fetch_all(&self.pool)
                     .await?)
+                }
+
+                async fn execution_activity(&self, since: DateTime<Utc>, limit: i64) -> StoreResult<Vec<$crate::store::ActivitySample>> {
+                    Ok(sqlx::query_as(
+                        "SELECT endpoint, status, run_at, scheduled_at, claimed_at, completed_at, created_at FROM executions
+                         WHERE created_at >= $1 ORDER BY created_at DESC LIMIT $2",
+                    )
+                    .bind(DbTime(since))
+                    .bind(limit)
+                    .fetch_all(&self.pool)
+                    .await?)
+                }
+
+                async fn cron_upcoming(&self, limit: i64) -> StoreResult<Vec<Job>> {
+                    let sql = format!(
+                        "SELECT {JOB_COLUMNS} FROM jobs
+                         WHERE trigger_type = 'CRON' AND status = 'ACTIVE' AND cron_next_run_at IS NOT NULL
+                         ORDER BY cron_next_run_at
+                         LIMIT $1"
+                    );
+                    Ok(sqlx::query_as::<$db, Job>(&sql).bind(limit).fetch_all(&self.pool).await?)
                 }
 
                 // ---- payload specs ----
@@ -1217,7 +1244,7 @@ macro_rules! impl_store {
                 }
 
                 async fn execution_search(&self, filter: &ExecutionFilter, page: &PageRequest) -> StoreResult<Vec<Execution>> {
-                    self.execution_filtered(filter, &[], page.after.as_ref(), page.limit).await
+                    self.execution_filtered(filter, &[], page.after.as_ref(), page.limit, page.newest_first).await
                 }
 
                 async fn execution_unretried(&self, filter: &ExecutionFilter, limit: i64) -> StoreResult<Vec<Execution>> {
@@ -1229,7 +1256,7 @@ macro_rules! impl_store {
                         $crate::store::RETRY_KEY_PREFIX
                     );
                     let finished = "status IN ('FAILED', 'CANCELLED')";
-                    self.execution_filtered(filter, &[finished, &unretried], None, limit).await
+                    self.execution_filtered(filter, &[finished, &unretried], None, limit, false).await
                 }
 
                 async fn execution_retry_many(&self, retries: &[ExecutionWrite]) -> StoreResult<Vec<Inserted<Execution>>> {

@@ -295,7 +295,10 @@ mod checks {
         assert_eq!(store.execution_reclaim_expired(now()).await.unwrap(), 1);
         let reclaimed = store.execution_get(&first.execution_id).await.unwrap().unwrap();
         assert_eq!(reclaimed.status, ExecutionStatus::Retrying);
-        let attempts = store.attempt_list(&first.execution_id, &PageRequest { after: None, limit: 10 }).await.unwrap();
+        let attempts = store
+            .attempt_list(&first.execution_id, &PageRequest { after: None, limit: 10, ..Default::default() })
+            .await
+            .unwrap();
         assert_eq!(attempts.len(), 1);
         assert_eq!(attempts[0].error.as_ref().unwrap()["type"], "WORKER_LOST");
         // The lost worker's late result is fenced out.
@@ -360,7 +363,7 @@ mod checks {
             won += r.await.unwrap().iter().filter(|w| **w).count();
         }
         assert_eq!(won, 1, "the tick was recorded {won} times");
-        let page = PageRequest { after: None, limit: 10 };
+        let page = PageRequest { after: None, limit: 10, ..Default::default() };
         assert_eq!(store.execution_list(&j.job_id, None, &page).await.unwrap().len(), 1);
         let job = store.job_get(&j.job_id).await.unwrap().unwrap();
         assert_eq!(job.cron_next_run_at, Some(tick + chrono::Duration::days(1)));
@@ -380,7 +383,7 @@ mod checks {
             Inserted::Existing(existing) => assert_eq!(existing.job_id, created.job_id),
             Inserted::Created(_) => panic!("a repeat with the same idempotency key created a second job"),
         }
-        let page = PageRequest { after: None, limit: 10 };
+        let page = PageRequest { after: None, limit: 10, ..Default::default() };
         assert_eq!(store.execution_list(&created.job_id, None, &page).await.unwrap().len(), 1);
         assert!(matches!(store.config_insert("c", &json!({"a": 1})).await.unwrap(), Inserted::Created(_)));
         match store.config_insert("c", &json!({"a": 2})).await.unwrap() {
@@ -396,7 +399,10 @@ mod checks {
         let mut seen: Vec<(DateTime<Utc>, String)> = Vec::new();
         let mut after = None;
         loop {
-            let page = store.config_list(&PageRequest { after: after.clone(), limit: 10 }).await.unwrap();
+            let page = store
+                .config_list(&PageRequest { after: after.clone(), limit: 10, ..Default::default() })
+                .await
+                .unwrap();
             if page.is_empty() {
                 break;
             }
@@ -406,6 +412,19 @@ mod checks {
         }
         assert_eq!(seen.len(), 25, "every row once");
         assert!(seen.windows(2).all(|w| w[0] < w[1]), "pages in (created_at, key) order: {seen:?}");
+
+        // Newest first: the same rows, the walk reversed.
+        let mut backwards: Vec<(DateTime<Utc>, String)> = Vec::new();
+        let mut after = None;
+        loop {
+            let page = PageRequest { after: after.clone(), limit: 10, newest_first: true };
+            let page = store.config_list(&page).await.unwrap();
+            let Some(last) = page.last() else { break };
+            after = Some(PageKey { created_at: last.created_at, key: last.name.clone() });
+            backwards.extend(page.into_iter().map(|c| (c.created_at, c.name)));
+        }
+        seen.reverse();
+        assert_eq!(backwards, seen, "newest first walks the same rows backwards");
     }
 
     pub async fn batch_results_write_winners_with_their_attempts_and_logs(store: Arc<dyn Store>) {
@@ -427,7 +446,7 @@ mod checks {
             .await
             .unwrap();
         assert_eq!(written, [true, false, true]);
-        let page = PageRequest { after: None, limit: 10 };
+        let page = PageRequest { after: None, limit: 10, ..Default::default() };
         for (e, status, attempts) in [
             (&held[0], ExecutionStatus::Success, 1),
             (&held[1], ExecutionStatus::Failed, 1),

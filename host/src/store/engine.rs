@@ -127,6 +127,26 @@ impl Execution {
     }
 }
 
+/// One execution as the dashboard's overview counts it.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct ActivitySample {
+    pub endpoint: String,
+    pub status: ExecutionStatus,
+    pub run_at: DateTime<Utc>,
+    pub scheduled_at: Option<DateTime<Utc>>,
+    pub claimed_at: Option<DateTime<Utc>>,
+    pub completed_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+}
+
+impl ActivitySample {
+    /// How late its first attempt started, in milliseconds (as [`Execution::lateness_ms`]).
+    pub fn lateness_ms(&self) -> Option<i64> {
+        let scheduled = self.scheduled_at.unwrap_or(self.run_at);
+        self.claimed_at.map(|claimed| (claimed - scheduled).num_milliseconds().max(0))
+    }
+}
+
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct Attempt {
     pub attempt_id: AttemptId,

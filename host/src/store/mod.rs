@@ -24,8 +24,8 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 
 pub use engine::{
-    Attempt, AttemptFinish, ClaimParams, CronAdvance, EndpointShares, Execution, ExecutionFilter, ExecutionLog,
-    ExecutionWrite, Job, JobFilter, JobStats, JobWrite, LeaseExtend, LogWrite, PluginRecord, PluginWrite,
+    ActivitySample, Attempt, AttemptFinish, ClaimParams, CronAdvance, EndpointShares, Execution, ExecutionFilter,
+    ExecutionLog, ExecutionWrite, Job, JobFilter, JobStats, JobWrite, LeaseExtend, LogWrite, PluginRecord, PluginWrite,
 };
 pub use time::{now, DbTime};
 
@@ -114,12 +114,14 @@ pub enum Backend {
     Sqlite,
 }
 
-/// A page request: items strictly after `after` in (created_at, key) order.
-#[derive(Debug, Clone)]
+/// A page request: items strictly after `after` in (created_at, key) order, or strictly
+/// before it newest first (lists that offer `?order=newest`: jobs and executions).
+#[derive(Debug, Clone, Default)]
 pub struct PageRequest {
     pub after: Option<PageKey>,
     /// How many rows to fetch; callers ask for one more than they show to learn if more exist.
     pub limit: i64,
+    pub newest_first: bool,
 }
 
 /// The position of a row in a list: its creation time and its unique key (name or id).
@@ -344,6 +346,11 @@ pub trait Store: Send + Sync + 'static {
     fn pool_connections(&self) -> (u32, usize);
     /// Executions not yet finished (PENDING, QUEUED, RUNNING, RETRYING), counted by status.
     async fn execution_counts(&self) -> StoreResult<Vec<(crate::domain::ExecutionStatus, i64)>>;
+    /// The newest executions created at or after `since`, at most `limit`, newest first: what
+    /// the dashboard's overview charts (read by the `created_at` index, a few columns each).
+    async fn execution_activity(&self, since: DateTime<Utc>, limit: i64) -> StoreResult<Vec<ActivitySample>>;
+    /// The next ticks of active, unpaused CRON jobs, soonest first.
+    async fn cron_upcoming(&self, limit: i64) -> StoreResult<Vec<Job>>;
 
     async fn payload_spec_insert(&self, name: &str, schema: &Value) -> StoreResult<Inserted<PayloadSpec>>;
     async fn payload_spec_get(&self, name: &str) -> StoreResult<Option<PayloadSpec>>;

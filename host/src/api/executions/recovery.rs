@@ -55,6 +55,8 @@ pub struct ExecutionSearchParams {
     pub limit: Option<u32>,
     /// The `cursor` of the previous page (pass the same filters again).
     pub cursor: Option<String>,
+    /// `oldest` (the default) or `newest` first.
+    pub order: Option<crate::api::pagination::ListOrder>,
 }
 
 /// `POST /executions/replay`: which failed (or cancelled) executions to retry.
@@ -97,7 +99,7 @@ fn check_range(after: Option<DateTime<Utc>>, before: Option<DateTime<Utc>>) -> A
     }
 }
 
-/// List executions across jobs, oldest first, by status, endpoint, job and creation time.
+/// List executions across jobs, oldest first (or `?order=newest`), by status, endpoint, job and creation time.
 ///
 /// `?status=FAILED` is the dead-letter view: every execution that ran out of attempts or failed
 /// for good, whichever job it belongs to.
@@ -109,6 +111,7 @@ pub(super) async fn search(
     ApiQuery(params): ApiQuery<ExecutionSearchParams>,
 ) -> ApiResult<Json<ListOut<ExecutionOut>>> {
     let page = ListParams { limit: params.limit, cursor: params.cursor }.page_request()?;
+    let page = crate::api::pagination::ListOrder::apply(params.order, page);
     check_range(params.created_after, params.created_before)?;
     let filter = ExecutionFilter {
         status: status_param(params.status.as_deref())?,

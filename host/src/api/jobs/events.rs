@@ -44,7 +44,7 @@ impl Follow {
         let store = &self.state.store;
         let mut changed: Vec<Execution> = Vec::new();
         loop {
-            let page = PageRequest { after: self.after.clone(), limit: 200 };
+            let page = PageRequest { after: self.after.clone(), limit: 200, ..Default::default() };
             let Ok(rows) = store.execution_list(&self.job_id, None, &page).await else { break };
             let full = rows.len() as i64 == page.limit;
             if let Some(last) = rows.last() {

@@ -377,7 +377,7 @@ fn differing_field(existing: &Job, requested: &JobWrite, compare_run_at: bool) -
     }
 }
 
-/// List jobs, oldest first, filtered by endpoint, status and trigger.
+/// List jobs, oldest first (or `?order=newest`), filtered by endpoint, status and trigger.
 #[utoipa::path(get, path = "/jobs", tag = "jobs", params(JobListParams), responses(
     (status = 200, description = "A page of jobs, oldest first.", body = ListOut<JobOut>),
 ))]
@@ -386,6 +386,7 @@ async fn list(
     ApiQuery(params): ApiQuery<JobListParams>,
 ) -> ApiResult<Json<ListOut<JobOut>>> {
     let page = ListParams { limit: params.limit, cursor: params.cursor }.page_request()?;
+    let page = crate::api::pagination::ListOrder::apply(params.order, page);
     let status = params.status.as_deref().map(str::parse::<JobStatus>).transpose();
     let status = status.map_err(|_| ApiError::invalid_field("status", "must be ACTIVE or RETIRED"))?;
     let trigger = params.trigger.as_deref().map(str::parse::<Trigger>).transpose();
@@ -561,7 +562,7 @@ async fn versions(
     )))
 }
 
-/// List a job's executions, oldest first (`?status=` filters).
+/// List a job's executions, oldest first (or `?order=newest`; `?status=` filters).
 #[utoipa::path(get, path = "/jobs/{job_id}/executions", tag = "jobs", params(("job_id" = String, Path, description = "The job's id (`job_…`)."), ExecutionListParams), responses(
     (status = 200, description = "A page of the job's executions, oldest first.", body = ListOut<ExecutionOut>),
 ))]
@@ -572,6 +573,7 @@ async fn executions(
 ) -> ApiResult<Json<ListOut<ExecutionOut>>> {
     load(&state, &job_id).await?;
     let page = ListParams { limit: params.limit, cursor: params.cursor }.page_request()?;
+    let page = crate::api::pagination::ListOrder::apply(params.order, page);
     let status = params.status.as_deref().map(str::parse::<ExecutionStatus>).transpose();
     let status = status.map_err(|e| ApiError::invalid_field("status", format!("must be one of {}", e.expected)))?;
     let rows = state.store.execution_list(&job_id, status, &page).await?;

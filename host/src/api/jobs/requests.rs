@@ -72,6 +72,8 @@ pub struct JobListParams {
     /// Items per page: 1–200, default 50.
     #[param(minimum = 1, maximum = 200)]
     pub limit: Option<u32>,
+    /// `oldest` (the default) or `newest` first.
+    pub order: Option<crate::api::pagination::ListOrder>,
     /// The `cursor` of the previous page.
     pub cursor: Option<String>,
 }
@@ -86,6 +88,8 @@ pub struct ExecutionListParams {
     /// Items per page: 1–200, default 50.
     #[param(minimum = 1, maximum = 200)]
     pub limit: Option<u32>,
+    /// `oldest` (the default) or `newest` first.
+    pub order: Option<crate::api::pagination::ListOrder>,
     /// The `cursor` of the previous page.
     pub cursor: Option<String>,
 }
