@@ -20,8 +20,11 @@
 //!   specs, deliveries and bounded client caches.
 //! - [`template`]: `{{input.*}}` / `{{config.*}}` / `{{secret.*}}` templates in endpoint specs
 //!   (the built-in renderer, and renderer plugins).
-//! - [`plugin`]: the WebAssembly plugin runtime and host; it depends on neither `transport` nor
-//!   `template`, which call plugins through it.
+//! - `dashboard`: the pages under `/ui` (minijinja on the server, assets in the binary), reading
+//!   and acting through the API in-process, live by server-sent events.
+//! - [`plugin`]: the WebAssembly plugin runtime and host; `transport` and `template` call
+//!   plugins through it, and its `kafka` and `redis-streams` imports use the built-in Kafka and
+//!   Redis transports.
 //! - [`egress`]: the one policy on which addresses deliveries (native and plugin) may reach.
 //! - [`secret`]: encryption of secret values at rest, its keys, and redaction of stored text.
 //! - `retry`: an endpoint's retry policy and the backoff between attempts.
@@ -44,6 +47,7 @@ pub(crate) mod api;
 pub mod cli;
 pub(crate) mod config;
 pub mod contract;
+pub(crate) mod dashboard;
 pub mod domain;
 pub(crate) mod duration;
 pub mod egress;

@@ -6,6 +6,7 @@ mod support;
 
 mod e2e_chaos;
 mod e2e_cli;
+mod e2e_dashboard;
 mod e2e_endpoints;
 mod e2e_faults;
 mod e2e_jobs;
