@@ -320,7 +320,22 @@ async fn the_dashboard_in_a_real_browser() {
     assert!(notice.contains("Queued 1 retry"), "{notice}");
     screenshot(browser, "07-dead-letters").await;
 
-    // The overview and the read views.
+    // A plugin with two versions, one endpoint pinned to the first and one on the newest.
+    let bytes = std::fs::read(crate::e2e_plugins::component("webhook-signed")).unwrap();
+    for grant in ["http%3A%2F%2F127.0.0.1%3A%2A", "http%3A%2F%2F127.0.0.2%3A%2A"] {
+        let path = format!("/plugins?name=signer&allow_host={grant}");
+        let installed = api.send_raw(reqwest::Method::POST, &path, Some("application/wasm"), bytes.clone()).await;
+        assert_eq!(installed.status, 201, "{}", installed.text);
+    }
+    for (name, plugin, host) in [("signed-pinned", "signer@1", "127.0.0.1"), ("signed-newest", "signer", "127.0.0.2")] {
+        api.create(
+            "/endpoints",
+            &json!({"name": name, "type": "PLUGIN", "plugin": plugin,
+                    "spec": {"url": format!("http://{host}:1/x"), "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}}),
+        )
+        .await;
+    }
+
     api.create(
         "/jobs",
         &json!({"endpoint": "hooks", "trigger": "CRON", "cron": "0 0 1 1 *", "timezone": "UTC", "input": {}}),
@@ -333,6 +348,11 @@ async fn the_dashboard_in_a_real_browser() {
     for (n, path) in [(9, "endpoints"), (10, "plugins"), (11, "secrets")] {
         open(browser, &base, &format!("/ui/{path}")).await;
         screenshot(browser, &format!("{n:02}-{path}")).await;
+    }
+    open(browser, &base, "/ui/plugins").await;
+    let page = text(browser).await;
+    for shown in ["signed-pinned (version 1)", "signed-newest (newest)", "http://127.0.0.2:*", "transport-plugin"] {
+        assert!(page.contains(shown), "{shown} not on the plugins page: {page}");
     }
 
     // The first load of a page: HTML, stylesheet and script within the budget.

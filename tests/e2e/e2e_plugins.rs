@@ -23,7 +23,7 @@ both_backends!(
 );
 
 /// Build every plugin once per test run; the path of `name`'s component.
-fn component(name: &str) -> PathBuf {
+pub(crate) fn component(name: &str) -> PathBuf {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     let dir = BUILT.get_or_init(|| {
         let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
