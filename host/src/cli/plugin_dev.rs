@@ -146,7 +146,8 @@ pub async fn run(args: RunArgs<'_>) -> anyhow::Result<bool> {
         .render(&context)
         .map_err(|e| anyhow::anyhow!("rendering the spec failed: {}", e.message))?;
     let grants = Grants::parse(args.allow_host).map_err(anyhow::Error::msg)?;
-    let egress = Arc::new(Egress::new(Arc::new(grants)));
+    // Kafka and Redis through clients of this run's own, as the service would use its pooled ones.
+    let egress = Arc::new(Egress::new(Arc::new(grants)).with_pooled(crate::transport::PooledTransports::default()));
     let timeout = Duration::from_millis(args.timeout_ms.max(1));
     let deadline =
         chrono::Utc::now() + chrono::Duration::milliseconds(i64::try_from(args.timeout_ms).unwrap_or(i64::MAX / 2));

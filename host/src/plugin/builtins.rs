@@ -112,7 +112,7 @@ impl kafka_imports::Host for PluginState {
             granted(&outbound, "kafka", host, port).await?;
         }
         let message = attempt_message(&outbound, "kafka.produce", &spec)?;
-        let kafka = outbound.egress.pooled.kafka.clone();
+        let kafka = pooled(&outbound, "kafka.produce")?.kafka;
         deliver(&outbound, kafka.as_ref(), message).await
     }
 }
@@ -137,7 +137,7 @@ impl redis_stream_imports::Host for PluginState {
             .to_owned();
         granted(&outbound, url.scheme(), &host, url.port().unwrap_or(6379)).await?;
         let message = attempt_message(&outbound, "redis-streams.append", &spec)?;
-        let redis = outbound.egress.pooled.redis_stream.clone();
+        let redis = pooled(&outbound, "redis-streams.append")?.redis_stream;
         deliver(&outbound, redis.as_ref(), message).await
     }
 }
@@ -182,6 +182,11 @@ fn attempt_message(outbound: &Outbound, call: &str, spec: &impl serde::Serialize
         deadline_ms: now_ms.saturating_add(left_ms),
         spec_json: serde_json::to_string(spec).expect("a spec serializes"),
     })
+}
+
+/// The clients this call may produce and append through.
+fn pooled(outbound: &Outbound, call: &str) -> Result<crate::transport::PooledTransports, Failure> {
+    outbound.egress.pooled.clone().ok_or_else(|| Failure::invalid_spec(format!("{call} is not available to this call")))
 }
 
 /// Deliver through a built-in transport in the attempt's trace; its output JSON.

@@ -52,8 +52,9 @@ pub struct Egress {
     pub(super) grants: Arc<Grants>,
     policy: Arc<EgressPolicy>,
     client: reqwest::Client,
-    /// The Kafka and Redis clients the `kafka` and `redis-streams` imports go through.
-    pub(super) pooled: PooledTransports,
+    /// The Kafka and Redis clients the `kafka` and `redis-streams` imports go through (none
+    /// for calls that may send nothing).
+    pub(super) pooled: Option<PooledTransports>,
 }
 
 impl Egress {
@@ -80,13 +81,13 @@ impl Egress {
             .no_proxy()
             .build()
             .expect("the plugin HTTP client builds");
-        Self { grants, policy, client, pooled: PooledTransports::default() }
+        Self { grants, policy, client, pooled: None }
     }
 
-    /// Produce and append through `pooled` (the process's own clients; without this call, a
-    /// set of this egress's own).
+    /// Produce and append through `pooled` (the process's own clients; without it, a plugin's
+    /// `kafka` and `redis-streams` calls are refused).
     pub fn with_pooled(mut self, pooled: PooledTransports) -> Self {
-        self.pooled = pooled;
+        self.pooled = Some(pooled);
         self
     }
 
