@@ -116,16 +116,23 @@ pub enum ResourceCommand {
 pub struct JobFlags {
     /// A JSON file with the whole `POST /jobs` body (`-` reads standard input); the flags
     /// below are for the common cases.
-    #[arg(short = 'f', long = "file", value_name = "FILE", conflicts_with_all = ["endpoint", "cron", "run_at", "delay_ms", "input", "key"])]
+    #[arg(short = 'f', long = "file", value_name = "FILE", conflicts_with_all = ["endpoint", "cron", "schedule", "run_at", "delay_ms", "input", "key"])]
     pub file: Option<std::path::PathBuf>,
     /// The endpoint to deliver to.
     #[arg(long, required_unless_present = "file")]
     pub endpoint: Option<String>,
     /// A cron expression: makes a CRON job (with --tz).
-    #[arg(long, conflicts_with_all = ["run_at", "delay_ms"])]
+    #[arg(long, conflicts_with_all = ["run_at", "delay_ms", "schedule"])]
     pub cron: Option<String>,
-    /// The cron schedule's IANA timezone.
-    #[arg(long = "tz", default_value = "UTC", requires = "cron")]
+    /// A schedule plugin (`NAME` or `NAME@VERSION`) in place of a cron expression: makes a
+    /// CRON job whose ticks the plugin computes (with --spec and --tz).
+    #[arg(long, value_name = "PLUGIN", conflicts_with_all = ["run_at", "delay_ms"])]
+    pub schedule: Option<String>,
+    /// The schedule plugin's spec, as JSON (`{}` when not given).
+    #[arg(long, value_name = "JSON", requires = "schedule")]
+    pub spec: Option<String>,
+    /// The schedule's IANA timezone.
+    #[arg(long = "tz", default_value = "UTC")]
     pub timezone: String,
     /// When to fire (RFC 3339): makes a DELAYED job.
     #[arg(long, conflicts_with = "delay_ms")]

@@ -961,6 +961,27 @@ async fn a_schedule_plugin_fires_a_cron_job_on_its_own_calendar(backend: Backend
     let fall_back = json!({"plugin": "workdays", "spec": {"times": ["01:30"], "weekdays": [7]}});
     let job = api.create("/jobs", &cron(fall_back, "America/New_York", "2027-11-07T04:00:00Z")).await;
     assert_eq!(job["next_run_at"], "2027-11-07T01:30:00-04:00", "{job}");
+    // The same kind of job from the command line.
+    let env = vec![("TE_URL".to_owned(), server.base_url.clone()), ("TE_API_KEY".to_owned(), API_KEY.to_owned())];
+    let spec = r#"{"times": ["01:30"], "weekdays": [7]}"#;
+    let args = [
+        "jobs",
+        "create",
+        "--endpoint",
+        "desk",
+        "--schedule",
+        "workdays",
+        "--spec",
+        spec,
+        "--tz",
+        "America/New_York",
+        "--json",
+    ];
+    let out = command(&args, &env, db.dir.path()).stdin(Stdio::null()).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let job: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(job["schedule"], json!({"plugin": "workdays", "spec": {"times": ["01:30"], "weekdays": [7]}}), "{job}");
+    assert_eq!(job["timezone"], "America/New_York");
 
     // Fired at the plugin's times: two seconds a few seconds from now, every day of the week.
     let first = chrono::Utc::now() + chrono::Duration::seconds(3);

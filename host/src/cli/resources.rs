@@ -1,7 +1,7 @@
 //! `taskexec endpoints|configs|secrets|specs|jobs|executions …`: the REST API's resources from
 //! the command line, as tables for people or the API's JSON (`--json`) for scripts.
 
-use anyhow::Context;
+use anyhow::{bail, Context};
 use serde_json::{json, Value};
 
 use super::client::{print_json, print_table, read_body, text, Api, Column};
@@ -162,9 +162,21 @@ fn job_body(job: JobFlags) -> anyhow::Result<Value> {
         None => json!({}),
     };
     let mut body = json!({"endpoint": job.endpoint, "input": input});
-    if let Some(cron) = job.cron {
+    let schedule = match (job.cron, job.schedule) {
+        (Some(cron), _) => Some(("cron", json!(cron))),
+        (None, Some(plugin)) => {
+            let spec: Value = match &job.spec {
+                Some(text) => serde_json::from_str(text).context("--spec is not JSON")?,
+                None => json!({}),
+            };
+            Some(("schedule", json!({"plugin": plugin, "spec": spec})))
+        }
+        (None, None) if job.timezone != "UTC" => bail!("--tz applies to a CRON job: give --cron or --schedule"),
+        (None, None) => None,
+    };
+    if let Some((field, value)) = schedule {
         body["trigger"] = json!("CRON");
-        body["cron"] = json!(cron);
+        body[field] = value;
         body["timezone"] = json!(job.timezone);
         if let Some(key) = job.key {
             body["idempotency_key"] = json!(key);
