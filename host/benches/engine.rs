@@ -25,6 +25,10 @@
 //!   BENCH_SIDE_BY_SIDE_SLOTS sets the worker's TE_WORKER_MAX_CONCURRENT; BENCH_PEERS=0 leaves
 //!   graphile-worker out (an A/B of taskexec builds, with TE_TEST_BINARY).
 //!
+//! - claim (only when named): claim latency as the finished history grows: BENCH_CLAIM_ROWS
+//!   (1,000,000) finished executions added in steps (none, a tenth, all); at each size 5,000
+//!   queued executions of two endpoints are claimed 50 at a time through the store, as a
+//!   worker claims: p50/p99 per claim, and the ratio of the largest size's p50 to the empty one's.
 //! - rss (PostgreSQL, only when named): BENCH_RSS_IN_FLIGHT (10,000) deliveries held open at once
 //!   by a slow receiver (each answered after 30 s), one worker process with that many slots:
 //!   the worker's resident memory (VmRSS, and its peak VmHWM) once all of them are in flight.
@@ -484,6 +488,87 @@ async fn side_by_side(n: usize) -> Value {
            "taskexec_per_second": taskexec.round(), "peers": peers})
 }
 
+/// Claim latency with `rows` finished executions behind the queue, against none (see the
+/// module's list of scenarios).
+async fn claim_latency(backend: Backend, rows: usize) -> Value {
+    use taskexec::store::{ClaimParams, DatabaseLocation, EndpointShares};
+    let db = TestDb::new(backend).await;
+    let receiver = Receiver::start().await;
+    let server = start_server(&db, "api", &[]).await;
+    let api = server.client();
+    register(&api, &receiver).await;
+    post(&api, "/endpoints", &json!({"name": "bench-b", "type": "HTTP", "spec": {"url": format!("{}/ok/b", receiver.base_url), "method": "POST"}})).await;
+    let store = taskexec::store::connect(&DatabaseLocation::parse(Some(&db.url)).unwrap(), 4).await.unwrap();
+    let series = |from: usize, to: usize| match backend {
+        Backend::Postgres => format!("SELECT g FROM generate_series({from}, {to}) AS g"),
+        Backend::Sqlite => format!(
+            "WITH RECURSIVE s(g) AS (SELECT {from} UNION ALL SELECT g + 1 FROM s WHERE g < {to}) SELECT g FROM s"
+        ),
+    };
+    let then = "'2026-01-01T00:00:00.000000Z'";
+    db.execute(&format!(
+        "INSERT INTO jobs (job_id, endpoint, endpoint_type, trigger_type, input, created_at)
+         VALUES ('job_history', 'bench', 'HTTP', 'CRON', '{{}}', {then})"
+    ))
+    .await;
+    let mut steps = Vec::new();
+    let mut have = 0;
+    for (round, size) in [0, rows / 10, rows].into_iter().enumerate() {
+        if size > have {
+            db.execute(&format!(
+                "INSERT INTO executions (execution_id, job_id, endpoint, endpoint_type, status, input, output, attempt_count,
+                     max_attempts, run_at, started_at, completed_at, duration_ms, created_at)
+                 SELECT 'exec_history_' || g, 'job_history', CASE WHEN g % 2 = 0 THEN 'bench' ELSE 'bench-b' END, 'HTTP',
+                     CASE WHEN g % 10 = 0 THEN 'FAILED' ELSE 'SUCCESS' END, '{{}}', '{{\"status_code\": 200}}', 1, 1,
+                     {then}, {then}, {then}, 3, {then}
+                 FROM ({}) AS t",
+                series(have + 1, size)
+            ))
+            .await;
+            have = size;
+        }
+        let queued = 5_000;
+        db.execute(&format!(
+            "INSERT INTO jobs (job_id, endpoint, endpoint_type, trigger_type, idempotency_key, input, created_at)
+             SELECT 'job_claim_{round}_' || g, CASE WHEN g % 2 = 0 THEN 'bench' ELSE 'bench-b' END, 'HTTP', 'IMMEDIATE', 'k{round}_' || g, '{{}}', {then}
+             FROM ({generator}) AS t;
+             INSERT INTO executions (execution_id, job_id, endpoint, endpoint_type, idempotency_key, status, input, max_attempts, run_at, created_at)
+             SELECT 'exec_claim_{round}_' || g, 'job_claim_{round}_' || g, CASE WHEN g % 2 = 0 THEN 'bench' ELSE 'bench-b' END, 'HTTP',
+                 'k{round}_' || g, 'QUEUED', '{{}}', 1, {then}, {then}
+             FROM ({generator}) AS t;
+             ANALYZE",
+            generator = series(1, queued)
+        ))
+        .await;
+        let mut latencies = Vec::new();
+        loop {
+            let claim = ClaimParams {
+                worker_id: "bench-claims".into(),
+                now: Utc::now(),
+                limit: 50,
+                lease: Duration::from_secs(300),
+                shares: EndpointShares { held: Vec::new(), ceiling: 1_000 },
+            };
+            let started = std::time::Instant::now();
+            let claimed = store.execution_claim(&claim).await.unwrap();
+            latencies.push(started.elapsed().as_secs_f64() * 1000.0);
+            if claimed.is_empty() {
+                break;
+            }
+        }
+        // Finished, as the worker would leave them: the next size starts from an empty queue.
+        db.execute(&format!(
+            "UPDATE executions SET status = 'SUCCESS', completed_at = {then} WHERE execution_id LIKE 'exec_claim_{round}_%'"
+        ))
+        .await;
+        latencies.sort_by(|a, b| a.total_cmp(b));
+        steps.push(json!({"finished_rows": size, "claims": latencies.len(),
+                          "p50_ms": round2(percentile(&latencies, 0.5)), "p99_ms": round2(percentile(&latencies, 0.99))}));
+    }
+    let ratio = steps[2]["p50_ms"].as_f64().unwrap_or(f64::NAN) / steps[0]["p50_ms"].as_f64().unwrap_or(f64::NAN);
+    json!({"steps": steps, "p50_ratio_largest_to_empty": round2(ratio)})
+}
+
 /// `n` deliveries in flight at once to a receiver that holds each for 30 s, from one worker
 /// process with `n` slots: its resident memory once every one of them is waiting.
 async fn rss_in_flight(n: usize) -> Value {
@@ -588,6 +673,11 @@ async fn main() {
             let r = side_by_side(env_usize("BENCH_SIDE_BY_SIDE", 20_000)).await;
             println!("{name:<9} side-by-side {r}");
             results.insert("side_by_side".into(), r);
+        }
+        if scenarios.contains("claim") {
+            let r = claim_latency(backend, env_usize("BENCH_CLAIM_ROWS", 1_000_000)).await;
+            println!("{name:<9} claim       {r}");
+            results.insert("claim_latency".into(), r);
         }
         if scenarios.contains("rss") && backend == Backend::Postgres {
             let r = rss_in_flight(env_usize("BENCH_RSS_IN_FLIGHT", 10_000)).await;
