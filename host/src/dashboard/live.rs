@@ -1,10 +1,14 @@
 //! `GET /ui/live?since=VERSION`: server-sent `change` events for the page a browser shows, so
 //! it refreshes itself (the page's script fetches it again and swaps its main part) as
-//! executions and jobs change. A page carries the version it was rendered at, so a change
-//! made before its script connects is not missed. Each stream reads a fingerprint of the service every second — the unfinished
-//! executions counted by status (partial indexes), the newest execution and its status, the
-//! newest job — and sends an event when it differs from the last one it saw. Cheap and
-//! approximate on purpose: a page that refreshes once too often costs a page load.
+//! executions and jobs change.
+//!
+//! Each stream reads a fingerprint of the service every second — the unfinished executions
+//! counted by status (partial indexes), the newest execution and its status, the newest job —
+//! and sends an event when it differs from the last one it saw. A page carries the fingerprint
+//! it was rendered at (`since`), so a change made before its script connects is not missed.
+//! The fingerprint is a hash with fixed keys, the same in every process of one build, so a
+//! page rendered by one API process may follow changes from another. Cheap and approximate on
+//! purpose: a page that refreshes once too often costs a page load.
 
 use std::convert::Infallible;
 use std::time::Duration;
