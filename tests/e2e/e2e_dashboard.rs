@@ -371,21 +371,21 @@ async fn the_dashboard_in_a_real_browser() {
     // A phone's width: no page is wider than the screen.
     browser.set_window_size(390, 844).await.unwrap();
     let pages = [
-        "/ui".to_owned(),
-        "/ui/jobs".to_owned(),
-        format!("/ui/jobs/{cron_id}"),
-        format!("/ui/executions/{execution_id}"),
-        "/ui/dead-letters".to_owned(),
-        "/ui/endpoints".to_owned(),
+        ("overview", "/ui".to_owned()),
+        ("jobs", "/ui/jobs".to_owned()),
+        ("job", format!("/ui/jobs/{cron_id}")),
+        ("execution", format!("/ui/executions/{execution_id}")),
+        ("dead-letters", "/ui/dead-letters".to_owned()),
+        ("endpoints", "/ui/endpoints".to_owned()),
     ];
-    for (i, path) in pages.iter().enumerate() {
+    for (i, (page, path)) in pages.iter().enumerate() {
         open(browser, &base, path).await;
         let fits = browser
             .execute("return document.documentElement.scrollWidth <= window.innerWidth + 1", vec![])
             .await
             .unwrap();
         assert_eq!(fits, Value::Bool(true), "{path} is wider than a phone");
-        screenshot(browser, &format!("{:02}-phone{}", 12 + i, path.replace('/', "-"))).await;
+        screenshot(browser, &format!("{:02}-phone-{page}", 12 + i)).await;
     }
     let errors = console_errors(browser).await;
     assert!(errors.is_empty(), "console errors: {errors:?}");
