@@ -264,6 +264,7 @@ async fn the_dashboard_in_a_real_browser() {
     // The job, then its failed execution: attempts, error and logs.
     browser.find(Locator::Css(&format!("{row} a"))).await.unwrap().click().await.unwrap();
     browser.wait().for_element(Locator::Css("table#executions")).await.unwrap();
+    assert!(browser.find(Locator::Css("button#cancel")).await.is_err(), "a finished one-shot job offers Cancel");
     screenshot(browser, "03-job").await;
     browser.find(Locator::Css(&format!("tr[data-execution='{execution_id}'] a"))).await.unwrap().click().await.unwrap();
     browser.wait().for_element(Locator::Css("#execution-status")).await.unwrap();
@@ -297,6 +298,7 @@ async fn the_dashboard_in_a_real_browser() {
     let page = text(browser).await;
     assert!(page.contains("At 09:30 AM, Monday through Friday"), "{page}");
     assert_eq!(page.matches(" CET").count() + page.matches(" CEST").count(), 5, "five ticks in Paris time: {page}");
+    browser.find(Locator::Css("button#cancel")).await.expect("an active cron job can be cancelled");
     browser.find(Locator::Css("button#pause")).await.unwrap().click().await.unwrap();
     browser.wait().for_element(Locator::Css("#job-paused")).await.unwrap();
     assert!(!api.get(&format!("/jobs/{cron_id}")).await.body["paused_at"].is_null());

@@ -261,13 +261,21 @@ pub async fn job(
         ui.api.get(&session.key, &format!("/jobs/{id}/executions?order=newest&limit=50")).await.body["items"].clone();
     let status = ui.api.get(&session.key, &format!("/jobs/{id}/status")).await.body;
     let schedule = schedule_view(&ui, &job_id).await;
+    // Cancel does something for a cron job, or a job with an execution still to finish.
+    let unfinished = ["PENDING", "QUEUED", "RUNNING", "RETRYING"];
+    let cancellable = answer.body["trigger"] == "CRON"
+        || executions
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|e| unfinished.contains(&e["status"].as_str().unwrap_or("")));
     page(
         &ui,
         (&session, &version),
         "job.html",
         "jobs",
         notice.notice,
-        context! { job => answer.body, versions, executions, status, schedule },
+        context! { job => answer.body, versions, executions, status, schedule, cancellable },
     )
 }
 
