@@ -208,6 +208,29 @@ async fn until(browser: &Browser, what: &str, script: &str) {
     }
 }
 
+/// Click the element `css` finds. A live update may swap the page's content between finding
+/// and clicking; the click is then made again on the fresh element.
+async fn click(browser: &Browser, css: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let clicked = match browser.wait().at_most(Duration::from_secs(20)).for_element(Locator::Css(css)).await {
+            Ok(element) => element.click().await,
+            Err(e) => Err(e),
+        };
+        match clicked {
+            Ok(()) => return,
+            Err(e) if std::time::Instant::now() > deadline => panic!("clicking {css}: {e}"),
+            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
+}
+
+/// Wait until the page's notice says `text`.
+async fn notice(browser: &Browser, text: &str) {
+    let script = format!("return (document.querySelector('.notice') || {{}}).textContent?.includes({text:?}) === true");
+    until(browser, &format!("the notice {text:?}"), &script).await;
+}
+
 async fn open(browser: &Browser, base: &str, path: &str) {
     browser.goto(&format!("{base}{path}")).await.unwrap();
 }
@@ -239,7 +262,7 @@ async fn the_dashboard_in_a_real_browser() {
     browser.wait().for_element(Locator::Css("input[name=key]")).await.unwrap();
     screenshot(browser, "01-login").await;
     browser.find(Locator::Css("input[name=key]")).await.unwrap().send_keys(API_KEY).await.unwrap();
-    browser.find(Locator::Css("button[type=submit]")).await.unwrap().click().await.unwrap();
+    click(browser, "button[type=submit]").await;
     browser.wait().for_element(Locator::Css("table#jobs")).await.unwrap();
     until(browser, "the live connection", "return document.documentElement.dataset.live === 'connected'").await;
 
@@ -262,11 +285,11 @@ async fn the_dashboard_in_a_real_browser() {
     screenshot(browser, "02-jobs").await;
 
     // The job, then its failed execution: attempts, error and logs.
-    browser.find(Locator::Css(&format!("{row} a"))).await.unwrap().click().await.unwrap();
+    click(browser, &format!("{row} a")).await;
     browser.wait().for_element(Locator::Css("table#executions")).await.unwrap();
     assert!(browser.find(Locator::Css("button#cancel")).await.is_err(), "a finished one-shot job offers Cancel");
     screenshot(browser, "03-job").await;
-    browser.find(Locator::Css(&format!("tr[data-execution='{execution_id}'] a"))).await.unwrap().click().await.unwrap();
+    click(browser, &format!("tr[data-execution='{execution_id}'] a")).await;
     browser.wait().for_element(Locator::Css("#execution-status")).await.unwrap();
     let page = text(browser).await;
     assert!(page.contains("FAILED") && page.contains("Attempt 1") && page.contains("503"), "{page}");
@@ -274,8 +297,8 @@ async fn the_dashboard_in_a_real_browser() {
 
     // Retry it once the receiver is well: the retry is queued and succeeds, shown live.
     receiver.heal("dashboard");
-    browser.find(Locator::Css("button#retry")).await.unwrap().click().await.unwrap();
-    browser.wait().for_element(Locator::Css(".notice")).await.unwrap();
+    click(browser, "button#retry").await;
+    notice(browser, "this is its retry").await;
     let retried_url = browser.current_url().await.unwrap();
     assert!(!retried_url.path().ends_with(&execution_id), "the retry's own page: {retried_url}");
     until(
@@ -299,7 +322,7 @@ async fn the_dashboard_in_a_real_browser() {
     assert!(page.contains("At 09:30 AM, Monday through Friday"), "{page}");
     assert_eq!(page.matches(" CET").count() + page.matches(" CEST").count(), 5, "five ticks in Paris time: {page}");
     browser.find(Locator::Css("button#cancel")).await.expect("an active cron job can be cancelled");
-    browser.find(Locator::Css("button#pause")).await.unwrap().click().await.unwrap();
+    click(browser, "button#pause").await;
     browser.wait().for_element(Locator::Css("#job-paused")).await.unwrap();
     assert!(!api.get(&format!("/jobs/{cron_id}")).await.body["paused_at"].is_null());
     browser.wait().for_element(Locator::Css("button#resume")).await.unwrap();
@@ -317,9 +340,8 @@ async fn the_dashboard_in_a_real_browser() {
     open(browser, &base, "/ui/dead-letters?endpoint=broken").await;
     browser.wait().for_element(Locator::Css("table#failures")).await.unwrap();
     assert_eq!(browser.find_all(Locator::Css("table#failures tr[data-execution]")).await.unwrap().len(), 1);
-    browser.find(Locator::Css("button#replay")).await.unwrap().click().await.unwrap();
-    let notice = browser.wait().for_element(Locator::Css(".notice")).await.unwrap().text().await.unwrap();
-    assert!(notice.contains("Queued 1 retry"), "{notice}");
+    click(browser, "button#replay").await;
+    notice(browser, "Queued 1 retry").await;
     screenshot(browser, "07-dead-letters").await;
 
     // A plugin with two versions, one endpoint pinned to the first and one on the newest.
@@ -393,7 +415,7 @@ async fn the_dashboard_in_a_real_browser() {
     assert!(errors.is_empty(), "console errors: {errors:?}");
 
     // Signing out ends the session.
-    browser.find(Locator::Css("form.logout button")).await.unwrap().click().await.unwrap();
+    click(browser, "form.logout button").await;
     browser.wait().for_element(Locator::Css("input[name=key]")).await.unwrap();
     open(browser, &base, "/ui/jobs").await;
     browser.wait().for_element(Locator::Css("input[name=key]")).await.unwrap();

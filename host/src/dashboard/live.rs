@@ -2,9 +2,11 @@
 //! it refreshes itself (the page's script fetches it again and swaps its main part) as
 //! executions and jobs change.
 //!
-//! Each stream reads a fingerprint of the service every second — the unfinished executions
-//! counted by status (partial indexes), the newest execution and its status, the newest job —
-//! and sends an event when it differs from the last one it saw. A page carries the fingerprint
+//! One task per process reads a fingerprint of the service every second — the unfinished
+//! executions counted by status (partial indexes), the newest execution and its status, the
+//! newest job — while at least one page listens (the [`Feed`]), and every stream sends an
+//! event when it differs from the last one that stream saw: three reads a second however many
+//! pages are open, none when none is. A page carries the fingerprint
 //! it was rendered at (`since`), so a change made before its script connects is not missed.
 //! The fingerprint is a hash with fixed keys, the same in every process of one build, so a
 //! page rendered by one API process may follow changes from another. Cheap and approximate on
@@ -13,9 +15,12 @@
 use std::convert::Infallible;
 use std::time::Duration;
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use axum::extract::{Query, State};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::stream::{self, Stream};
+use tokio::sync::watch;
 
 use super::session::Session;
 use super::Dashboard;
@@ -50,6 +55,48 @@ impl axum::extract::FromRequestParts<Dashboard> for Version {
     }
 }
 
+/// The process's fingerprint, read once a second by one task while anyone listens.
+pub struct Feed {
+    latest: watch::Sender<Option<u64>>,
+    reading: AtomicBool,
+}
+
+impl Default for Feed {
+    fn default() -> Self {
+        Self { latest: watch::channel(None).0, reading: AtomicBool::new(false) }
+    }
+}
+
+impl Feed {
+    /// Follow the fingerprint, starting the reading task if it is not running.
+    fn subscribe(ui: &Dashboard) -> watch::Receiver<Option<u64>> {
+        let feed = ui.live.clone();
+        let listening = feed.latest.subscribe();
+        if !feed.reading.swap(true, Ordering::AcqRel) {
+            let ui = ui.clone();
+            tokio::spawn(async move {
+                loop {
+                    if feed.latest.receiver_count() == 0 {
+                        feed.reading.store(false, Ordering::Release);
+                        // A page that subscribed just now, after the count was read, found the
+                        // task still running: go on for it unless another task took over.
+                        if feed.latest.receiver_count() == 0 || feed.reading.swap(true, Ordering::AcqRel) {
+                            // What it read last is stale by the time anyone listens again.
+                            feed.latest.send_replace(None);
+                            return;
+                        }
+                    }
+                    if let Some(seen) = fingerprint(&ui).await {
+                        feed.latest.send_if_modified(|latest| latest.replace(seen) != Some(seen));
+                    }
+                    tokio::time::sleep(INTERVAL).await;
+                }
+            });
+        }
+        listening
+    }
+}
+
 #[derive(serde::Deserialize)]
 pub struct Since {
     since: Option<u64>,
@@ -66,13 +113,16 @@ pub async fn events(
         Some(version) => Some(version),
         None => fingerprint(&ui).await,
     };
-    let changes = stream::unfold((ui, first), |(ui, mut last)| async move {
+    let mut feed = Feed::subscribe(&ui);
+    feed.mark_changed();
+    let changes = stream::unfold((feed, first), |(mut feed, mut last)| async move {
         loop {
-            tokio::time::sleep(INTERVAL).await;
-            let Some(seen) = fingerprint(&ui).await else { continue };
-            if last.as_ref() != Some(&seen) {
+            // Ends with the feed's task (never, while this stream holds a receiver).
+            feed.changed().await.ok()?;
+            let Some(seen) = *feed.borrow_and_update() else { continue };
+            if last != Some(seen) {
                 last = Some(seen);
-                return Some((Ok(Event::default().event("change").data("changed")), (ui, last)));
+                return Some((Ok(Event::default().event("change").data("changed")), (feed, last)));
             }
         }
     });

@@ -33,12 +33,19 @@ pub struct Dashboard {
     pub(crate) api: inprocess::InProcessApi,
     pub(crate) keys: Arc<ApiKeys>,
     pub(crate) templates: Arc<minijinja::Environment<'static>>,
+    /// The fingerprint live pages follow.
+    pub(crate) live: Arc<live::Feed>,
 }
 
 /// The dashboard's routes, under `/ui`, reading and acting through `api` (the API's router).
 pub fn router(state: AppState, api: Router, keys: Arc<ApiKeys>) -> Router {
-    let dashboard =
-        Dashboard { state, api: inprocess::InProcessApi::new(api), keys, templates: Arc::new(pages::templates()) };
+    let dashboard = Dashboard {
+        state,
+        api: inprocess::InProcessApi::new(api),
+        keys,
+        templates: Arc::new(pages::templates()),
+        live: Arc::default(),
+    };
     Router::new()
         .route("/ui", get(pages::overview))
         .route("/ui/", get(pages::overview))
