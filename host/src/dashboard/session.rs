@@ -29,7 +29,7 @@ pub struct Session {
 }
 
 impl Session {
-    /// Refuse a form posted without this session's token, or from another site.
+    /// Refuse a form posted without the token this signed-in key's pages carry, or from another site.
     pub fn check_form(&self, headers: &HeaderMap, token: &str) -> Result<(), StaleForm> {
         let cross_site = headers.get("sec-fetch-site").is_some_and(|v| v.as_bytes() == b"cross-site")
             || match (headers.get("origin"), headers.get("host")) {

@@ -117,8 +117,7 @@ impl Execution {
     /// How late its first attempt started, in milliseconds (None until it is claimed; rows
     /// older than `scheduled_at` count from `run_at`).
     pub fn lateness_ms(&self) -> Option<i64> {
-        let scheduled = self.scheduled_at.unwrap_or(self.run_at);
-        self.claimed_at.map(|claimed| (claimed - scheduled).num_milliseconds().max(0))
+        lateness_ms(self.scheduled_at, self.run_at, self.claimed_at)
     }
 
     /// Whether its first attempt started within its job's SLA (None: no SLA, or not started).
@@ -142,9 +141,19 @@ pub struct ActivitySample {
 impl ActivitySample {
     /// How late its first attempt started, in milliseconds (as [`Execution::lateness_ms`]).
     pub fn lateness_ms(&self) -> Option<i64> {
-        let scheduled = self.scheduled_at.unwrap_or(self.run_at);
-        self.claimed_at.map(|claimed| (claimed - scheduled).num_milliseconds().max(0))
+        lateness_ms(self.scheduled_at, self.run_at, self.claimed_at)
     }
+}
+
+/// How late a first attempt claimed at `claimed_at` started, in milliseconds, counting from
+/// `scheduled_at` (from `run_at` for rows older than that column); None until claimed.
+fn lateness_ms(
+    scheduled_at: Option<DateTime<Utc>>,
+    run_at: DateTime<Utc>,
+    claimed_at: Option<DateTime<Utc>>,
+) -> Option<i64> {
+    let scheduled = scheduled_at.unwrap_or(run_at);
+    claimed_at.map(|claimed| (claimed - scheduled).num_milliseconds().max(0))
 }
 
 #[derive(Debug, Clone, sqlx::FromRow)]
