@@ -219,6 +219,7 @@ on_every_backend!(
     claims_take_only_due_work_and_lease_it,
     finishes_are_fenced_by_attempt_and_reclaim,
     leases_extend_and_never_shorten,
+    leases_asked_for_together_are_extended_each_as_its_own,
     cron_ticks_are_recorded_once,
     inserts_are_idempotent,
     pages_follow_creation_order,
@@ -328,6 +329,38 @@ mod checks {
         assert!(after > lease + chrono::Duration::seconds(300), "{lease} -> {after}");
         let stale = LeaseExtend { execution_id: held.execution_id.clone(), attempt: 2, for_ms: 600_000 };
         assert_eq!(store.execution_lease_extend(&[stale]).await.unwrap(), 0, "another attempt's lease is not extended");
+    }
+
+    /// The worker's `Leases::ensure`, asked by many attempts at once, writes them together and
+    /// still answers each for itself: one held under a stale attempt number is refused while
+    /// the others are extended.
+    pub async fn leases_asked_for_together_are_extended_each_as_its_own(store: Arc<dyn Store>) {
+        endpoint(&*store, "a").await;
+        queued(&*store, "a", 6).await;
+        let claimed = store.execution_claim(&claim("w", 6, Duration::from_secs(30))).await.unwrap();
+        assert_eq!(claimed.len(), 6);
+        let leases = crate::worker::Leases::new(store.clone(), Duration::from_secs(30));
+        let asks: Vec<_> = claimed
+            .iter()
+            .enumerate()
+            .map(|(i, execution)| {
+                let leases = leases.clone();
+                let id = execution.execution_id.to_string();
+                // The last one is asked for under an attempt this worker does not hold.
+                let attempt = if i == 5 { 2 } else { 1 };
+                tokio::spawn(async move { leases.ensure(&id, attempt, Duration::from_secs(600)).await.unwrap() })
+            })
+            .collect();
+        let mut answers = Vec::new();
+        for ask in asks {
+            answers.push(ask.await.unwrap());
+        }
+        assert_eq!(answers, [true, true, true, true, true, false]);
+        for (i, execution) in claimed.iter().enumerate() {
+            let lease = store.execution_get(&execution.execution_id).await.unwrap().unwrap().lease_expires_at.unwrap();
+            let extended = lease > now() + chrono::Duration::seconds(300);
+            assert_eq!(extended, i < 5, "execution {i}: lease until {lease}");
+        }
     }
 
     pub async fn cron_ticks_are_recorded_once(store: Arc<dyn Store>) {

@@ -70,13 +70,17 @@ impl Completer {
         Self { requests, task, abandon }
     }
 
-    /// Record one attempt's outcome; whether it was written (false: fenced out).
-    pub async fn finish(&self, finish: AttemptFinish) -> StoreResult<bool> {
+    /// Queue one attempt's outcome, waiting while the queue is full; the future returned says
+    /// whether it was written (false: fenced out).
+    pub async fn submit(&self, finish: AttemptFinish) -> impl Future<Output = StoreResult<bool>> + use<> {
         let (reply, answer) = oneshot::channel();
-        if self.requests.send((finish, reply)).await.is_err() {
-            return Err(StoreError::Database(sqlx::Error::PoolClosed));
+        let queued = self.requests.send((finish, reply)).await.is_ok();
+        async move {
+            if !queued {
+                return Err(StoreError::Database(sqlx::Error::PoolClosed));
+            }
+            answer.await.unwrap_or(Err(StoreError::Database(sqlx::Error::PoolClosed)))
         }
-        answer.await.unwrap_or(Err(StoreError::Database(sqlx::Error::PoolClosed)))
     }
 
     /// Stop taking outcomes and wait until those queued are written, for at most `within`

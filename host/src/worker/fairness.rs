@@ -124,6 +124,11 @@ impl Fairness {
         }
     }
 
+    /// Whether `endpoint` has a `max_concurrency` (as last read).
+    pub fn limited(&self, endpoint: &str) -> bool {
+        self.inner.lock().expect("fairness lock").limits.contains_key(endpoint)
+    }
+
     /// Whether some endpoint is at its cap (its work may be waiting while slots are free).
     pub fn any_saturated(&self) -> bool {
         !self.inner.lock().expect("fairness lock").saturated.is_empty()

@@ -10,6 +10,12 @@
 //!
 //! Only executions registered here are renewed, and a registration ends when its guard is
 //! dropped — even if the attempt's task panics — so nothing is renewed forever.
+//!
+//! Extensions are written together: with the default lease, every attempt of an endpoint
+//! whose timeout is over 13 s (a plugin's default is 30 s) asks for one, the attempts of a
+//! claim all at once, and one statement each was a commit per delivery. The first to ask
+//! writes everything asked for meanwhile; the rest wait for that one statement, or write the
+//! next.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -17,8 +23,13 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+use tokio::sync::oneshot;
+
 use crate::health::Beat;
-use crate::store::{LeaseExtend, Store, StoreResult};
+use crate::store::{LeaseExtend, Store, StoreError, StoreResult};
+
+/// An extension asked for, and where its answer goes.
+type Asked = (LeaseExtend, oneshot::Sender<StoreResult<bool>>);
 
 /// Time an attempt's lease must run beyond its deadline: room for recording the result.
 pub const LEASE_MARGIN: Duration = Duration::from_secs(5);
@@ -28,6 +39,10 @@ pub struct Leases {
     lease: Duration,
     /// Execution id → the attempt number this worker holds it under.
     held: Mutex<HashMap<String, i32>>,
+    /// Extensions asked for and not yet written.
+    asked: Mutex<Vec<Asked>>,
+    /// Held by whoever is writing extensions: one statement at a time.
+    writing: tokio::sync::Mutex<()>,
 }
 
 /// An execution held by this worker; dropping it stops the renewals.
@@ -44,7 +59,13 @@ impl Drop for Held {
 
 impl Leases {
     pub fn new(store: Arc<dyn Store>, lease: Duration) -> Arc<Self> {
-        Arc::new(Self { store, lease, held: Mutex::default() })
+        Arc::new(Self {
+            store,
+            lease,
+            held: Mutex::default(),
+            asked: Mutex::default(),
+            writing: tokio::sync::Mutex::new(()),
+        })
     }
 
     /// Register an execution just claimed under `attempt`.
@@ -67,7 +88,45 @@ impl Leases {
         }
         let for_ms = i64::try_from(needed.as_millis()).unwrap_or(i64::MAX / 2);
         let lease = LeaseExtend { execution_id: execution_id.into(), attempt, for_ms };
-        Ok(self.store.execution_lease_extend(std::slice::from_ref(&lease)).await? == 1)
+        let (answer, answered) = oneshot::channel();
+        self.asked.lock().expect("leases lock").push((lease, answer));
+        {
+            let _writing = self.writing.lock().await;
+            let batch = std::mem::take(&mut *self.asked.lock().expect("leases lock"));
+            if !batch.is_empty() {
+                self.extend(batch).await;
+            }
+        }
+        answered.await.unwrap_or_else(|_| Err(StoreError::Database(sqlx::Error::PoolClosed)))
+    }
+
+    /// Write `batch` in one statement and answer each; when some execution was not extended
+    /// (no longer this worker's), each is written alone to learn which.
+    async fn extend(&self, batch: Vec<Asked>) {
+        let (leases, answers): (Vec<LeaseExtend>, Vec<_>) = batch.into_iter().unzip();
+        match self.store.execution_lease_extend(&leases).await {
+            Ok(n) if n == leases.len() as u64 => answers.into_iter().for_each(|a| drop(a.send(Ok(true)))),
+            Ok(_) if leases.len() > 1 => {
+                for (lease, answer) in leases.iter().zip(answers) {
+                    let alone = self.store.execution_lease_extend(std::slice::from_ref(lease)).await;
+                    let _ = answer.send(alone.map(|n| n == 1));
+                }
+            }
+            Ok(_) => answers.into_iter().for_each(|a| drop(a.send(Ok(false)))),
+            Err(error) => {
+                // Each asker gets the error as it was: transient (the attempt is not counted) or not.
+                let message = error.to_string();
+                let transient = error.is_transient();
+                for answer in answers {
+                    let copy = if transient {
+                        sqlx::Error::Io(std::io::Error::other(message.clone()))
+                    } else {
+                        sqlx::Error::Protocol(message.clone())
+                    };
+                    let _ = answer.send(Err(StoreError::Database(copy)));
+                }
+            }
+        }
     }
 
     /// Renew every held lease to a full lease from now.

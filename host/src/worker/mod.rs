@@ -17,7 +17,7 @@ pub mod pipeline;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::Semaphore;
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -28,6 +28,54 @@ use crate::store::{now, ClaimParams, Signal, Store};
 pub use lease::Leases;
 
 pub use pipeline::{CacheTtls, Pipeline};
+
+/// One of the worker's delivery slots (`TE_WORKER_MAX_CONCURRENT`), taken by an attempt at its
+/// claim and given back when its delivery is over and its outcome is queued for writing
+/// ([`Slot::free`]), not when that outcome is written: a slot waiting on a commit sends
+/// nothing, and with 50 slots the worker delivered only as many per commit. What waits for
+/// writing is bounded by the completer's queue, which holds back slots when full.
+pub struct Slot {
+    permit: Option<OwnedSemaphorePermit>,
+    fairness: Arc<fairness::Fairness>,
+    endpoint: String,
+    wake: Arc<Notify>,
+}
+
+impl Slot {
+    fn take(
+        permit: OwnedSemaphorePermit,
+        fairness: Arc<fairness::Fairness>,
+        endpoint: &str,
+        wake: Arc<Notify>,
+    ) -> Self {
+        fairness.took(endpoint);
+        crate::metrics::worker_slot_taken();
+        Self { permit: Some(permit), fairness, endpoint: endpoint.to_owned(), wake }
+    }
+
+    /// The delivery is over: the slot goes to the next claim.
+    pub fn free(&mut self) {
+        if let Some(permit) = self.permit.take() {
+            drop(permit);
+            crate::metrics::worker_slot_freed();
+            if self.fairness.released(&self.endpoint) {
+                self.wake.notify_one();
+            }
+        }
+    }
+}
+
+impl Drop for Slot {
+    /// Dropped once the outcome is written. An endpoint with `max_concurrency` counts its
+    /// RUNNING executions in the claim, and this one stopped being RUNNING only now: the
+    /// worker claims again rather than wait out its poll interval for that endpoint's work.
+    fn drop(&mut self) {
+        self.free();
+        if self.fairness.limited(&self.endpoint) {
+            self.wake.notify_one();
+        }
+    }
+}
 
 /// The most executions one claim statement takes.
 const CLAIM_BATCH: usize = 100;
@@ -108,20 +156,12 @@ pub async fn run(
         for (execution, permit) in claimed.into_iter().zip(permits.drain(..got)) {
             let pipeline = pipeline.clone();
             let leases = leases.clone();
-            let fairness = fairness.clone();
-            let wake = wakeups.work_ready.clone();
             let held = leases.hold(&execution.execution_id, execution.attempt_count);
-            fairness.took(&execution.endpoint);
-            crate::metrics::worker_slot_taken();
+            let slot = Slot::take(permit, fairness.clone(), &execution.endpoint, wakeups.work_ready.clone());
             in_flight.spawn(async move {
-                let endpoint = execution.endpoint.clone();
-                pipeline.process(execution, &leases).await;
+                pipeline.process(execution, &leases, slot).await;
+                // The lease is renewed until the outcome is written (or given up).
                 drop(held);
-                drop(permit);
-                crate::metrics::worker_slot_freed();
-                if fairness.released(&endpoint) {
-                    wake.notify_one();
-                }
             });
         }
         drop(permits);

@@ -25,6 +25,7 @@ use super::cache::TtlCache;
 use super::classify::{self, Judgement};
 use super::completer::Completer;
 use super::lease::{Leases, LEASE_MARGIN};
+use super::Slot;
 use crate::contract::{Failure, FailureKind, Message, Verdict};
 use crate::domain::{AttemptStatus, ExecutionStatus};
 use crate::flow::Health;
@@ -127,6 +128,13 @@ impl Logs {
         };
         self.0.push(LogWrite { level, message, logged_at });
     }
+
+    /// Add `text` to the first line (the attempt's start).
+    fn append_to_first(&mut self, text: &str) {
+        if let Some(first) = self.0.first_mut() {
+            first.message.push_str(text);
+        }
+    }
 }
 
 impl Pipeline {
@@ -161,7 +169,8 @@ impl Pipeline {
 
     /// Run one attempt in its own span: a child of the job's trace context, with the ids a
     /// reader of the logs or the trace needs.
-    pub async fn process(&self, execution: Execution, leases: &Leases) {
+    /// `slot` is freed when the delivery is over and its outcome queued for writing.
+    pub async fn process(&self, execution: Execution, leases: &Leases, slot: Slot) {
         let span = tracing::info_span!(
             "attempt",
             job_id = %execution.job_id,
@@ -173,10 +182,10 @@ impl Pipeline {
             parent.adopt(&span);
         }
         let traceparent = TraceParent::of(&span);
-        self.run(execution, leases, traceparent).instrument(span).await
+        self.run(execution, leases, slot, traceparent).instrument(span).await
     }
 
-    async fn run(&self, execution: Execution, leases: &Leases, traceparent: Option<TraceParent>) {
+    async fn run(&self, execution: Execution, leases: &Leases, mut slot: Slot, traceparent: Option<TraceParent>) {
         let started_at = now();
         let clock = Instant::now();
         let attempt = execution.attempt_count;
@@ -213,7 +222,9 @@ impl Pipeline {
         let finish = self.finish(&execution, outcome, &policy, &secrets, started_at, completed_at, duration_ms, logs);
         let status = finish.execution_status;
         let error_type = finish.error.as_ref().and_then(|e| e["type"].as_str()).unwrap_or("").to_owned();
-        match self.completer.finish(finish).await {
+        let written = self.completer.submit(finish).await;
+        slot.free();
+        match written.await {
             Ok(true) => {
                 record_metrics(&execution, status, &error_type);
                 tracing::debug!(%status, duration_ms, "Attempt recorded.")
@@ -270,10 +281,12 @@ impl Pipeline {
                 return Ok((outcome, policy, secrets));
             }
         };
-        logs.push(
-            "DEBUG",
-            format!("Rendered the {} spec of endpoint version {}.", endpoint.endpoint_type, endpoint.version),
-        );
+        // Said on the attempt's first line rather than a line of its own: every line is a row
+        // written per attempt, and a third of a delivery's rows went to this one.
+        logs.append_to_first(&format!(
+            " Rendered the {} spec of endpoint version {}.",
+            endpoint.endpoint_type, endpoint.version
+        ));
 
         // Every endpoint type's timeout is bounded: the endpoint's own, else its spec's.
         let timeout_ms = endpoint.delivery_timeout_ms(&rendered);
