@@ -484,6 +484,15 @@ pub struct DatabaseArgs {
     #[arg(long, env = "TE_DB_POOL_SIZE", value_name = "TE_DB_POOL_SIZE", default_value_t = 20,
           value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub db_pool_size: u32,
+
+    /// PostgreSQL only: how the worker's claims and attempt results are committed. `deferred`
+    /// (the default) does not wait for each commit's WAL flush: a PostgreSQL crash can forget
+    /// the last fraction of a second of them, and those executions are delivered again (at
+    /// least once holds; nothing is lost). `durable` waits for every flush. What the API
+    /// writes is durable either way.
+    #[arg(long, env = "TE_DB_WORKER_COMMITS", value_name = "TE_DB_WORKER_COMMITS", value_enum,
+          default_value_t = crate::store::WorkerCommits::Deferred)]
+    pub db_worker_commits: crate::store::WorkerCommits,
 }
 
 #[derive(Debug, Args)]

@@ -113,7 +113,9 @@ async fn open_store(location: &DatabaseLocation, args: &DatabaseArgs) -> anyhow:
         DatabaseLocation::Postgres(_) => "the PostgreSQL database named by TE_DATABASE_URL".to_owned(),
         DatabaseLocation::Sqlite(path) => format!("the SQLite database {}", path.display()),
     };
-    store::connect(location, args.db_pool_size).await.with_context(|| format!("cannot open {what}"))
+    store::connect_with(location, args.db_pool_size, args.db_worker_commits)
+        .await
+        .with_context(|| format!("cannot open {what}"))
 }
 
 /// The key file of embedded mode: beside the database, named after it.

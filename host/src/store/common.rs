@@ -4,9 +4,11 @@
 //! `Store` impl: its own methods plus every method below. Each backend type must have a `pool`
 //! field, an inherent `begin_write()` that opens a transaction that will write (SQLite needs
 //! `BEGIN IMMEDIATE` there; a deferred read-then-write transaction can fail under WAL instead of
-//! waiting for the lock), an inherent `finish_fenced()` writing a batch of attempt outcomes
-//! to their executions under the fence, and an inherent `advance_ticks()` recording a batch of
-//! cron ticks (compare-and-set, then the winners' executions).
+//! waiting for the lock), an inherent `begin_bookkeeping()` for the worker's attempt results
+//! (PostgreSQL may commit those without waiting for the flush), an inherent `finish_fenced()` writing a batch of attempt outcomes
+//! to their executions under the fence, an inherent `record_attempts()` inserting the attempts
+//! and log lines of the outcomes that won, and an inherent `advance_ticks()` recording a batch
+//! of cron ticks (compare-and-set, then the winners' executions).
 //!
 //! All SQL here sticks to the portable subset: `$N` placeholders (sqlx's SQLite driver reads
 //! them as positions), `ON CONFLICT … DO NOTHING`, `RETURNING`, and row-value comparison.
@@ -24,8 +26,7 @@ macro_rules! impl_store {
             use serde_json::Value;
             use sqlx::types::Json;
             use chrono::{DateTime, Utc};
-            use $crate::ids::{AttemptId, LogId};
-            use $crate::store::engine::{ATTEMPT_COLUMNS, EXECUTION_COLUMNS, JOB_COLUMNS, LOG_COLUMNS, PLUGIN_COLUMNS};
+                        use $crate::store::engine::{ATTEMPT_COLUMNS, EXECUTION_COLUMNS, JOB_COLUMNS, LOG_COLUMNS, PLUGIN_COLUMNS};
             use $crate::store::{
                 now, Attempt, AttemptFinish, Config, CronAdvance, DbTime, Deleted, Endpoint, EndpointWrite, Execution,
                 ExecutionFilter, ExecutionLog, ExecutionWrite, Inserted, Job, JobFilter, JobStats, JobWrite, PageRequest, PayloadSpec,
@@ -47,9 +48,6 @@ macro_rules! impl_store {
             const ACTIVE_JOB: &str = "(j.trigger_type = 'CRON' AND j.status = 'ACTIVE')
                  OR EXISTS (SELECT 1 FROM executions x WHERE x.job_id = j.job_id
                             AND x.status IN ('PENDING', 'QUEUED', 'RUNNING', 'RETRYING'))";
-            /// Log rows one INSERT writes (6 parameters each: far below PostgreSQL's 65,535 and
-            /// SQLite's 32,766 parameters per statement).
-            const LOG_ROWS_PER_INSERT: usize = 1000;
 
             impl $store {
                 /// One page of `table` in (`time_column`, `key`) order, strictly after the cursor,
@@ -1425,7 +1423,7 @@ macro_rules! impl_store {
                              VALUES ($1, $2, $3, 'FAILED', $4, $5, $6, $5)
                              ON CONFLICT (execution_id, attempt_number) DO NOTHING",
                         )
-                        .bind(AttemptId::new())
+                        .bind($crate::ids::AttemptId::new())
                         .bind(execution_id)
                         .bind(attempt)
                         .bind(DbTime(started_at.unwrap_or(now)))
@@ -1441,7 +1439,7 @@ macro_rules! impl_store {
                 // ---- worker ----
 
                 async fn execution_finish_many(&self, finishes: &[AttemptFinish]) -> StoreResult<Vec<bool>> {
-                    let mut tx = self.begin_write().await?;
+                    let mut tx = self.begin_bookkeeping().await?;
                     // The fence, per backend: write each execution only if it is still RUNNING
                     // under the attempt number that finished.
                     let written = Self::finish_fenced(&mut tx, finishes).await?;
@@ -1449,42 +1447,7 @@ macro_rules! impl_store {
                     // In the same transaction: a claim never sees an attempt finished without its
                     // endpoint's circuit breaker having heard of it.
                     Self::circuit_record(&mut tx, &winners).await?;
-                    if !winners.is_empty() {
-                        let mut attempts = sqlx::QueryBuilder::<$db>::new(
-                            "INSERT INTO attempts (attempt_id, execution_id, attempt_number, status, started_at, completed_at,
-                                 duration_ms, output, error, created_at) ",
-                        );
-                        attempts.push_values(&winners, |mut row, f| {
-                            row.push_bind(AttemptId::new())
-                                .push_bind(&f.execution_id)
-                                .push_bind(f.attempt_number)
-                                .push_bind(f.attempt_status)
-                                .push_bind(DbTime(f.started_at))
-                                .push_bind(DbTime(f.completed_at))
-                                .push_bind(f.duration_ms)
-                                .push_bind(f.output.as_ref().map(Json))
-                                .push_bind(f.error.as_ref().map(Json))
-                                .push_bind(DbTime(f.completed_at));
-                        });
-                        attempts.build().execute(&mut *tx).await?;
-                        let logs: Vec<_> = winners.iter().flat_map(|f| f.logs.iter().map(move |log| (*f, log))).collect();
-                        // In statements of at most LOG_ROWS_PER_INSERT rows: a batch's logs can
-                        // be tens of thousands of rows, past either database's parameter limit.
-                        for logs in logs.chunks(LOG_ROWS_PER_INSERT) {
-                            let mut insert = sqlx::QueryBuilder::<$db>::new(
-                                "INSERT INTO execution_logs (log_id, execution_id, attempt_number, level, message, logged_at) ",
-                            );
-                            insert.push_values(logs, |mut row, (f, log)| {
-                                row.push_bind(LogId::new())
-                                    .push_bind(&f.execution_id)
-                                    .push_bind(f.attempt_number)
-                                    .push_bind(log.level)
-                                    .push_bind(&log.message)
-                                    .push_bind(DbTime(log.logged_at));
-                            });
-                            insert.build().execute(&mut *tx).await?;
-                        }
-                    }
+                    Self::record_attempts(&mut tx, &winners).await?;
                     tx.commit().await?;
                     Ok(written)
                 }

@@ -558,10 +558,34 @@ pub trait Store: Send + Sync + 'static {
 /// Open the store the configuration names: PostgreSQL for a `postgres://` (or
 /// `postgresql://`) URL, embedded SQLite for a `sqlite:` URL or a plain file path.
 pub async fn connect(database: &DatabaseLocation, pool_size: u32) -> StoreResult<Arc<dyn Store>> {
+    connect_with(database, pool_size, WorkerCommits::default()).await
+}
+
+/// [`connect`], with the worker's claims and results committed as `worker_commits` says.
+pub async fn connect_with(
+    database: &DatabaseLocation,
+    pool_size: u32,
+    worker_commits: WorkerCommits,
+) -> StoreResult<Arc<dyn Store>> {
     Ok(match database {
-        DatabaseLocation::Postgres(url) => Arc::new(postgres::PgStore::connect(url, pool_size).await?),
+        DatabaseLocation::Postgres(url) => {
+            Arc::new(postgres::PgStore::connect(url, pool_size).await?.with_worker_commits(worker_commits))
+        }
         DatabaseLocation::Sqlite(path) => Arc::new(sqlite::SqliteStore::connect(path, pool_size).await?),
     })
+}
+
+/// How PostgreSQL commits the worker's claims and attempt results (`TE_DB_WORKER_COMMITS`).
+/// What the API writes (jobs, endpoints, cancels, replays…) is always durable at commit.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum WorkerCommits {
+    /// Without waiting for the WAL flush: a PostgreSQL crash can forget the last fraction of a
+    /// second of claims and results, whose executions are then delivered again (at least once
+    /// holds; nothing is lost). Each commit no longer waits on the disk.
+    #[default]
+    Deferred,
+    /// Each waits for its WAL flush, as PostgreSQL commits by default.
+    Durable,
 }
 
 /// Where the data lives, decided once from `TE_DATABASE_URL`.

@@ -8,14 +8,17 @@ use sqlx::{Postgres, Transaction};
 
 use super::common::impl_store;
 use crate::flow::{RateLimit, StoredBucket};
+use crate::ids::{AttemptId, LogId};
 // Inside impl_store! the shared imports (chrono, DbTime, Execution, EXECUTION_COLUMNS, …)
 // are in scope for the backend's own methods too.
-use super::{Backend, Signal, StoreResult};
+use super::{Backend, Signal, StoreResult, WorkerCommits};
 
 pub struct PgStore {
     pool: PgPool,
     /// CockroachDB has neither advisory locks nor LISTEN/NOTIFY; learned once at connect.
     cockroach: bool,
+    /// How the worker's claims and attempt results are committed.
+    worker_commits: WorkerCommits,
 }
 
 /// An endpoint with max_concurrency, a rate limit or a circuit not closed, as a claim locks it: its name, rate
@@ -51,11 +54,34 @@ impl PgStore {
             connected => connected?,
         };
         let (version,): (String,) = sqlx::query_as("SELECT version()").fetch_one(&pool).await?;
-        Ok(Self { pool, cockroach: version.contains("CockroachDB") })
+        Ok(Self { pool, cockroach: version.contains("CockroachDB"), worker_commits: WorkerCommits::default() })
+    }
+
+    /// Commit the worker's claims and attempt results as `commits` says.
+    pub fn with_worker_commits(mut self, commits: WorkerCommits) -> Self {
+        self.worker_commits = commits;
+        self
     }
 
     async fn begin_write(&self) -> StoreResult<Transaction<'_, Postgres>> {
         Ok(self.pool.begin().await?)
+    }
+
+    /// A transaction of the worker's own bookkeeping: a claim, or a batch of attempt results.
+    /// Unless they are to be durable at once, they commit without waiting for their WAL flush
+    /// (`synchronous_commit = off` for this transaction only; the WAL writer flushes within
+    /// three `wal_writer_delay`s). A PostgreSQL crash can then forget the last such commits,
+    /// and what it forgets is redone, never lost: a forgotten claim leaves its executions
+    /// queued, a forgotten result leaves its execution RUNNING until its lease expires and
+    /// the reclaimer retries it; at least once holds either way. CockroachDB has no such
+    /// setting.
+    async fn begin_bookkeeping(&self) -> StoreResult<Transaction<'_, Postgres>> {
+        match self.worker_commits {
+            WorkerCommits::Deferred if !self.cockroach => {
+                Ok(self.pool.begin_with("BEGIN; SET LOCAL synchronous_commit = off").await?)
+            }
+            _ => self.begin_write().await,
+        }
     }
 }
 
@@ -204,6 +230,71 @@ impl PgStore {
         .await?;
         let won: std::collections::HashSet<&str> = rows.iter().map(|(id,)| id.as_str()).collect();
         Ok(finishes.iter().map(|f| won.contains(f.execution_id.as_str())).collect())
+    }
+
+    /// The attempts and log lines of the outcomes that won the fence: one INSERT each, their
+    /// columns as arrays. The statements' text never changes, so each connection prepares them
+    /// once; multi-row VALUES lists are a new statement for every batch size, which overflowed
+    /// the per-connection statement cache and re-parsed on most batches.
+    async fn record_attempts(tx: &mut Transaction<'_, Postgres>, winners: &[&super::AttemptFinish]) -> StoreResult<()> {
+        if winners.is_empty() {
+            return Ok(());
+        }
+        let ids: Vec<String> = winners.iter().map(|_| AttemptId::new().to_string()).collect();
+        let executions: Vec<&str> = winners.iter().map(|f| f.execution_id.as_str()).collect();
+        let numbers: Vec<i32> = winners.iter().map(|f| f.attempt_number).collect();
+        let statuses: Vec<&str> = winners.iter().map(|f| f.attempt_status.as_str()).collect();
+        let started: Vec<chrono::DateTime<chrono::Utc>> = winners.iter().map(|f| f.started_at).collect();
+        let completed: Vec<chrono::DateTime<chrono::Utc>> = winners.iter().map(|f| f.completed_at).collect();
+        let durations: Vec<i32> = winners.iter().map(|f| f.duration_ms).collect();
+        let outputs: Vec<Option<sqlx::types::Json<&serde_json::Value>>> =
+            winners.iter().map(|f| f.output.as_ref().map(sqlx::types::Json)).collect();
+        let errors: Vec<Option<sqlx::types::Json<&serde_json::Value>>> =
+            winners.iter().map(|f| f.error.as_ref().map(sqlx::types::Json)).collect();
+        sqlx::query(
+            "INSERT INTO attempts (attempt_id, execution_id, attempt_number, status, started_at, completed_at,
+                 duration_ms, output, error, created_at)
+             SELECT a.attempt_id, a.execution_id, a.attempt_number, a.status, a.started_at, a.completed_at,
+                    a.duration_ms, a.output, a.error, a.completed_at
+             FROM UNNEST($1::text[], $2::text[], $3::int4[], $4::text[], $5::timestamptz[], $6::timestamptz[],
+                         $7::int4[], $8::jsonb[], $9::jsonb[])
+                  AS a(attempt_id, execution_id, attempt_number, status, started_at, completed_at, duration_ms, output, error)",
+        )
+        .bind(&ids)
+        .bind(&executions)
+        .bind(&numbers)
+        .bind(&statuses)
+        .bind(&started)
+        .bind(&completed)
+        .bind(&durations)
+        .bind(&outputs)
+        .bind(&errors)
+        .execute(&mut **tx)
+        .await?;
+        let logs: Vec<(&super::AttemptFinish, &super::LogWrite)> =
+            winners.iter().flat_map(|f| f.logs.iter().map(move |log| (*f, log))).collect();
+        if logs.is_empty() {
+            return Ok(());
+        }
+        let ids: Vec<String> = logs.iter().map(|_| LogId::new().to_string()).collect();
+        let executions: Vec<&str> = logs.iter().map(|(f, _)| f.execution_id.as_str()).collect();
+        let numbers: Vec<i32> = logs.iter().map(|(f, _)| f.attempt_number).collect();
+        let levels: Vec<&str> = logs.iter().map(|(_, log)| log.level).collect();
+        let messages: Vec<&str> = logs.iter().map(|(_, log)| log.message.as_str()).collect();
+        let logged: Vec<chrono::DateTime<chrono::Utc>> = logs.iter().map(|(_, log)| log.logged_at).collect();
+        sqlx::query(
+            "INSERT INTO execution_logs (log_id, execution_id, attempt_number, level, message, logged_at)
+             SELECT * FROM UNNEST($1::text[], $2::text[], $3::int4[], $4::text[], $5::text[], $6::timestamptz[])",
+        )
+        .bind(&ids)
+        .bind(&executions)
+        .bind(&numbers)
+        .bind(&levels)
+        .bind(&messages)
+        .bind(&logged)
+        .execute(&mut **tx)
+        .await?;
+        Ok(())
     }
 }
 
@@ -392,7 +483,7 @@ impl_store!(PgStore, Postgres, {
         // worker processes. Attempt results update a circuit under the same row lock
         // (`circuit_record`). With no such endpoint this locks nothing, and claims run side by
         // side as before.
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin_bookkeeping().await?;
         let limited: Vec<Limited> = sqlx::query_as(
             "SELECT name, rate_limit_per_sec, rate_limit_burst, rate_tokens, rate_tokens_at FROM endpoints
              WHERE max_concurrency IS NOT NULL OR rate_limit_per_sec IS NOT NULL OR circuit_open_until IS NOT NULL

@@ -11,6 +11,7 @@ use sqlx::{Sqlite, Transaction};
 
 use super::common::impl_store;
 use crate::flow::{RateLimit, StoredBucket};
+use crate::ids::{AttemptId, LogId};
 // Inside impl_store! the shared imports (chrono, DbTime, Execution, EXECUTION_COLUMNS, …)
 // are in scope for the backend's own methods too.
 use super::{Backend, Signal, StoreResult};
@@ -41,6 +42,12 @@ impl SqliteStore {
     /// then writes cannot wait for the lock under WAL and fails with SQLITE_BUSY instead.
     async fn begin_write(&self) -> StoreResult<Transaction<'_, Sqlite>> {
         Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?)
+    }
+
+    /// The worker's claims and attempt results: as every write (`synchronous = NORMAL`
+    /// already leaves the last commits to an OS crash).
+    async fn begin_bookkeeping(&self) -> StoreResult<Transaction<'_, Sqlite>> {
+        self.begin_write().await
     }
 }
 
@@ -85,7 +92,52 @@ impl SqliteStore {
         }
         Ok(written)
     }
+
+    /// The attempts and log lines of the outcomes that won the fence, in multi-row INSERTs.
+    async fn record_attempts(tx: &mut Transaction<'_, Sqlite>, winners: &[&super::AttemptFinish]) -> StoreResult<()> {
+        if winners.is_empty() {
+            return Ok(());
+        }
+        let mut attempts = sqlx::QueryBuilder::<Sqlite>::new(
+            "INSERT INTO attempts (attempt_id, execution_id, attempt_number, status, started_at, completed_at,
+                 duration_ms, output, error, created_at) ",
+        );
+        attempts.push_values(winners, |mut row, f| {
+            row.push_bind(AttemptId::new())
+                .push_bind(&f.execution_id)
+                .push_bind(f.attempt_number)
+                .push_bind(f.attempt_status)
+                .push_bind(super::DbTime(f.started_at))
+                .push_bind(super::DbTime(f.completed_at))
+                .push_bind(f.duration_ms)
+                .push_bind(f.output.as_ref().map(sqlx::types::Json))
+                .push_bind(f.error.as_ref().map(sqlx::types::Json))
+                .push_bind(super::DbTime(f.completed_at));
+        });
+        attempts.build().execute(&mut **tx).await?;
+        let logs: Vec<_> = winners.iter().flat_map(|f| f.logs.iter().map(move |log| (*f, log))).collect();
+        // In statements of at most LOG_ROWS_PER_INSERT rows: a batch's logs can be tens of
+        // thousands of rows, past SQLite's parameter limit.
+        for logs in logs.chunks(LOG_ROWS_PER_INSERT) {
+            let mut insert = sqlx::QueryBuilder::<Sqlite>::new(
+                "INSERT INTO execution_logs (log_id, execution_id, attempt_number, level, message, logged_at) ",
+            );
+            insert.push_values(logs, |mut row, (f, log)| {
+                row.push_bind(LogId::new())
+                    .push_bind(&f.execution_id)
+                    .push_bind(f.attempt_number)
+                    .push_bind(log.level)
+                    .push_bind(&log.message)
+                    .push_bind(super::DbTime(log.logged_at));
+            });
+            insert.build().execute(&mut **tx).await?;
+        }
+        Ok(())
+    }
 }
+
+/// Log rows one INSERT writes (6 parameters each: far below SQLite's 32,766 per statement).
+const LOG_ROWS_PER_INSERT: usize = 1000;
 
 impl SqliteStore {
     /// A batch of cron ticks, one compare-and-set and one insert per tick (in process, each
