@@ -1,5 +1,5 @@
 //! Configuration: command-line flags, each backed by a `TE_*` environment variable with the
-//! brief's name and default. `taskexec --help` and `taskexec serve --help` list them all. A bad
+//! brief's name and default (one default differs, and says why: `TE_WORKER_MAX_CONCURRENT`). `taskexec --help` and `taskexec serve --help` list them all. A bad
 //! value stops start-up with a message naming the variable (each value is named after its
 //! variable, so clap's error quotes it).
 
@@ -666,8 +666,10 @@ pub struct PluginRuntimeArgs {
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Worker")]
 pub struct WorkerArgs {
-    /// Executions one worker process delivers at once.
-    #[arg(long, env = "TE_WORKER_MAX_CONCURRENT", value_name = "TE_WORKER_MAX_CONCURRENT", default_value_t = 50,
+    /// Deliveries one worker process makes at once (a slot is held while a request is out, not
+    /// while its result is written). 200 by default: against a receiver answering in a
+    /// millisecond, 50 slots left a 2-core box a fifth idle between claims.
+    #[arg(long, env = "TE_WORKER_MAX_CONCURRENT", value_name = "TE_WORKER_MAX_CONCURRENT", default_value_t = 200,
           value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub worker_max_concurrent: u32,
     /// Fallback poll interval when no wake-up arrives, in milliseconds.

@@ -145,7 +145,7 @@ async fn metrics_describe_the_deliveries_made(backend: Backend) {
     for status in ["PENDING", "QUEUED", "RUNNING", "RETRYING"] {
         assert_eq!(value("taskexec_executions", &[("status", status)]), 0.0, "{status}");
     }
-    assert_eq!(value("taskexec_worker_slots_capacity", &[]), 50.0);
+    assert_eq!(value("taskexec_worker_slots_capacity", &[]), 200.0);
     assert_eq!(value("taskexec_worker_slots_busy", &[]), 0.0);
     assert!(value("taskexec_db_pool_connections", &[("state", "idle")]) >= 1.0);
     assert!(value("taskexec_scheduler_loop_duration_seconds_count", &[("loop", "promoter")]) >= 1.0);

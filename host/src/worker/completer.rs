@@ -22,14 +22,16 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{mpsc, oneshot};
-use tokio::task::JoinHandle;
+use tokio::sync::{mpsc, oneshot, Mutex};
+use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::store::{AttemptFinish, Store, StoreError, StoreResult};
+use crate::store::{AttemptFinish, Backend, Store, StoreError, StoreResult};
 
 /// The most outcomes one transaction writes.
 const BATCH: usize = 128;
+/// Batches written at once on PostgreSQL.
+const POSTGRES_WRITERS: usize = 2;
 /// Backoff between retries of a write the database could not take.
 const RETRY_FIRST: Duration = Duration::from_millis(50);
 const RETRY_MAX: Duration = Duration::from_secs(5);
@@ -38,36 +40,40 @@ type Request = (AttemptFinish, oneshot::Sender<StoreResult<bool>>);
 
 pub struct Completer {
     requests: mpsc::Sender<Request>,
-    task: JoinHandle<()>,
+    writers: JoinSet<()>,
     /// Cancelled when shutdown stops waiting: retries end, and what is unwritten is left to
     /// lease expiry and the reclaimer.
     abandon: CancellationToken,
 }
 
 impl Completer {
+    /// `writers` batches may be written at once. PostgreSQL takes several transactions side by
+    /// side and a batch spends most of its time in round trips and the commit; SQLite has one
+    /// write lock, so one writer there.
     pub fn spawn(store: Arc<dyn Store>) -> Self {
-        let (requests, mut incoming) = mpsc::channel::<Request>(4 * BATCH);
+        let writers = match store.backend() {
+            Backend::Postgres => POSTGRES_WRITERS,
+            Backend::Sqlite => 1,
+        };
+        let (requests, incoming) = mpsc::channel::<Request>(4 * BATCH);
+        let incoming = Arc::new(Mutex::new(incoming));
         let abandon = CancellationToken::new();
-        let stop = abandon.clone();
-        let task = tokio::spawn(async move {
-            let writer = Writer { store, abandon: stop };
-            while let Some(first) = incoming.recv().await {
-                let mut batch = vec![first];
-                while batch.len() < BATCH {
-                    match incoming.try_recv() {
-                        Ok(request) => batch.push(request),
-                        Err(_) => break,
+        let mut set = JoinSet::new();
+        for _ in 0..writers {
+            let writer = Writer { store: store.clone(), abandon: abandon.clone() };
+            let incoming = incoming.clone();
+            set.spawn(async move {
+                while let Some(batch) = next_batch(&incoming).await {
+                    let (mut finishes, replies): (Vec<AttemptFinish>, Vec<_>) = batch.into_iter().unzip();
+                    finishes.iter_mut().for_each(AttemptFinish::make_storable);
+                    let results = writer.write(&finishes).await;
+                    for (reply, result) in replies.into_iter().zip(results) {
+                        let _ = reply.send(result);
                     }
                 }
-                let (mut finishes, replies): (Vec<AttemptFinish>, Vec<_>) = batch.into_iter().unzip();
-                finishes.iter_mut().for_each(AttemptFinish::make_storable);
-                let results = writer.write(&finishes).await;
-                for (reply, result) in replies.into_iter().zip(results) {
-                    let _ = reply.send(result);
-                }
-            }
-        });
-        Self { requests, task, abandon }
+            });
+        }
+        Self { requests, writers: set, abandon }
     }
 
     /// Queue one attempt's outcome, waiting while the queue is full; the future returned says
@@ -87,13 +93,28 @@ impl Completer {
     /// (the database may be down); then stop retrying.
     pub async fn close(self, within: Duration) {
         drop(self.requests);
-        let mut task = self.task;
-        if tokio::time::timeout(within, &mut task).await.is_err() {
+        let mut writers = self.writers;
+        if tokio::time::timeout(within, async { while writers.join_next().await.is_some() {} }).await.is_err() {
             tracing::warn!("Shutdown: the database did not take the last attempt results in time; their leases will expire and the reclaimer retries them.");
             self.abandon.cancel();
-            let _ = task.await;
+            while writers.join_next().await.is_some() {}
         }
     }
+}
+
+/// The next batch: the first outcome waiting (waiting for one), and whatever else has queued,
+/// up to [`BATCH`]. None once the completer is closed and drained.
+async fn next_batch(incoming: &Mutex<mpsc::Receiver<Request>>) -> Option<Vec<Request>> {
+    let mut incoming = incoming.lock().await;
+    let first = incoming.recv().await?;
+    let mut batch = vec![first];
+    while batch.len() < BATCH {
+        match incoming.try_recv() {
+            Ok(request) => batch.push(request),
+            Err(_) => break,
+        }
+    }
+    Some(batch)
 }
 
 struct Writer {
