@@ -21,9 +21,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio_util::sync::CancellationToken;
-
 use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
 
 use crate::health::Beat;
 use crate::store::{LeaseExtend, Store, StoreError, StoreResult};
