@@ -1,7 +1,8 @@
 //! Configuration: command-line flags, each backed by a `TE_*` environment variable with the
-//! brief's name and default (one default differs, and says why: `TE_WORKER_MAX_CONCURRENT`). `taskexec --help` and `taskexec serve --help` list them all. A bad
-//! value stops start-up with a message naming the variable (each value is named after its
-//! variable, so clap's error quotes it).
+//! brief's name and default (one default differs, and says why: `TE_WORKER_MAX_CONCURRENT`).
+//! `taskexec --help` and `taskexec serve --help` list them all. A bad value stops start-up
+//! with a message naming the variable (each value is named after its variable, so clap's
+//! error quotes it).
 
 use std::net::SocketAddr;
 use std::time::Duration;

@@ -5,10 +5,12 @@
 //! field, an inherent `begin_write()` that opens a transaction that will write (SQLite needs
 //! `BEGIN IMMEDIATE` there; a deferred read-then-write transaction can fail under WAL instead of
 //! waiting for the lock), an inherent `begin_bookkeeping()` for the worker's attempt results
-//! (PostgreSQL may commit those without waiting for the flush), an inherent `finish_fenced()` writing a batch of attempt outcomes
-//! to their executions under the fence, an inherent `record_attempts()` inserting the attempts
-//! and log lines of the outcomes that won, and an inherent `advance_ticks()` recording a batch
-//! of cron ticks (compare-and-set, then the winners' executions).
+//! (PostgreSQL may commit those without waiting for the flush), an inherent `finish_fenced()`
+//! writing a batch of attempt outcomes to their executions under the fence, an inherent
+//! `record_attempts()` inserting the attempts and log lines of the outcomes that won, an
+//! inherent `insert_jobs()` writing a batch of new jobs and their executions, and an
+//! inherent `advance_ticks()` recording a batch of cron ticks (compare-and-set, then the
+//! winners' executions).
 //!
 //! All SQL here sticks to the portable subset: `$N` placeholders (sqlx's SQLite driver reads
 //! them as positions), `ON CONFLICT … DO NOTHING`, `RETURNING`, and row-value comparison.
@@ -26,7 +28,7 @@ macro_rules! impl_store {
             use serde_json::Value;
             use sqlx::types::Json;
             use chrono::{DateTime, Utc};
-                        use $crate::store::engine::{ATTEMPT_COLUMNS, EXECUTION_COLUMNS, JOB_COLUMNS, LOG_COLUMNS, PLUGIN_COLUMNS};
+            use $crate::store::engine::{ATTEMPT_COLUMNS, EXECUTION_COLUMNS, JOB_COLUMNS, JOB_WRITE_COLUMNS, LOG_COLUMNS, PLUGIN_COLUMNS};
             use $crate::store::{
                 now, Attempt, AttemptFinish, Config, CronAdvance, DbTime, Deleted, Endpoint, EndpointWrite, Execution,
                 ExecutionFilter, ExecutionLog, ExecutionWrite, Inserted, Job, JobFilter, JobStats, JobWrite, PageRequest, PayloadSpec,
@@ -311,11 +313,7 @@ macro_rules! impl_store {
 
                 async fn job_insert_row(tx: &mut sqlx::Transaction<'_, $db>, job: &JobWrite) -> StoreResult<Option<Job>> {
                     let sql = format!(
-                        "INSERT INTO jobs (job_id, endpoint, endpoint_type, trigger_type, status, version, previous_version_id,
-                             idempotency_key, input, run_at, cron_expression, cron_timezone, cron_starts_at, cron_ends_at,
-                             cron_next_run_at, created_at, endpoint_version, trace_parent, paused_at, overlap_policy,
-                             catchup_policy, catchup_window_sec, sla_ms, on_failure, schedule_plugin, schedule_plugin_version,
-                             schedule_spec)
+                        "INSERT INTO jobs ({JOB_WRITE_COLUMNS})
                          VALUES ($1, $2, $3, $4, 'ACTIVE', $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18,
                              $19, $20, $21, $22, $23, $24, $25, $26)
                          ON CONFLICT (endpoint, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
@@ -992,14 +990,11 @@ macro_rules! impl_store {
                     let mut tx = self.begin_write().await?;
                     let mut stored = Vec::with_capacity(jobs.len());
                     let existing_sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE endpoint = $1 AND idempotency_key = $2");
-                    for (job, execution) in jobs {
-                        match Self::job_insert_row(&mut tx, job).await? {
-                            Some(created) => {
-                                if let Some(execution) = execution {
-                                    Self::execution_insert(&mut tx, execution).await?;
-                                }
-                                stored.push(Inserted::Created(created));
-                            }
+                    // Per backend: the jobs, and the executions of those inserted.
+                    let inserted = Self::insert_jobs(&mut tx, jobs).await?;
+                    for ((job, _), inserted) in jobs.iter().zip(inserted) {
+                        match inserted {
+                            Some(created) => stored.push(Inserted::Created(created)),
                             None => {
                                 // Taken before, or earlier in this batch: the job that has the key.
                                 let row = sqlx::query_as::<$db, Job>(&existing_sql)

@@ -7,6 +7,13 @@ use serde_json::Value;
 use crate::domain::{AttemptStatus, CatchupPolicy, EndpointType, ExecutionStatus, JobStatus, OverlapPolicy, Trigger};
 use crate::ids::{AttemptId, ExecutionId, JobId, LogId};
 
+/// The columns a new job is written with, in the order both backends' inserts give them.
+pub const JOB_WRITE_COLUMNS: &str =
+    "job_id, endpoint, endpoint_type, trigger_type, status, version, previous_version_id, idempotency_key, input, \
+     run_at, cron_expression, cron_timezone, cron_starts_at, cron_ends_at, cron_next_run_at, created_at, \
+     endpoint_version, trace_parent, paused_at, overlap_policy, catchup_policy, catchup_window_sec, sla_ms, \
+     on_failure, schedule_plugin, schedule_plugin_version, schedule_spec";
+
 pub const JOB_COLUMNS: &str =
     "job_id, endpoint, endpoint_version, endpoint_type, trigger_type, status, version, previous_version_id, \
      replaced_by_id, idempotency_key, input, run_at, cron_expression, cron_timezone, cron_starts_at, cron_ends_at, \

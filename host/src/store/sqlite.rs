@@ -136,6 +136,25 @@ impl SqliteStore {
     }
 }
 
+impl SqliteStore {
+    /// Jobs (and the executions of those inserted), one row at a time: in process, each
+    /// statement is cheap. A job whose (endpoint, idempotency key) is taken is passed over.
+    async fn insert_jobs(
+        tx: &mut Transaction<'_, Sqlite>,
+        jobs: &[(&super::JobWrite, Option<&super::ExecutionWrite>)],
+    ) -> StoreResult<Vec<Option<super::Job>>> {
+        let mut created = Vec::with_capacity(jobs.len());
+        for (job, execution) in jobs {
+            let inserted = Self::job_insert_row(tx, job).await?;
+            if let (Some(_), Some(execution)) = (&inserted, execution) {
+                Self::execution_insert(tx, execution).await?;
+            }
+            created.push(inserted);
+        }
+        Ok(created)
+    }
+}
+
 /// Log rows one INSERT writes (6 parameters each: far below SQLite's 32,766 per statement).
 const LOG_ROWS_PER_INSERT: usize = 1000;
 
