@@ -668,8 +668,8 @@ pub struct PluginRuntimeArgs {
 #[command(next_help_heading = "Worker")]
 pub struct WorkerArgs {
     /// Deliveries one worker process makes at once (a slot is held while a request is out, not
-    /// while its result is written). 200 by default: against a receiver answering in a
-    /// millisecond, 50 slots left a 2-core box a fifth idle between claims.
+    /// while its result is written). 200 by default: to a receiver answering in a millisecond,
+    /// a 2-core worker drained about 5,000 jobs a second with 50 slots and 7,000 with 200.
     #[arg(long, env = "TE_WORKER_MAX_CONCURRENT", value_name = "TE_WORKER_MAX_CONCURRENT", default_value_t = 200,
           value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub worker_max_concurrent: u32,
