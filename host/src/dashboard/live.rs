@@ -13,9 +13,8 @@
 //! purpose: a page that refreshes once too often costs a page load.
 
 use std::convert::Infallible;
-use std::time::Duration;
-
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use axum::extract::{Query, State};
 use axum::response::sse::{Event, KeepAlive, Sse};

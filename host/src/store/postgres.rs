@@ -240,7 +240,8 @@ impl PgStore {
         if winners.is_empty() {
             return Ok(());
         }
-        let ids: Vec<String> = winners.iter().map(|_| AttemptId::new().to_string()).collect();
+        let ids: Vec<AttemptId> = winners.iter().map(|_| AttemptId::new()).collect();
+        let ids: Vec<&str> = ids.iter().map(AttemptId::as_str).collect();
         let executions: Vec<&str> = winners.iter().map(|f| f.execution_id.as_str()).collect();
         let numbers: Vec<i32> = winners.iter().map(|f| f.attempt_number).collect();
         let statuses: Vec<&str> = winners.iter().map(|f| f.attempt_status.as_str()).collect();
@@ -276,7 +277,8 @@ impl PgStore {
         if logs.is_empty() {
             return Ok(());
         }
-        let ids: Vec<String> = logs.iter().map(|_| LogId::new().to_string()).collect();
+        let ids: Vec<LogId> = logs.iter().map(|_| LogId::new()).collect();
+        let ids: Vec<&str> = ids.iter().map(LogId::as_str).collect();
         let executions: Vec<&str> = logs.iter().map(|(f, _)| f.execution_id.as_str()).collect();
         let numbers: Vec<i32> = logs.iter().map(|(f, _)| f.attempt_number).collect();
         let levels: Vec<&str> = logs.iter().map(|(_, log)| log.level).collect();
@@ -386,7 +388,7 @@ impl PgStore {
         if jobs.is_empty() {
             return Ok(Vec::new());
         }
-        let text = |f: fn(&super::JobWrite) -> Option<String>| jobs.iter().map(|(j, _)| f(j)).collect::<Vec<_>>();
+        let text = |f: fn(&super::JobWrite) -> Option<&str>| jobs.iter().map(|(j, _)| f(j)).collect::<Vec<_>>();
         let time = |f: fn(&super::JobWrite) -> Option<chrono::DateTime<chrono::Utc>>| {
             jobs.iter().map(|(j, _)| f(j)).collect::<Vec<_>>()
         };
@@ -419,30 +421,30 @@ impl PgStore {
             super::engine::JOB_COLUMNS
         );
         let inserted: Vec<super::Job> = sqlx::query_as(&sql)
-            .bind(text(|j| Some(j.job_id.to_string())))
-            .bind(text(|j| Some(j.endpoint.clone())))
-            .bind(text(|j| Some(j.endpoint_type.as_str().to_owned())))
-            .bind(text(|j| Some(j.trigger_type.as_str().to_owned())))
+            .bind(text(|j| Some(j.job_id.as_str())))
+            .bind(text(|j| Some(&j.endpoint)))
+            .bind(text(|j| Some(j.endpoint_type.as_str())))
+            .bind(text(|j| Some(j.trigger_type.as_str())))
             .bind(int(|j| Some(j.version)))
-            .bind(text(|j| j.previous_version_id.as_ref().map(|id| id.to_string())))
-            .bind(text(|j| j.idempotency_key.clone()))
+            .bind(text(|j| j.previous_version_id.as_ref().map(|id| id.as_str())))
+            .bind(text(|j| j.idempotency_key.as_deref()))
             .bind(jobs.iter().map(|(j, _)| sqlx::types::Json(&j.input)).collect::<Vec<_>>())
             .bind(time(|j| j.run_at))
-            .bind(text(|j| j.cron_expression.clone()))
-            .bind(text(|j| j.cron_timezone.clone()))
+            .bind(text(|j| j.cron_expression.as_deref()))
+            .bind(text(|j| j.cron_timezone.as_deref()))
             .bind(time(|j| j.cron_starts_at))
             .bind(time(|j| j.cron_ends_at))
             .bind(time(|j| j.cron_next_run_at))
             .bind(time(|j| Some(j.created_at)))
             .bind(int(|j| Some(j.endpoint_version)))
-            .bind(text(|j| j.trace_parent.clone()))
+            .bind(text(|j| j.trace_parent.as_deref()))
             .bind(time(|j| j.paused_at))
-            .bind(text(|j| Some(j.overlap_policy.as_str().to_owned())))
-            .bind(text(|j| Some(j.catchup_policy.as_str().to_owned())))
+            .bind(text(|j| Some(j.overlap_policy.as_str())))
+            .bind(text(|j| Some(j.catchup_policy.as_str())))
             .bind(int(|j| j.catchup_window_sec))
             .bind(int(|j| j.sla_ms))
-            .bind(text(|j| j.on_failure.clone()))
-            .bind(text(|j| j.schedule.as_ref().map(|p| p.name.clone())))
+            .bind(text(|j| j.on_failure.as_deref()))
+            .bind(text(|j| j.schedule.as_ref().map(|p| p.name.as_str())))
             .bind(int(|j| j.schedule.as_ref().and_then(|p| p.version)))
             .bind(json(|j| j.schedule_spec.as_ref()))
             .fetch_all(&mut **tx)
