@@ -1389,9 +1389,12 @@ macro_rules! impl_store {
                 async fn execution_reclaim_expired(&self, now: DateTime<Utc>) -> StoreResult<u64> {
                     let mut tx = self.begin_write().await?;
                     // The row lock this takes also fences the lost worker: its finishing write
-                    // waits for this one and then finds the execution no longer RUNNING. Each
-                    // backend names its clock (`DB_NOW`): PostgreSQL's own, so every process
-                    // compares leases against one clock.
+                    // waits for this one and then finds the execution no longer RUNNING. A row
+                    // some statement holds locked this instant (a live worker renewing or
+                    // finishing it) is passed over (`SKIP_LOCKED`) rather than waited on in an
+                    // order that could deadlock, and looked at again next round. Each backend
+                    // names its clock (`DB_NOW`): PostgreSQL's own, so every process compares
+                    // leases against one clock.
                     let sql = format!(
                         "UPDATE executions
                          SET status = CASE WHEN attempt_count >= max_attempts THEN 'FAILED' ELSE 'RETRYING' END,
@@ -1399,9 +1402,13 @@ macro_rules! impl_store {
                              worker_id = NULL,
                              lease_expires_at = NULL,
                              run_at = $1
-                         WHERE status = 'RUNNING' AND lease_expires_at < {}
+                         WHERE execution_id IN (SELECT execution_id FROM executions
+                                                WHERE status = 'RUNNING' AND lease_expires_at < {now}
+                                                ORDER BY execution_id{skip_locked})
+                           AND status = 'RUNNING'
                          RETURNING execution_id, attempt_count, started_at",
-                        Self::DB_NOW
+                        now = Self::DB_NOW,
+                        skip_locked = Self::SKIP_LOCKED,
                     );
                     let reclaimed: Vec<(String, i32, Option<DateTime<Utc>>)> = sqlx::query_as(&sql)
                         .bind(DbTime(now))

@@ -220,6 +220,7 @@ on_every_backend!(
     finishes_are_fenced_by_attempt_and_reclaim,
     leases_extend_and_never_shorten,
     leases_asked_for_together_are_extended_each_as_its_own,
+    overlapping_lease_and_result_writes_never_deadlock,
     cron_ticks_are_recorded_once,
     inserts_are_idempotent,
     pages_follow_creation_order,
@@ -361,6 +362,48 @@ mod checks {
             let extended = lease > now() + chrono::Duration::seconds(300);
             assert_eq!(extended, i < 5, "execution {i}: lease until {lease}");
         }
+    }
+
+    /// A worker renews everything it holds while extensions and result batches for some of the
+    /// same executions are written, each listing them in its own order. Every statement must
+    /// succeed: a deadlock aborts one, and an aborted extension failed its attempt.
+    pub async fn overlapping_lease_and_result_writes_never_deadlock(store: Arc<dyn Store>) {
+        use rand::seq::SliceRandom;
+        endpoint(&*store, "a").await;
+        queued(&*store, "a", 60).await;
+        let claimed = store.execution_claim(&claim("w", 60, Duration::from_secs(30))).await.unwrap();
+        assert_eq!(claimed.len(), 60);
+        let leases: Vec<LeaseExtend> = claimed
+            .iter()
+            .map(|e| LeaseExtend { execution_id: e.execution_id.clone(), attempt: e.attempt_count, for_ms: 30_000 })
+            .collect();
+        let writers: Vec<_> = (0..4)
+            .map(|writer| {
+                let (store, mut leases, mut claimed) = (store.clone(), leases.clone(), claimed.clone());
+                tokio::spawn(async move {
+                    for round in 0..15 {
+                        leases.shuffle(&mut rand::thread_rng());
+                        store.execution_lease_extend(&leases).await.unwrap_or_else(|e| panic!("extension: {e:?}"));
+                        // One writer finishes half the executions midway, in its own order.
+                        if writer == 0 && round == 7 {
+                            claimed.shuffle(&mut rand::thread_rng());
+                            let finishes: Vec<_> =
+                                claimed[..30].iter().map(|e| finish(e, ExecutionStatus::Success)).collect();
+                            let written = store
+                                .execution_finish_many(&finishes)
+                                .await
+                                .unwrap_or_else(|e| panic!("results: {e:?}"));
+                            assert_eq!(written, vec![true; 30]);
+                        }
+                    }
+                })
+            })
+            .collect();
+        for writer in writers {
+            writer.await.unwrap();
+        }
+        let running = store.execution_lease_extend(&leases).await.unwrap();
+        assert_eq!(running, 30, "the executions not finished are still held");
     }
 
     pub async fn cron_ticks_are_recorded_once(store: Arc<dyn Store>) {

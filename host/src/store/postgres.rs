@@ -1,4 +1,13 @@
 //! PostgreSQL (and CockroachDB) backend.
+//!
+//! Lock order: every statement that writes several executions at once (a worker's lease
+//! renewals and extensions, a batch of results) first locks its rows in execution id order,
+//! in a `FOR UPDATE` CTE, then writes them. An UPDATE joined to an array locks rows in
+//! whatever order its plan visits them, and two such statements over overlapping rows (the
+//! renewal of everything a worker holds, and a batch of those same executions' results)
+//! deadlocked under load; PostgreSQL then aborted one after a second, and a lease extension
+//! aborted that way failed its attempt as `STORE_UNAVAILABLE`. The reclaimer passes over
+//! locked rows instead of waiting (`SKIP_LOCKED`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -192,6 +201,9 @@ impl PgStore {
     const JSON_TEXT_LIST: &'static str = "SELECT jsonb_array_elements_text($N::jsonb)";
     /// What a read that will write the rows adds, so concurrent writers take turns.
     const ROW_LOCK: &'static str = " FOR UPDATE";
+    /// What the reclaimer's read adds: rows a live worker is writing this instant (a renewal,
+    /// a result) are passed over, not waited on, and looked at again next round.
+    const SKIP_LOCKED: &'static str = " FOR UPDATE SKIP LOCKED";
 
     /// The fenced execution writes of a batch in one statement: the batch's columns travel as
     /// arrays and UNNEST turns them back into rows, so a batch of 128 costs one round trip.
@@ -210,13 +222,21 @@ impl PgStore {
             .collect();
         let durations: Vec<i32> = finishes.iter().map(|f| f.duration_ms).collect();
         let retry_at: Vec<Option<chrono::DateTime<chrono::Utc>>> = finishes.iter().map(|f| f.retry_at).collect();
+        // Rows locked in execution id order first: the module's lock order.
         let rows: Vec<(String,)> = sqlx::query_as(
-            "UPDATE executions AS e
+            "WITH v AS MATERIALIZED (
+                 SELECT e.execution_id, v.status, v.output, v.completed_at, v.duration_ms, v.retry_at
+                 FROM executions AS e
+                 JOIN UNNEST($1::text[], $2::int4[], $3::text[], $4::jsonb[], $5::timestamptz[], $6::int4[], $7::timestamptz[])
+                      AS v(execution_id, attempt, status, output, completed_at, duration_ms, retry_at)
+                   ON e.execution_id = v.execution_id AND e.attempt_count = v.attempt
+                 WHERE e.status = 'RUNNING'
+                 ORDER BY e.execution_id FOR UPDATE OF e)
+             UPDATE executions AS e
              SET status = v.status, output = v.output, completed_at = v.completed_at, duration_ms = v.duration_ms,
                  worker_id = NULL, lease_expires_at = NULL, run_at = COALESCE(v.retry_at, e.run_at)
-             FROM UNNEST($1::text[], $2::int4[], $3::text[], $4::jsonb[], $5::timestamptz[], $6::int4[], $7::timestamptz[])
-                  AS v(execution_id, attempt, status, output, completed_at, duration_ms, retry_at)
-             WHERE e.execution_id = v.execution_id AND e.status = 'RUNNING' AND e.attempt_count = v.attempt
+             FROM v
+             WHERE e.execution_id = v.execution_id
              RETURNING e.execution_id",
         )
         .bind(&ids)
@@ -613,11 +633,19 @@ impl_store!(PgStore, Postgres, {
         let attempts: Vec<i32> = leases.iter().map(|l| l.attempt).collect();
         let for_ms: Vec<i64> = leases.iter().map(|l| l.for_ms).collect();
         // GREATEST: a routine renewal never shortens a lease extended for a long attempt.
+        // Rows locked in execution id order first: the module's lock order.
         let done = sqlx::query(
-            "UPDATE executions AS e
+            "WITH v AS MATERIALIZED (
+                 SELECT e.execution_id, v.for_ms
+                 FROM executions AS e
+                 JOIN UNNEST($1::text[], $2::int4[], $3::int8[]) AS v(execution_id, attempt, for_ms)
+                   ON e.execution_id = v.execution_id AND e.attempt_count = v.attempt
+                 WHERE e.status = 'RUNNING'
+                 ORDER BY e.execution_id FOR UPDATE OF e)
+             UPDATE executions AS e
              SET lease_expires_at = GREATEST(e.lease_expires_at, now() + v.for_ms * INTERVAL '1 millisecond')
-             FROM UNNEST($1::text[], $2::int4[], $3::int8[]) AS v(execution_id, attempt, for_ms)
-             WHERE e.execution_id = v.execution_id AND e.attempt_count = v.attempt AND e.status = 'RUNNING'",
+             FROM v
+             WHERE e.execution_id = v.execution_id",
         )
         .bind(&ids)
         .bind(&attempts)

@@ -64,6 +64,8 @@ impl SqliteStore {
     const JSON_TEXT_LIST: &'static str = "SELECT value FROM json_each($N)";
     /// SQLite has one writer at a time (`begin_write`): nothing to lock.
     const ROW_LOCK: &'static str = "";
+    /// One writer at a time: nothing to pass over.
+    const SKIP_LOCKED: &'static str = "";
 
     /// The fenced execution writes of a batch: one statement each, which costs little in
     /// process (the transaction's single commit is what counts).
