@@ -63,7 +63,11 @@ impl PgStore {
             connected => connected?,
         };
         let (version,): (String,) = sqlx::query_as("SELECT version()").fetch_one(&pool).await?;
-        Ok(Self { pool, cockroach: version.contains("CockroachDB"), worker_commits: WorkerCommits::default() })
+        let cockroach = version.contains("CockroachDB");
+        if !cockroach {
+            warn_if_autovacuum_off(&pool).await;
+        }
+        Ok(Self { pool, cockroach, worker_commits: WorkerCommits::default() })
     }
 
     /// Commit the worker's claims and attempt results as `commits` says.
@@ -90,6 +94,23 @@ impl PgStore {
                 Ok(self.pool.begin_with("BEGIN; SET LOCAL synchronous_commit = off").await?)
             }
             _ => self.begin_write().await,
+        }
+    }
+}
+
+/// Every execution is written three times or more (queued, claimed, finished), and each
+/// write leaves its old row version and index entries behind until VACUUM removes them; a
+/// claim walks past every one left in the claim index. With autovacuum off they pile up, and
+/// claims slow down as finished work accumulates: 10,000 per-minute cron jobs landed the
+/// second minute's last tick 0.7-2.2 s later than the first's (benchmarks.md), where with
+/// autovacuum on the two minutes match. Said once at start; nothing else changes.
+async fn warn_if_autovacuum_off(pool: &PgPool) {
+    if let Ok((setting,)) = sqlx::query_as::<_, (String,)>("SHOW autovacuum").fetch_one(pool).await {
+        if setting == "off" {
+            tracing::warn!(
+                "PostgreSQL's autovacuum is off: claims slow down as finished executions leave dead rows behind. \
+                 Turn it on (autovacuum = on, PostgreSQL's default), or VACUUM the executions table regularly."
+            );
         }
     }
 }
