@@ -51,7 +51,7 @@ pub async fn wait_for_status(api: &Client, execution_id: &str, status: &str) -> 
         }
         assert!(
             std::time::Instant::now() < deadline,
-            "execution {execution_id} is {}, not {status}",
+            "execution {execution_id} is {}, not {status}: {execution}",
             execution["status"]
         );
         tokio::time::sleep(Duration::from_millis(25)).await;
