@@ -245,7 +245,7 @@ impl PgStore {
         let retry_at: Vec<Option<chrono::DateTime<chrono::Utc>>> = finishes.iter().map(|f| f.retry_at).collect();
         // Rows locked in execution id order first: the module's lock order.
         let rows: Vec<(String,)> = sqlx::query_as(
-            "WITH v AS MATERIALIZED (
+            "WITH locked AS MATERIALIZED (
                  SELECT e.execution_id, v.status, v.output, v.completed_at, v.duration_ms, v.retry_at
                  FROM executions AS e
                  JOIN UNNEST($1::text[], $2::int4[], $3::text[], $4::jsonb[], $5::timestamptz[], $6::int4[], $7::timestamptz[])
@@ -254,10 +254,10 @@ impl PgStore {
                  WHERE e.status = 'RUNNING'
                  ORDER BY e.execution_id FOR UPDATE OF e)
              UPDATE executions AS e
-             SET status = v.status, output = v.output, completed_at = v.completed_at, duration_ms = v.duration_ms,
-                 worker_id = NULL, lease_expires_at = NULL, run_at = COALESCE(v.retry_at, e.run_at)
-             FROM v
-             WHERE e.execution_id = v.execution_id
+             SET status = l.status, output = l.output, completed_at = l.completed_at, duration_ms = l.duration_ms,
+                 worker_id = NULL, lease_expires_at = NULL, run_at = COALESCE(l.retry_at, e.run_at)
+             FROM locked AS l
+             WHERE e.execution_id = l.execution_id
              RETURNING e.execution_id",
         )
         .bind(&ids)
@@ -656,7 +656,7 @@ impl_store!(PgStore, Postgres, {
         // GREATEST: a routine renewal never shortens a lease extended for a long attempt.
         // Rows locked in execution id order first: the module's lock order.
         let done = sqlx::query(
-            "WITH v AS MATERIALIZED (
+            "WITH locked AS MATERIALIZED (
                  SELECT e.execution_id, v.for_ms
                  FROM executions AS e
                  JOIN UNNEST($1::text[], $2::int4[], $3::int8[]) AS v(execution_id, attempt, for_ms)
@@ -664,9 +664,9 @@ impl_store!(PgStore, Postgres, {
                  WHERE e.status = 'RUNNING'
                  ORDER BY e.execution_id FOR UPDATE OF e)
              UPDATE executions AS e
-             SET lease_expires_at = GREATEST(e.lease_expires_at, now() + v.for_ms * INTERVAL '1 millisecond')
-             FROM v
-             WHERE e.execution_id = v.execution_id",
+             SET lease_expires_at = GREATEST(e.lease_expires_at, now() + l.for_ms * INTERVAL '1 millisecond')
+             FROM locked AS l
+             WHERE e.execution_id = l.execution_id",
         )
         .bind(&ids)
         .bind(&attempts)
