@@ -7,6 +7,8 @@
 //! Scenarios (sizes can be lowered with the environment for a quick run):
 //! - drain: BENCH_DRAIN (50,000) queued executions, one worker process: executions/second;
 //! - create: BENCH_CREATE (10,000) `POST /jobs` IMMEDIATE from 32 keep-alive clients: jobs/second;
+//!   the server has every role (it delivers what is created meanwhile) unless BENCH_CREATE_ROLES
+//!   says otherwise (`api`: the API alone, as when workers run in processes of their own);
 //! - batch: the same number of jobs by `POST /jobs/batch`, 1,000 a request, from 4 clients:
 //!   jobs/second, against single creates;
 //! - fire latency: BENCH_DELAYED (1,000) DELAYED jobs with run_at spread over 30 s: delay from
@@ -195,7 +197,8 @@ async fn drain_beside_purge(old: usize, n: usize, purging: bool) -> Value {
 async fn create(backend: Backend, n: usize) -> Value {
     let db = TestDb::new(backend).await;
     let receiver = Receiver::start().await;
-    let server = start_server(&db, "api,scheduler,worker", &[]).await;
+    let roles = std::env::var("BENCH_CREATE_ROLES").unwrap_or_else(|_| "api,scheduler,worker".into());
+    let server = start_server(&db, &roles, &[]).await;
     let api = Arc::new(server.client());
     register(&api, &receiver).await;
     let clients = 32;

@@ -33,6 +33,8 @@ pub struct AppState {
     pub health: HealthState,
     /// Writes single creates that arrive together in one transaction.
     pub job_writer: super::jobs::JobWriter,
+    /// Reads the endpoints of single creates that arrive together in one query.
+    pub endpoint_reader: super::jobs::EndpointReader,
 }
 
 impl FromRef<AppState> for HealthState {

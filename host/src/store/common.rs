@@ -666,6 +666,21 @@ macro_rules! impl_store {
                     Ok(sqlx::query_as::<$db, Endpoint>(&sql).bind(name).fetch_optional(&self.pool).await?)
                 }
 
+                async fn endpoint_get_many(&self, names: &[&str]) -> StoreResult<Vec<Endpoint>> {
+                    if names.is_empty() {
+                        return Ok(Vec::new());
+                    }
+                    // `IN ($1, …, $n)`: both backends read it, and the few distinct names a
+                    // batch holds keep the prepared statements few.
+                    let places: Vec<String> = (1..=names.len()).map(|i| format!("${i}")).collect();
+                    let sql = format!("SELECT {ENDPOINT_COLUMNS} FROM endpoints WHERE name IN ({})", places.join(", "));
+                    let mut query = sqlx::query_as::<$db, Endpoint>(&sql);
+                    for name in names {
+                        query = query.bind(*name);
+                    }
+                    Ok(query.fetch_all(&self.pool).await?)
+                }
+
                 async fn endpoint_version_get(&self, name: &str, version: i32) -> StoreResult<Option<Endpoint>> {
                     // Shaped as an endpoint row: a version's updated_at is when it was written. Its
                     // failure callback, pause, rate limit and circuit are the endpoint's as it is now.

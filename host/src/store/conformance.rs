@@ -223,6 +223,7 @@ on_every_backend!(
     overlapping_lease_and_result_writes_never_deadlock,
     cron_ticks_are_recorded_once,
     inserts_are_idempotent,
+    endpoints_are_read_many_at_once,
     pages_follow_creation_order,
     batch_results_write_winners_with_their_attempts_and_logs,
     an_open_circuit_is_passed_by_and_a_half_open_one_lets_one_probe_through,
@@ -231,6 +232,21 @@ on_every_backend!(
 
 mod checks {
     use super::*;
+
+    pub async fn endpoints_are_read_many_at_once(store: Arc<dyn Store>) {
+        endpoint(&*store, "a").await;
+        endpoint(&*store, "b").await;
+        endpoint(&*store, "c").await;
+        let read = store.endpoint_get_many(&["b", "missing", "a", "b"]).await.unwrap();
+        let mut names: Vec<&str> = read.iter().map(|e| e.name.as_str()).collect();
+        names.sort_unstable();
+        assert_eq!(names, ["a", "b"], "each existing endpoint asked for, once; none that was not asked for");
+        let one = store.endpoint_get("a").await.unwrap().unwrap();
+        let many = read.iter().find(|e| e.name == "a").unwrap();
+        assert_eq!((many.version, &many.spec, &many.retry_policy), (one.version, &one.spec, &one.retry_policy));
+        assert!(store.endpoint_get_many(&[]).await.unwrap().is_empty());
+        assert!(store.endpoint_get_many(&["missing"]).await.unwrap().is_empty());
+    }
 
     pub async fn claims_are_exclusive_under_concurrency(store: Arc<dyn Store>) {
         endpoint(&*store, "a").await;

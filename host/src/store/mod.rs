@@ -380,6 +380,9 @@ pub trait Store: Send + Sync + 'static {
 
     async fn endpoint_insert(&self, endpoint: &EndpointWrite) -> StoreResult<Inserted<Endpoint>>;
     async fn endpoint_get(&self, name: &str) -> StoreResult<Option<Endpoint>>;
+    /// The endpoints among `names` that exist, in no particular order: one query for the
+    /// endpoint reads of many requests (`api::jobs::EndpointReader`).
+    async fn endpoint_get_many(&self, names: &[&str]) -> StoreResult<Vec<Endpoint>>;
     /// One version of an endpoint as it was written (kept while the endpoint exists).
     async fn endpoint_version_get(&self, name: &str, version: i32) -> StoreResult<Option<Endpoint>>;
     /// The endpoint a job's executions are delivered with: the version the job was created

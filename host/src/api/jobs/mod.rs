@@ -15,11 +15,13 @@ mod batch;
 mod cron_plan;
 mod events;
 mod policies;
+mod reader;
 pub mod requests;
 pub mod responses;
 mod status;
 mod writer;
 
+pub use reader::EndpointReader;
 pub use writer::JobWriter;
 
 use axum::extract::{Path, State};
@@ -79,7 +81,8 @@ fn not_found(job_id: &str) -> ApiError {
     (status = 200, description = "An idempotent repeat: the first create's answer.", body = JobOut),
 ))]
 async fn create(State(state): State<AppState>, ApiJson(body): ApiJson<JobIn>) -> ApiResult<Created<JobOut>> {
-    let endpoint = state.store.endpoint_get(&body.endpoint).await?.ok_or_else(|| endpoint_not_found(&body.endpoint))?;
+    let endpoint =
+        state.endpoint_reader.get(&body.endpoint).await?.ok_or_else(|| endpoint_not_found(&body.endpoint))?;
     let prepared = prepare(&state, body, &endpoint).await?;
     let (prepared, inserted) = state.job_writer.insert(prepared).await?;
     let answer = answer(&state, &prepared, inserted).await?;
