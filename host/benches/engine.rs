@@ -19,6 +19,9 @@
 //!   how many old rows the purge deleted meanwhile;
 //! - cron load: BENCH_CRON (10,000) per-minute cron jobs: after each minute boundary, how long
 //!   until the last tick is delivered (two minutes observed);
+//! - cron-mixed (only when named): BENCH_CRON_MIXED (100,000) cron jobs of mixed schedules (2%
+//!   every minute, 8% every five minutes, 30% hourly, 60% daily), made by `POST /jobs/batch`:
+//!   over BENCH_CRON_MINUTES (3) minute boundaries and a five-minute one, how late ticks arrive;
 //! - side-by-side (PostgreSQL, only when named; `scripts/bench` runs it): BENCH_SIDE_BY_SIDE
 //!   (20,000) IMMEDIATE jobs created through the API, each an HTTP POST to nginx in its own
 //!   process, drained by a `worker,scheduler` process with the default settings; then
@@ -356,6 +359,91 @@ async fn cron_load(backend: Backend, n: usize) -> Value {
     json!({"cron_jobs": n, "minutes": results})
 }
 
+/// The schedule of the `i`th of the mixed cron jobs: 2% every minute, 8% every five minutes, 30%
+/// hourly and 60% daily, the hourly and daily ones spread evenly over their minutes.
+fn mixed_schedule(i: usize) -> String {
+    match i % 50 {
+        0 => "* * * * *".to_owned(),
+        1..=4 => "*/5 * * * *".to_owned(),
+        5..=19 => format!("{} * * * *", (i / 50) % 60),
+        _ => format!("{} {} * * *", (i / 50) % 60, (i / 3000) % 24),
+    }
+}
+
+/// Whether the 5-field cron `expression` (as [`mixed_schedule`] writes them) fires at `at`.
+fn fires_at(expression: &str, at: DateTime<Utc>) -> bool {
+    use chrono::Timelike;
+    let fields: Vec<&str> = expression.split(' ').collect();
+    let matches = |field: &str, value: u32| match field.strip_prefix("*/") {
+        Some(step) => value.is_multiple_of(step.parse::<u32>().unwrap()),
+        None => field == "*" || field.parse::<u32>().unwrap() == value,
+    };
+    matches(fields[0], at.minute()) && matches(fields[1], at.hour())
+}
+
+/// `n` cron jobs of mixed schedules ([`mixed_schedule`]), created through `POST /jobs/batch`:
+/// over the next `BENCH_CRON_MINUTES` (3) minute boundaries and at least one five-minute one, how
+/// late the ticks reach the receiver after their minute (every schedule here fires on one).
+async fn cron_mixed(backend: Backend, n: usize) -> Value {
+    let db = TestDb::new(backend).await;
+    let receiver = Receiver::start().await;
+    let server = start_server(&db, "api,scheduler,worker", &[("TE_WORKER_MAX_CONCURRENT", &worker_slots())]).await;
+    let api = Arc::new(server.client());
+    register(&api, &receiver).await;
+    let started = std::time::Instant::now();
+    let batches: Vec<Vec<usize>> = (0..n).collect::<Vec<_>>().chunks(1000).map(<[usize]>::to_vec).collect();
+    let tasks: Vec<_> = (0..4)
+        .map(|c| {
+            let api = api.clone();
+            let mine: Vec<Vec<usize>> = batches.iter().skip(c).step_by(4).cloned().collect();
+            tokio::spawn(async move {
+                for batch in mine {
+                    let jobs: Vec<Value> = batch
+                        .iter()
+                        .map(|i| json!({"endpoint": "bench", "trigger": "CRON", "cron": mixed_schedule(*i), "timezone": "UTC",
+                                        "input": {"n": i, "run_at": "{{tick}}"}}))
+                        .collect();
+                    let answer = api.post("/jobs/batch", &json!({ "jobs": jobs })).await;
+                    assert_eq!(answer.body["created"].as_u64(), Some(batch.len() as u64), "{}", answer.text);
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let create_seconds = started.elapsed().as_secs_f64();
+    let first_minute = Utc::now().timestamp() / 60 + 1;
+    // At least BENCH_CRON_MINUTES boundaries, and on to the first five-minute one (the busiest).
+    let minutes = env_usize("BENCH_CRON_MINUTES", 3) as i64;
+    let mut last_minute = first_minute + minutes - 1;
+    while !(first_minute..=last_minute).any(|m| m % 5 == 0) {
+        last_minute += 1;
+    }
+    let mut results = Vec::new();
+    for minute in first_minute..=last_minute {
+        let boundary = DateTime::<Utc>::from_timestamp(minute * 60, 0).unwrap();
+        let due = (0..n).filter(|i| fires_at(&mixed_schedule(*i), boundary)).count();
+        let until = boundary + chrono::Duration::seconds(55);
+        eventually("the minute's ticks", Duration::from_secs(180), || async {
+            let in_minute = receiver.arrivals().iter().filter(|at| **at >= boundary && **at < until).count();
+            in_minute >= due || Utc::now() > until
+        })
+        .await;
+        let mut after: Vec<f64> = receiver
+            .arrivals()
+            .iter()
+            .filter(|at| **at >= boundary && **at < until)
+            .map(|t| (*t - boundary).num_milliseconds() as f64 / 1000.0)
+            .collect();
+        after.sort_by(f64::total_cmp);
+        results.push(json!({"minute": boundary.to_rfc3339(), "due": due, "delivered": after.len(),
+            "last_tick_after_s": after.last(), "p99_tick_after_s": after.get(after.len() * 99 / 100)}));
+    }
+    keep_log(&server, "cron-mixed");
+    json!({"cron_jobs": n, "create_seconds": round2(create_seconds), "minutes": results})
+}
+
 /// nginx (Debian's nginx-light) answering 200 to everything on 127.0.0.1, one worker process:
 /// a receiver in another process, as a user's is. Stopped when dropped.
 struct Nginx {
@@ -640,7 +728,11 @@ async fn main() {
         .split(',')
         .map(|b| if b.trim() == "sqlite" { Backend::Sqlite } else { Backend::Postgres })
         .collect();
-    let scenarios = std::env::var("BENCH_SCENARIOS").unwrap_or_else(|_| "drain,create,batch,latency,cron".into());
+    let scenarios: std::collections::HashSet<String> = std::env::var("BENCH_SCENARIOS")
+        .unwrap_or_else(|_| "drain,create,batch,latency,cron".into())
+        .split(',')
+        .map(|s| s.trim().to_owned())
+        .collect();
     let mut report: HashMap<String, Value> = HashMap::new();
     for backend in backends {
         let name = format!("{backend:?}").to_lowercase();
@@ -696,6 +788,11 @@ async fn main() {
             let r = cron_load(backend, env_usize("BENCH_CRON", 10_000)).await;
             println!("{name:<9} cron        {r}");
             results.insert("cron_load".into(), r);
+        }
+        if scenarios.contains("cron-mixed") {
+            let r = cron_mixed(backend, env_usize("BENCH_CRON_MIXED", 100_000)).await;
+            println!("{name:<9} cron-mixed  {r}");
+            results.insert("cron_mixed".into(), r);
         }
         report.insert(name, Value::Object(results));
     }
