@@ -337,26 +337,35 @@ async fn cron_load(backend: Backend, n: usize) -> Value {
     let mut results = Vec::new();
     for minute in first_minute..first_minute + 2 {
         let boundary = DateTime::<Utc>::from_timestamp(minute * 60, 0).unwrap();
-        let until = boundary + chrono::Duration::seconds(55);
-        eventually("the minute's ticks", Duration::from_secs(180), || async {
-            let in_minute = receiver.arrivals().iter().filter(|at| **at >= boundary && **at < until).count();
-            in_minute >= n || Utc::now() > until
-        })
-        .await;
-        let all = receiver.arrivals();
-        let arrivals: Vec<DateTime<Utc>> = all.iter().filter(|at| **at >= boundary && **at < until).copied().collect();
-        let mut after: Vec<f64> = arrivals.iter().map(|t| (*t - boundary).num_milliseconds() as f64 / 1000.0).collect();
-        after.sort_by(f64::total_cmp);
+        let after = ticks_after(&receiver, boundary, n).await;
         let last = after.last().copied();
         let first = after.first().copied();
         let median = after.get(after.len() / 2).copied();
         // Ticks are made ahead of their minute: none may reach the receiver before it.
-        let early = all.iter().filter(|at| **at < boundary && **at >= boundary - chrono::Duration::seconds(5)).count();
-        results.push(json!({"minute": boundary.to_rfc3339(), "delivered": arrivals.len(), "last_tick_after_s": last,
+        let early = receiver
+            .arrivals()
+            .iter()
+            .filter(|at| **at < boundary && **at >= boundary - chrono::Duration::seconds(5))
+            .count();
+        results.push(json!({"minute": boundary.to_rfc3339(), "delivered": after.len(), "last_tick_after_s": last,
             "first_tick_after_s": first, "median_tick_after_s": median, "delivered_early": early}));
     }
     keep_log(&server, "cron");
     json!({"cron_jobs": n, "minutes": results})
+}
+
+/// Once `due` requests have arrived in the minute from `boundary` (or 55 s have passed), how many
+/// seconds after `boundary` each arrived, in order.
+async fn ticks_after(receiver: &Receiver, boundary: DateTime<Utc>, due: usize) -> Vec<f64> {
+    let until = boundary + chrono::Duration::seconds(55);
+    let in_minute = || receiver.arrivals().into_iter().filter(move |at| *at >= boundary && *at < until);
+    eventually("the minute's ticks", Duration::from_secs(180), || async {
+        in_minute().count() >= due || Utc::now() > until
+    })
+    .await;
+    let mut after: Vec<f64> = in_minute().map(|t| (t - boundary).num_milliseconds() as f64 / 1000.0).collect();
+    after.sort_by(f64::total_cmp);
+    after
 }
 
 /// The schedule of the `i`th of the mixed cron jobs: 2% every minute, 8% every five minutes, 30%
@@ -424,19 +433,7 @@ async fn cron_mixed(backend: Backend, n: usize) -> Value {
     for minute in first_minute..=last_minute {
         let boundary = DateTime::<Utc>::from_timestamp(minute * 60, 0).unwrap();
         let due = (0..n).filter(|i| fires_at(&mixed_schedule(*i), boundary)).count();
-        let until = boundary + chrono::Duration::seconds(55);
-        eventually("the minute's ticks", Duration::from_secs(180), || async {
-            let in_minute = receiver.arrivals().iter().filter(|at| **at >= boundary && **at < until).count();
-            in_minute >= due || Utc::now() > until
-        })
-        .await;
-        let mut after: Vec<f64> = receiver
-            .arrivals()
-            .iter()
-            .filter(|at| **at >= boundary && **at < until)
-            .map(|t| (*t - boundary).num_milliseconds() as f64 / 1000.0)
-            .collect();
-        after.sort_by(f64::total_cmp);
+        let after = ticks_after(&receiver, boundary, due).await;
         results.push(json!({"minute": boundary.to_rfc3339(), "due": due, "delivered": after.len(),
             "last_tick_after_s": after.last(), "p99_tick_after_s": after.get(after.len() * 99 / 100)}));
     }

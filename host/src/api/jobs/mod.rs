@@ -104,6 +104,12 @@ async fn check_on_failure(state: &AppState, on_failure: Option<&str>, endpoint: 
     crate::api::endpoints::require_callback(state, target).await
 }
 
+/// The task behind a create's queue (`JobWriter`, `EndpointReader`) ended: the service is
+/// shutting down, as when its pool closes.
+fn queue_closed() -> crate::store::StoreError {
+    crate::store::StoreError::Database(sqlx::Error::PoolClosed)
+}
+
 fn endpoint_not_found(name: &str) -> ApiError {
     ApiError::new(ErrorCode::EndpointNotFound, format!("Endpoint '{name}' does not exist."))
 }

@@ -46,8 +46,8 @@ impl EndpointReader {
     /// The endpoint named `name` as it is now, as `Store::endpoint_get` reads it.
     pub(super) async fn get(&self, name: &str) -> StoreResult<Option<Endpoint>> {
         let (answer, answered) = oneshot::channel();
-        self.queue.send((name.to_owned(), answer)).map_err(|_| super::writer::writer_gone())?;
-        answered.await.map_err(|_| super::writer::writer_gone())?
+        self.queue.send((name.to_owned(), answer)).map_err(|_| super::queue_closed())?;
+        answered.await.map_err(|_| super::queue_closed())?
     }
 }
 

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
 
 use super::Prepared;
-use crate::store::{Backend, Inserted, Job, Store, StoreError, StoreResult};
+use crate::store::{Backend, Inserted, Job, Store, StoreResult};
 
 /// The most creates one transaction writes.
 const MAX_PER_WRITE: usize = 256;
@@ -55,14 +55,9 @@ impl JobWriter {
     /// the create comes back with what the write found, neither copied nor re-read.
     pub(super) async fn insert(&self, prepared: Prepared) -> StoreResult<(Prepared, Inserted<Job>)> {
         let (answer, answered) = oneshot::channel();
-        self.queue.send((prepared, answer)).map_err(|_| writer_gone())?;
-        answered.await.map_err(|_| writer_gone())?
+        self.queue.send((prepared, answer)).map_err(|_| super::queue_closed())?;
+        answered.await.map_err(|_| super::queue_closed())?
     }
-}
-
-/// The writing task ended: the service is shutting down, as when its pool closes.
-pub(super) fn writer_gone() -> StoreError {
-    StoreError::Database(sqlx::Error::PoolClosed)
 }
 
 /// One writer: takes what is waiting (the queue held only while taking), writes it, repeats.
