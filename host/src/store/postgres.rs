@@ -8,6 +8,19 @@
 //! deadlocked under load; PostgreSQL then aborted one after a second, and a lease extension
 //! aborted that way failed its attempt as `STORE_UNAVAILABLE`. The reclaimer passes over
 //! locked rows instead of waiting (`SKIP_LOCKED`).
+//!
+//! Plans: sqlx prepares each statement once per connection, and after five executions
+//! PostgreSQL may keep one generic plan for it, made for the table as it was then. A new
+//! installation's tables start empty, and without a recent ANALYZE (autovacuum off, or its first
+//! minute) that plan is made for a table of a few pages and kept while the table grows:
+//! `auto_explain` caught the claim reading all 20,525 rows of `executions` for 100 (41 ms of a
+//! 45 ms claim) and a cron advance reading all 100,000 jobs for 100 (37 ms); a batch of results,
+//! planned the same way by hand, compared every RUNNING row with every result. The statements
+//! that join a set of rows to a large table either have one plan that is right at any size
+//! (the claim, planned once on purpose: planning it costs as much as running it) or are
+//! planned at each execution with their arrays in hand (`persistent(false)`: a fraction of a
+//! millisecond, once per batch). Planning every statement so (`plan_cache_mode =
+//! force_custom_plan` for the pool) was measured and dropped: drain fell by a quarter.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -89,12 +102,30 @@ impl PgStore {
     /// the reclaimer retries it; at least once holds either way. CockroachDB has no such
     /// setting.
     async fn begin_bookkeeping(&self) -> StoreResult<Transaction<'_, Postgres>> {
-        match self.worker_commits {
-            WorkerCommits::Deferred if !self.cockroach => {
-                Ok(self.pool.begin_with("BEGIN; SET LOCAL synchronous_commit = off").await?)
-            }
-            _ => self.begin_write().await,
+        self.begin_worker(false).await
+    }
+
+    /// The claim's transaction: bookkeeping, and the claim planned once per connection
+    /// (`force_generic_plan`). Planning the claim takes 2-3 ms, as long as executing it, and
+    /// its one plan is right at any table size: every step is an index probe or a range scan
+    /// bounded by LIMIT, and the update finds its rows by primary key (see `execution_claim`).
+    async fn begin_claim(&self) -> StoreResult<Transaction<'_, Postgres>> {
+        self.begin_worker(true).await
+    }
+
+    async fn begin_worker(&self, generic_plan: bool) -> StoreResult<Transaction<'_, Postgres>> {
+        if self.cockroach {
+            return self.begin_write().await;
         }
+        let begin = match (self.worker_commits, generic_plan) {
+            (WorkerCommits::Deferred, false) => "BEGIN; SET LOCAL synchronous_commit = off",
+            (WorkerCommits::Deferred, true) => {
+                "BEGIN; SET LOCAL synchronous_commit = off; SET LOCAL plan_cache_mode = force_generic_plan"
+            }
+            (_, true) => "BEGIN; SET LOCAL plan_cache_mode = force_generic_plan",
+            (_, false) => return self.begin_write().await,
+        };
+        Ok(self.pool.begin_with(begin).await?)
     }
 }
 
@@ -243,7 +274,8 @@ impl PgStore {
             .collect();
         let durations: Vec<i32> = finishes.iter().map(|f| f.duration_ms).collect();
         let retry_at: Vec<Option<chrono::DateTime<chrono::Utc>>> = finishes.iter().map(|f| f.retry_at).collect();
-        // Rows locked in execution id order first: the module's lock order.
+        // Rows locked in execution id order first: the module's lock order. Planned at each
+        // execution (the module's note on plans).
         let rows: Vec<(String,)> = sqlx::query_as(
             "WITH locked AS MATERIALIZED (
                  SELECT e.execution_id, v.status, v.output, v.completed_at, v.duration_ms, v.retry_at
@@ -260,6 +292,7 @@ impl PgStore {
              WHERE e.execution_id = l.execution_id
              RETURNING e.execution_id",
         )
+        .persistent(false)
         .bind(&ids)
         .bind(&attempts)
         .bind(&statuses)
@@ -351,6 +384,7 @@ impl PgStore {
         let ids: Vec<&str> = advances.iter().map(|a| a.job_id.as_str()).collect();
         let ticks: Vec<chrono::DateTime<chrono::Utc>> = advances.iter().map(|a| a.tick).collect();
         let next: Vec<Option<chrono::DateTime<chrono::Utc>>> = advances.iter().map(|a| a.next).collect();
+        // Planned at each execution (the module's note on plans).
         let moved: Vec<(String,)> = sqlx::query_as(
             "UPDATE jobs AS j SET cron_next_run_at = v.next, cron_last_tick_at = v.last,
                  cron_prev_tick_at = j.cron_last_tick_at
@@ -358,6 +392,7 @@ impl PgStore {
              WHERE j.job_id = v.job_id AND j.cron_next_run_at = v.tick AND j.status = 'ACTIVE'
              RETURNING j.job_id",
         )
+        .persistent(false)
         .bind(&ids)
         .bind(&ticks)
         .bind(&next)
@@ -530,8 +565,11 @@ impl_store!(PgStore, Postgres, {
         // - `taken`: from each, its earliest due executions, at most its allowance and an equal
         //   part of the claim, locked with SKIP LOCKED so concurrent claimers pass over each
         //   other's rows; numbered within the endpoint;
-        // - the update takes them round-robin (every endpoint's first, then every second, …).
-        // ARRAY(…) evaluates the locking part once; rows it locked beyond the claim's size are
+        // - the update takes them round-robin (every endpoint's first, then every second, …)
+        //   and finds them by primary key, joined to them. (Written as `execution_id =
+        //   ANY(ARRAY(…))`, the generic plan made while the table was a few pages read the
+        //   whole table for them: 41 ms of a 45 ms claim at 20,000 rows.)
+        // `taken` is materialized, so it locks once; rows it locked beyond the claim's size are
         // released at commit. The lease counts from the database's clock, the reclaimer's.
         let sql = format!(
             "WITH RECURSIVE queued(endpoint) AS (
@@ -588,7 +626,7 @@ impl_store!(PgStore, Postgres, {
                         ORDER BY x.run_at
                         LIMIT 1) <= $2
              ),
-             taken AS (
+             taken AS MATERIALIZED (
                  SELECT t.execution_id, t.run_at,
                         row_number() OVER (PARTITION BY d.endpoint ORDER BY t.run_at) AS turn
                  FROM due d
@@ -607,7 +645,8 @@ impl_store!(PgStore, Postgres, {
              SET status = 'RUNNING', worker_id = $1, started_at = GREATEST($2, created_at),
                  attempt_count = attempt_count + 1, claimed_at = COALESCE(claimed_at, GREATEST($2, created_at)),
                  lease_expires_at = now() + $4 * INTERVAL '1 millisecond'
-             WHERE execution_id = ANY(ARRAY(SELECT execution_id FROM taken ORDER BY turn, run_at LIMIT $3))
+             FROM (SELECT execution_id AS id FROM taken ORDER BY turn, run_at LIMIT $3) AS chosen
+             WHERE execution_id = chosen.id
              RETURNING {EXECUTION_COLUMNS}"
         );
         let (names, held): (Vec<&str>, Vec<i32>) = claim.shares.held.iter().map(|(e, h)| (e.as_str(), *h)).unzip();
@@ -618,7 +657,7 @@ impl_store!(PgStore, Postgres, {
         // worker processes. Attempt results update a circuit under the same row lock
         // (`circuit_record`). With no such endpoint this locks nothing, and claims run side by
         // side as before.
-        let mut tx = self.begin_bookkeeping().await?;
+        let mut tx = self.begin_claim().await?;
         let limited: Vec<Limited> = sqlx::query_as(
             "SELECT name, rate_limit_per_sec, rate_limit_burst, rate_tokens, rate_tokens_at FROM endpoints
              WHERE max_concurrency IS NOT NULL OR rate_limit_per_sec IS NOT NULL OR circuit_open_until IS NOT NULL
@@ -654,7 +693,8 @@ impl_store!(PgStore, Postgres, {
         let attempts: Vec<i32> = leases.iter().map(|l| l.attempt).collect();
         let for_ms: Vec<i64> = leases.iter().map(|l| l.for_ms).collect();
         // GREATEST: a routine renewal never shortens a lease extended for a long attempt.
-        // Rows locked in execution id order first: the module's lock order.
+        // Rows locked in execution id order first: the module's lock order. Planned at each
+        // execution (the module's note on plans).
         let done = sqlx::query(
             "WITH locked AS MATERIALIZED (
                  SELECT e.execution_id, v.for_ms
@@ -668,6 +708,7 @@ impl_store!(PgStore, Postgres, {
              FROM locked AS l
              WHERE e.execution_id = l.execution_id",
         )
+        .persistent(false)
         .bind(&ids)
         .bind(&attempts)
         .bind(&for_ms)
