@@ -14,13 +14,13 @@
 //! installation's tables start empty, and without a recent ANALYZE (autovacuum off, or its first
 //! minute) that plan is made for a table of a few pages and kept while the table grows:
 //! `auto_explain` caught the claim reading all 20,525 rows of `executions` for 100 (41 ms of a
-//! 45 ms claim) and a cron advance reading all 100,000 jobs for 100 (37 ms); a batch of results,
-//! planned the same way by hand, compared every RUNNING row with every result. The statements
+//! 45 ms claim) and a cron advance reading all 100,000 jobs for 100 (37 ms). The statements
 //! that join a set of rows to a large table either have one plan that is right at any size
 //! (the claim, planned once on purpose: planning it costs as much as running it) or are
 //! planned at each execution with their arrays in hand (`persistent(false)`: a fraction of a
-//! millisecond, once per batch). Planning every statement so (`plan_cache_mode =
-//! force_custom_plan` for the pool) was measured and dropped: drain fell by a quarter.
+//! millisecond each), where they are not run so often that planning costs more than a poor
+//! plan. Planning every statement so (`plan_cache_mode = force_custom_plan` for the pool) was
+//! measured and dropped: drain fell by a quarter.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -274,8 +274,10 @@ impl PgStore {
             .collect();
         let durations: Vec<i32> = finishes.iter().map(|f| f.duration_ms).collect();
         let retry_at: Vec<Option<chrono::DateTime<chrono::Utc>>> = finishes.iter().map(|f| f.retry_at).collect();
-        // Rows locked in execution id order first: the module's lock order. Planned at each
-        // execution (the module's note on plans).
+        // Rows locked in execution id order first: the module's lock order. Prepared, unlike
+        // the other batch statements (the module's note on plans): planning it for each batch
+        // cost the drain more than the plan made on an empty table, which compares the batch
+        // with every RUNNING execution, at most the workers' slots.
         let rows: Vec<(String,)> = sqlx::query_as(
             "WITH locked AS MATERIALIZED (
                  SELECT e.execution_id, v.status, v.output, v.completed_at, v.duration_ms, v.retry_at
@@ -292,7 +294,6 @@ impl PgStore {
              WHERE e.execution_id = l.execution_id
              RETURNING e.execution_id",
         )
-        .persistent(false)
         .bind(&ids)
         .bind(&attempts)
         .bind(&statuses)
