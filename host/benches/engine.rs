@@ -32,7 +32,8 @@
 //!
 //! - claim (only when named): claim latency as the finished history grows: BENCH_CLAIM_ROWS
 //!   (1,000,000) finished executions added in steps (none, a tenth, all), after 40 claims of
-//!   an empty table (a new installation's first, which plans are made on); at each size 5,000
+//!   the empty table, as a new installation's first claims are (a plan PostgreSQL caches then
+//!   must still hold as the table grows); at each size 5,000
 //!   queued executions of two endpoints are claimed 50 at a time through the store, as a
 //!   worker claims: p50/p99 per claim, and the ratio of the largest size's p50 to the empty one's.
 //! - rss (PostgreSQL, only when named): BENCH_RSS_IN_FLIGHT (10,000) deliveries held open at once
