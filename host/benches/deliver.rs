@@ -19,7 +19,8 @@
 //! by more than most changes: `BENCH_INTERLEAVED=ROUNDS` runs only the plugin comparison, one
 //! at a time, in ROUNDS rounds of 250 deliveries each through native, the plugin, and — when
 //! `BENCH_OTHER_WASM=PATH` names another build of webhook-signed — that build, all in one
-//! process, and prints each one's p50.
+//! process, and prints each one's p50. To profile one path alone: `BENCH_PROFILE=native` or
+//! `BENCH_PROFILE=plugin` runs only that transport, 64 concurrent.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -87,12 +88,18 @@ fn summarize(name: &str, mut latencies: Vec<Duration>, wall: Duration) -> Value 
     })
 }
 
+/// The service's own allocator (see `src/main.rs`), so the deliveries measured here allocate as
+/// the worker's do.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 #[tokio::main]
 async fn main() {
-    if interleaved_rounds().is_none() {
+    if interleaved_rounds().is_none() && profiled().is_none() {
         whole_run().await;
     } else {
-        plugin_versus_native(&format!("{}/hook/u", receiver()), 0).await;
+        let n = std::env::var("BENCH_PLUGIN_N").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
+        plugin_versus_native(&format!("{}/hook/u", receiver()), n).await;
     }
 }
 
@@ -329,6 +336,14 @@ async fn classifier_overhead(url: &str, n: usize) -> Value {
             "p50_overhead_us_64": (p50[&("classified", 64)] - p50[&("native", 64)]).round() })
 }
 
+/// `BENCH_PROFILE=native|plugin`: only that transport, 64 concurrent (BENCH_PLUGIN_N, default
+/// 30,000 deliveries), so a profiler attached to the process sees one path alone.
+fn profiled() -> Option<String> {
+    let which = std::env::var("BENCH_PROFILE").ok()?;
+    assert!(["native", "plugin"].contains(&which.as_str()), "BENCH_PROFILE is native or plugin");
+    Some(which)
+}
+
 fn interleaved_rounds() -> Option<usize> {
     std::env::var("BENCH_INTERLEAVED").ok().map(|v| v.parse().expect("BENCH_INTERLEAVED is a number of rounds"))
 }
@@ -441,6 +456,14 @@ async fn plugin_versus_native(url: &str, n: usize) -> Value {
         "headers": {"webhook-signature": "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=", "webhook-timestamp": "1614265330"}})).unwrap();
     if let Some(rounds) = interleaved_rounds() {
         return interleaved(&store, &runtime, &plugin, &plugin_spec, &native, &native_spec, rounds).await;
+    }
+    if let Some(which) = profiled() {
+        let (transport, spec) = if which == "plugin" { (&plugin, &plugin_spec) } else { (&native, &native_spec) };
+        run_deliveries(transport.clone(), spec.clone(), 1000, 8).await;
+        let n = if n == 0 { 30_000 } else { n };
+        let (per_second, _) = run_deliveries(transport.clone(), spec.clone(), n, 64).await;
+        println!("{which}, 64 concurrent: {n} deliveries, {per_second:.0}/s");
+        return json!({ which: per_second });
     }
     // Warm both: connection pools, the compiled component, the instance pool.
     run_deliveries(plugin.clone(), plugin_spec.clone(), 500, 8).await;
