@@ -12,7 +12,7 @@ use http_body_util::BodyExt;
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
 use super::grants::{is_internal, Grants};
-use crate::egress::{self, EgressPolicy};
+use crate::egress::EgressPolicy;
 use crate::transport::PooledTransports;
 
 /// Largest response body a plugin is handed, so one answer cannot exhaust the host.
@@ -184,10 +184,14 @@ impl Outbound {
         let uri = request.uri();
         let scheme = uri.scheme_str().unwrap_or("https").to_owned();
         let port = uri.port_u16().unwrap_or(if scheme == "http" { 80 } else { 443 });
-        // The host as the client will read it: an address in any spelling (`127.1`,
-        // `2130706433`, `0x7f000001`, `127.0.0.1.`) is that address, and is checked as one.
-        let (host, literal) = match egress::canonical_host(&uri.to_string()) {
-            Some(url::Host::Domain(name)) => (name, None),
+        // Parsed once, as the client reads it, and handed to the client as parsed: the host
+        // checked is the host connected to. An address in any spelling (`127.1`, `2130706433`,
+        // `0x7f000001`, `127.0.0.1.`) is that address, and is checked as one.
+        let Ok(url) = url::Url::parse(&uri.to_string()) else {
+            return Err(Error::HttpRequestUriInvalid);
+        };
+        let (host, literal) = match url.host() {
+            Some(url::Host::Domain(name)) => (name.to_owned(), None),
             Some(url::Host::Ipv4(v4)) => (v4.to_string(), Some(IpAddr::V4(v4))),
             Some(url::Host::Ipv6(v6)) => (v6.to_string(), Some(IpAddr::V6(v6))),
             None => (uri.host().unwrap_or_default().to_owned(), None),
@@ -222,8 +226,7 @@ impl Outbound {
                 parts.headers.insert(crate::trace::TRACEPARENT, value);
             }
         }
-        let mut outgoing =
-            self.egress.client.request(parts.method, parts.uri.to_string()).headers(parts.headers).body(body);
+        let mut outgoing = self.egress.client.request(parts.method, url).headers(parts.headers).body(body);
         if let Some(timeout) = timeout {
             outgoing = outgoing.timeout(timeout);
         }
