@@ -33,7 +33,7 @@ use utoipa_axum::router::OpenApiRouter;
 use crate::api::error::{ApiError, ApiResult, ErrorCode};
 use crate::store::Inserted;
 pub use auth::ApiKeys;
-pub use state::AppState;
+pub use state::{AppContext, AppState};
 
 pub fn router(state: AppState, api_keys: Arc<ApiKeys>, max_body_bytes: usize, max_plugin_bytes: usize) -> Router {
     let (routes, doc) = documented(api_keys, max_plugin_bytes).split_for_parts();

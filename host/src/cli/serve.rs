@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{database_location, init_logging_and_traces, load_cipher, open_store};
 use crate::api::health::HealthState;
-use crate::api::{self, auth, ApiKeys, AppState};
+use crate::api::{self, auth, ApiKeys, AppContext, AppState};
 use crate::config::{parse_api_keys, Role, ServeArgs};
 use crate::egress::EgressPolicy;
 use crate::health::Liveness;
@@ -140,7 +140,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
 
     if args.roles.contains(&Role::Api) {
-        let state = AppState {
+        let state = AppState::new(AppContext {
             store: store.clone(),
             cipher,
             transports,
@@ -152,7 +152,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             health: health.clone(),
             job_writer: api::jobs::JobWriter::spawn(store.clone()),
             endpoint_reader: api::jobs::EndpointReader::spawn(store.clone()),
-        };
+        });
         let max_body_bytes =
             usize::try_from(args.max_body_bytes).context("TE_MAX_BODY_BYTES is too large for this platform")?;
         let max_plugin_bytes =
