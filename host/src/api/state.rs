@@ -16,7 +16,7 @@ use crate::transport::Transports;
 /// What every handler can reach, behind one `Arc`: axum clones the state for every request
 /// (and every `from_fn_with_state` layer again), and cloning the handles one by one touched
 /// about thirty reference counts from both cores each time — in `perf` during 32 concurrent
-/// `POST /jobs`, the clones and their drops were ~3% of the server's CPU.
+/// `POST /jobs`, the clones and their drops were ~4% of the server's CPU.
 #[derive(Clone)]
 pub struct AppState(Arc<AppContext>);
 
