@@ -10,26 +10,25 @@
 //! (engine benchmark, 32 clients): SQLite 1,095 → ~2,460 creates/s; PostgreSQL unchanged
 //! (~1,300/s), where the batch's row-by-row statements were the cost, until a batch was
 //! written with `UNNEST` arrays (`insert_jobs`; 2,194/s on 2026-11-25's morning box).
+//!
+//! One writer per process, on both backends: each commit then carries every create that queued
+//! while the one before was written. Four writers on PostgreSQL split the queue into batches
+//! of ~3 creates (`pg_stat_database`: ~0.6 transactions per create at 32 clients), and the
+//! extra transactions were CPU the database no longer had: one writer against four, API
+//! alone, 32 clients, interleaved, 7,256 against 5,825 creates/s, p99 7.5 against 9.8 ms (two
+//! writers 6,525/s); every role in one process 3,099 · 3,144 against 2,433 · 2,652/s. (Four
+//! dated from when a batch was written row by row, and one connection's round trips were the
+//! limit.) SQLite writes one transaction at a time whatever we do.
 
 use std::sync::Arc;
 
 use tokio::sync::{mpsc, oneshot};
 
 use super::Prepared;
-use crate::store::{Backend, Inserted, Job, Store, StoreResult};
+use crate::store::{Inserted, Job, Store, StoreResult};
 
 /// The most creates one transaction writes.
 const MAX_PER_WRITE: usize = 256;
-/// Transactions under way at once. On PostgreSQL a batch is written row by row, so a single
-/// writer made every create wait on one connection's round trips (~990 creates/s against
-/// 1,300 with four); SQLite writes one transaction at a time whatever we do, and one writer
-/// is fastest there (2,464 against 2,003 with four).
-fn writers(backend: Backend) -> usize {
-    match backend {
-        Backend::Postgres => 4,
-        Backend::Sqlite => 1,
-    }
-}
 
 /// A create waiting to be written, and where to hand it back with what the write found.
 type Request = (Prepared, oneshot::Sender<StoreResult<(Prepared, Inserted<Job>)>>);
@@ -44,10 +43,7 @@ impl JobWriter {
     /// Start the writing task on `store`; it ends when every handle is dropped.
     pub fn spawn(store: Arc<dyn Store>) -> Self {
         let (queue, waiting) = mpsc::unbounded_channel();
-        let waiting = Arc::new(tokio::sync::Mutex::new(waiting));
-        for _ in 0..writers(store.backend()) {
-            tokio::spawn(write_all(store.clone(), waiting.clone()));
-        }
+        tokio::spawn(write_all(store, waiting));
         Self { queue }
     }
 
@@ -60,10 +56,10 @@ impl JobWriter {
     }
 }
 
-/// One writer: takes what is waiting (the queue held only while taking), writes it, repeats.
-async fn write_all(store: Arc<dyn Store>, waiting: Arc<tokio::sync::Mutex<mpsc::UnboundedReceiver<Request>>>) {
+/// The writer: takes what is waiting, writes it, repeats.
+async fn write_all(store: Arc<dyn Store>, mut waiting: mpsc::UnboundedReceiver<Request>) {
     let mut batch = Vec::with_capacity(MAX_PER_WRITE);
-    while waiting.lock().await.recv_many(&mut batch, MAX_PER_WRITE).await > 0 {
+    while waiting.recv_many(&mut batch, MAX_PER_WRITE).await > 0 {
         let writes: Vec<_> = batch.iter().map(|(p, _)| (&p.job, p.execution.as_ref())).collect();
         match store.job_insert_many(&writes).await {
             Ok(inserted) => {
