@@ -98,9 +98,14 @@ async fn main() {
     if interleaved_rounds().is_none() && profiled().is_none() {
         whole_run().await;
     } else {
-        let n = std::env::var("BENCH_PLUGIN_N").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
-        plugin_versus_native(&format!("{}/hook/u", receiver()), n).await;
+        // These modes choose their own counts.
+        plugin_versus_native(&format!("{}/hook/u", receiver()), 0).await;
     }
+}
+
+/// The number in environment variable `name`, or `default`.
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
 /// The receiver: a server of its own, as a real receiver is — its own thread and runtime, so
@@ -128,7 +133,7 @@ fn receiver() -> String {
 }
 
 async fn whole_run() {
-    let n: usize = std::env::var("BENCH_N").ok().and_then(|v| v.parse().ok()).unwrap_or(20_000);
+    let n = env_usize("BENCH_N", 20_000);
     let out_path = std::env::var("BENCH_JSON").unwrap_or_else(|_| "bench-results/deliver.json".into());
 
     let base_url = receiver();
@@ -199,7 +204,7 @@ async fn whole_run() {
         summarize("render only", latencies, started.elapsed())
     };
 
-    let plugin_n: usize = std::env::var("BENCH_PLUGIN_N").ok().and_then(|v| v.parse().ok()).unwrap_or(10_000);
+    let plugin_n = env_usize("BENCH_PLUGIN_N", 10_000);
     let comparison = plugin_versus_native(&format!("{base_url}/hook/u"), plugin_n).await;
 
     let classifier = classifier_overhead(&format!("{base_url}/json/u"), plugin_n).await;
@@ -460,7 +465,7 @@ async fn plugin_versus_native(url: &str, n: usize) -> Value {
     if let Some(which) = profiled() {
         let (transport, spec) = if which == "plugin" { (&plugin, &plugin_spec) } else { (&native, &native_spec) };
         run_deliveries(transport.clone(), spec.clone(), 1000, 8).await;
-        let n = if n == 0 { 30_000 } else { n };
+        let n = env_usize("BENCH_PLUGIN_N", 30_000);
         let (per_second, _) = run_deliveries(transport.clone(), spec.clone(), n, 64).await;
         println!("{which}, 64 concurrent: {n} deliveries, {per_second:.0}/s");
         return json!({ which: per_second });
