@@ -99,6 +99,9 @@ impl Transport for HttpTransport {
             request = request.body(serde_json::to_vec(body).expect("JSON serializes"));
         }
 
+        // The parsed spec (headers, body template) is not held while the receiver answers.
+        let expected_status_codes = spec.expected_status_codes.clone();
+        drop(spec);
         let response = request.send().await.map_err(transport_failure)?;
         let status = response.status();
         let retry_after_ms = retry_after_ms(status, response.headers());
@@ -115,7 +118,7 @@ impl Transport for HttpTransport {
         }
         let body_text = String::from_utf8_lossy(&body);
 
-        if spec.expected_status_codes.contains(&status.as_u16()) {
+        if expected_status_codes.contains(&status.as_u16()) {
             let mut output = json!({ "status_code": status.as_u16(), "body": body_text });
             if truncated {
                 output["body_truncated"] = json!(true);
