@@ -24,14 +24,9 @@ async fn stores() -> Vec<(Arc<dyn Store>, Box<dyn std::any::Any>)> {
     stores
 }
 
-/// A store of each backend whose schema has the migrations before `version` only: rows
-/// written through it are as a database of that time holds them, for tests of a migration.
-async fn stores_migrated_before(version: i64) -> Vec<(Arc<dyn Store>, Box<dyn std::any::Any>)> {
-    new_stores(Some(version)).await
-}
-
 /// A store of each backend on a database of its own, empty or with the migrations before
-/// `before` applied (without the store's own migrate, which the caller runs when it wants).
+/// `before` applied (without the store's own migrate, which the caller runs when it wants):
+/// rows written through the latter are as a database of that time holds them.
 async fn new_stores(before: Option<i64>) -> Vec<(Arc<dyn Store>, Box<dyn std::any::Any>)> {
     use sqlx::migrate::Migrator;
     let until = |mut migrator: Migrator, version: i64| {
@@ -72,7 +67,7 @@ async fn new_stores(before: Option<i64>) -> Vec<(Arc<dyn Store>, Box<dyn std::an
 /// their execution.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn history_written_before_the_attempt_keys_changed_reads_the_same_after() {
-    for (store, _guard) in stores_migrated_before(63).await {
+    for (store, _guard) in new_stores(Some(63)).await {
         let backend = store.backend();
         endpoint(&*store, "a").await;
         queued(&*store, "a", 2).await;

@@ -71,7 +71,7 @@ impl Transport for HttpTransport {
     }
 
     async fn deliver(&self, message: Message, delivery: &Delivery) -> Result<Receipt, Failure> {
-        let spec: HttpSpec = rendered_spec(&message)?;
+        let mut spec: HttpSpec = rendered_spec(&message)?;
         let timeout = delivery_timeout(spec.timeout_ms, message.deadline_ms)?;
         let url = reqwest::Url::parse(&spec.url)
             .map_err(|e| Failure::invalid_spec(format!("the rendered url is not a valid URL: {e}")))?;
@@ -100,7 +100,7 @@ impl Transport for HttpTransport {
         }
 
         // The parsed spec (headers, body template) is not held while the receiver answers.
-        let expected_status_codes = spec.expected_status_codes.clone();
+        let expected_status_codes = std::mem::take(&mut spec.expected_status_codes);
         drop(spec);
         let response = request.send().await.map_err(transport_failure)?;
         let status = response.status();
