@@ -53,6 +53,7 @@ pub use generated::renderer_world::{RendererPlugin, RendererPluginPre};
 pub use generated::schedule_world::exports::taskexec::plugin::schedule::LocalTime;
 pub use generated::schedule_world::{SchedulePlugin, SchedulePluginPre};
 pub use generated::taskexec::plugin::host as host_imports;
+pub use generated::taskexec::plugin::http_client as http_client_imports;
 pub use generated::taskexec::plugin::kafka as kafka_imports;
 pub use generated::taskexec::plugin::redis_streams as redis_stream_imports;
 pub use generated::taskexec::plugin::specs;

@@ -14,6 +14,7 @@ pub const WIT: &[(&str, &str)] = &[
     ("deps/random.wit", include_str!("../../../transports-wit/wit/deps/random.wit")),
     ("deps/sockets.wit", include_str!("../../../transports-wit/wit/deps/sockets.wit")),
     ("host.wit", include_str!("../../../transports-wit/wit/host.wit")),
+    ("http-client.wit", include_str!("../../../transports-wit/wit/http-client.wit")),
     ("renderer.wit", include_str!("../../../transports-wit/wit/renderer.wit")),
     ("schedule.wit", include_str!("../../../transports-wit/wit/schedule.wit")),
     ("transport.wit", include_str!("../../../transports-wit/wit/transport.wit")),

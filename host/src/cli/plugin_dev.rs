@@ -36,6 +36,7 @@ fn import_purpose(import: &str) -> &'static str {
         "taskexec:plugin/redis-streams" => {
             "appending to Redis Streams through the host's connections, only to servers granted with --allow-host redis://…"
         }
+        "taskexec:plugin/http-client" => "outbound HTTP in one call, only to the hosts granted with --allow-host",
         "wasi:http/outgoing-handler" => "outbound HTTP, only to the hosts granted with --allow-host",
         "wasi:http/types" => "HTTP requests and responses",
         "wasi:io/poll" | "wasi:io/streams" | "wasi:io/error" => "streams and waiting, under HTTP bodies",

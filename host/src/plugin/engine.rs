@@ -14,8 +14,8 @@ use super::limits::PluginLimits;
 use super::outbound::Egress;
 use super::sandbox::PluginState;
 use crate::contract::{
-    host_imports, kafka_imports, redis_stream_imports, specs, ClassifierPluginPre, Failure, RendererPluginPre,
-    SchedulePluginPre, TransportPluginPre,
+    host_imports, http_client_imports, kafka_imports, redis_stream_imports, specs, ClassifierPluginPre, Failure,
+    RendererPluginPre, SchedulePluginPre, TransportPluginPre,
 };
 
 /// How often the engine's epoch advances; a call's CPU deadline is counted in these ticks.
@@ -132,6 +132,7 @@ impl PluginEngine {
         )?;
         super::wasi_http::add_to_linker(&mut linker)?;
         host_imports::add_to_linker::<PluginState, HasSelf<PluginState>>(&mut linker, |state| state)?;
+        http_client_imports::add_to_linker::<PluginState, HasSelf<PluginState>>(&mut linker, |state| state)?;
         specs::add_to_linker::<PluginState, HasSelf<PluginState>>(&mut linker, |state| state)?;
         kafka_imports::add_to_linker::<PluginState, HasSelf<PluginState>>(&mut linker, |state| state)?;
         redis_stream_imports::add_to_linker::<PluginState, HasSelf<PluginState>>(&mut linker, |state| state)?;
@@ -188,7 +189,7 @@ impl PluginEngine {
             }
         }
         let pre = self.linker.instantiate_pre(&component).map_err(|e| {
-            format!("the component needs an import the host does not offer ({e:#}); plugins may import only taskexec:plugin/host, …/specs, …/kafka, …/redis-streams, WASI 0.2 and wasi:http/outgoing-handler")
+            format!("the component needs an import the host does not offer ({e:#}); plugins may import only taskexec:plugin/host, …/http-client, …/specs, …/kafka, …/redis-streams, WASI 0.2 and wasi:http/outgoing-handler")
         })?;
         match world {
             World::Transport => drop(

@@ -12,6 +12,7 @@
 //!   policy, checked on the address connected to) and the pooled client it goes through.
 //! - [`wasi_http`]: the host's own `outgoing-handler.handle` and `future-incoming-response.get`,
 //!   linked in place of wasmtime-wasi-http's.
+//! - [`http_client`]: the `http-client` import, a request in one host call down the same path.
 //! - [`builtins`]: the `kafka` and `redis-streams` imports: a plugin's grants checked, then the
 //!   built-in Kafka and Redis transports (the process's own pooled clients) do the work.
 //! - [`grants`]: where a plugin may send (URLs, Kafka brokers, Redis servers), checked again
@@ -30,6 +31,7 @@ mod engine;
 pub mod error;
 pub mod grants;
 pub mod host;
+pub mod http_client;
 mod instances;
 pub mod limits;
 pub mod outbound;

@@ -16,7 +16,7 @@ use crate::egress::EgressPolicy;
 use crate::transport::PooledTransports;
 
 /// Largest response body a plugin is handed, so one answer cannot exhaust the host.
-const MAX_RESPONSE_BYTES: usize = 16 * 1024 * 1024;
+pub(super) const MAX_RESPONSE_BYTES: usize = 16 * 1024 * 1024;
 /// Writes to a request body that may wait before `handle` is called (wasmtime-wasi-http's
 /// default is one): enough for a plugin to write a body of 64 KiB in 4 KiB
 /// `blocking-write-and-flush` calls, or up to 16 MiB in `write` calls, and then send it.
@@ -181,6 +181,26 @@ impl Outbound {
         request: http::Request<Bytes>,
         options: Option<RequestOptions>,
     ) -> Result<http::Response<WasiBody>, Error> {
+        let mut response = self.exchange(request, options).await?;
+        let mut answer = http::Response::builder().status(response.status());
+        if let Some(headers) = answer.headers_mut() {
+            *headers = std::mem::take(response.headers_mut());
+        }
+        let (collected, cut) = read_body(&mut response, MAX_RESPONSE_BYTES).await?;
+        if cut {
+            return Err(Error::HttpResponseBodySize(Some(MAX_RESPONSE_BYTES as u64)));
+        }
+        let body = http_body_util::Full::new(Bytes::from(collected)).map_err(|never| match never {}).boxed_unsync();
+        answer.body(body).map_err(|_| Error::HttpResponseIncomplete)
+    }
+
+    /// Send one request if the grants allow its destination; the answer's head, its body
+    /// still to read (within the call's deadline).
+    pub(super) async fn exchange(
+        self,
+        request: http::Request<Bytes>,
+        options: Option<RequestOptions>,
+    ) -> Result<reqwest::Response, Error> {
         let uri = request.uri();
         let scheme = uri.scheme_str().unwrap_or("https").to_owned();
         let port = uri.port_u16().unwrap_or(if scheme == "http" { 80 } else { 443 });
@@ -231,21 +251,21 @@ impl Outbound {
             outgoing = outgoing.timeout(timeout);
         }
         let destination = Destination { host, scheme, port, denials: self.denials.clone() };
-        let mut response = DESTINATION.scope(destination, outgoing.send()).await.map_err(|e| transport_error(&e))?;
-        let mut answer = http::Response::builder().status(response.status());
-        if let Some(headers) = answer.headers_mut() {
-            *headers = std::mem::take(response.headers_mut());
-        }
-        let mut collected = Vec::new();
-        while let Some(chunk) = response.chunk().await.map_err(|e| transport_error(&e))? {
-            if collected.len() + chunk.len() > MAX_RESPONSE_BYTES {
-                return Err(Error::HttpResponseBodySize(Some(MAX_RESPONSE_BYTES as u64)));
-            }
-            collected.extend_from_slice(&chunk);
-        }
-        let body = http_body_util::Full::new(Bytes::from(collected)).map_err(|never| match never {}).boxed_unsync();
-        answer.body(body).map_err(|_| Error::HttpResponseIncomplete)
+        DESTINATION.scope(destination, outgoing.send()).await.map_err(|e| transport_error(&e))
     }
+}
+
+/// Read `response`'s body up to `max` bytes; true when there was more (left unread).
+pub(super) async fn read_body(response: &mut reqwest::Response, max: usize) -> Result<(Vec<u8>, bool), Error> {
+    let mut collected = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(|e| transport_error(&e))? {
+        if collected.len() + chunk.len() > max {
+            collected.extend_from_slice(&chunk[..max - collected.len()]);
+            return Ok((collected, true));
+        }
+        collected.extend_from_slice(&chunk);
+    }
+    Ok((collected, false))
 }
 
 tokio::task_local! {
