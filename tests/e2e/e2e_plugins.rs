@@ -92,7 +92,7 @@ async fn registry_installs_checks_and_refuses(backend: Backend) {
     // Offline check prints the exports and imports.
     let (ok, out) = cli(&server, &db, &["check", webhook_path, "--world", "transport-plugin"]);
     assert!(
-        ok && out.contains("taskexec:plugin/transport@0.1.0") && out.contains("wasi:http/outgoing-handler"),
+        ok && out.contains("taskexec:plugin/transport@0.1.0") && out.contains("taskexec:plugin/http-client"),
         "{out}"
     );
     let (ok, out) =
@@ -577,6 +577,39 @@ async fn a_response_is_taken_once() {
     assert!(paths.contains(&"/ok/twice/untaken".to_owned()) && paths.contains(&"/ok/twice".to_owned()), "{paths:?}");
 }
 
+/// `http-client.send`, called as no SDK would: the answer is cut at the request's limit (and
+/// says so), a hop-by-hop header is refused by name before anything is sent, and a host the
+/// plugin was not granted is refused as wasi:http refuses it. Headers go in the order given.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_in_one_call_keeps_to_the_same_rules() {
+    let (_dir, host) = plugin_host().await;
+    let receiver = Receiver::start().await;
+    let spec = json!({
+        "mode": "one-call",
+        "url": format!("{}/mirror", receiver.base_url),
+        "ungranted": "http://localhost:9/never",
+    });
+    let receipt =
+        deliver_through(&host, "quiet", &spec, "exec_one_call").await.expect("the plugin returns what it saw");
+    let seen: Value = serde_json::from_str(&receipt.output_json).unwrap();
+    assert_eq!(seen["mirrored"], json!({"status": 200, "body": "abcdefghij", "truncated": true}), "{seen}");
+    assert_eq!(
+        seen["hop_by_hop"],
+        "invalid-request: headers: `Connection` is set by the host and may not be sent by a plugin"
+    );
+    assert_eq!(seen["ungranted"], "not-granted: http://localhost:9", "{seen}");
+    let sent = receiver.received();
+    assert_eq!(
+        sent.len(),
+        1,
+        "only the first request may reach the receiver: {:?}",
+        sent.iter().map(|r| &r.path).collect::<Vec<_>>()
+    );
+    let tags: Vec<_> = sent[0].headers.get_all("x-tag").iter().map(|v| v.to_str().unwrap().to_owned()).collect();
+    assert_eq!(tags, ["one", "two"]);
+    assert_eq!(sent[0].body.len(), 100);
+}
+
 /// Run `taskexec plugin ARGS` with no server; (exit success, stdout, stderr).
 fn offline(args: &[&str], dir: &std::path::Path) -> (bool, String, String) {
     let mut all = vec!["plugin"];
@@ -617,7 +650,7 @@ async fn an_author_scaffolds_builds_checks_runs_and_installs_a_plugin() {
     let wasm = wasm.to_str().unwrap();
     let (ok, out, err) = offline(&["check", wasm], work.path());
     assert!(ok && out.contains("a valid transport-plugin component"), "{out}{err}");
-    assert!(out.contains("outbound HTTP, only to the hosts granted with --allow-host"), "{out}");
+    assert!(out.contains("outbound HTTP in one call, only to the hosts granted with --allow-host"), "{out}");
 
     let spec = json!({"url": format!("{}/ok/hello", receiver.base_url), "text": "{{input.text}}"}).to_string();
     let (ok, out, err) = offline(

@@ -11,6 +11,9 @@
 //! - `answer-twice`: POSTs twice to `spec.url` (bodies finished before `handle`), leaves the
 //!   first answer untaken and asks for the second twice; succeeds only if the second `get`
 //!   finds it taken, as wasi:http says;
+//! - `one-call`: sends through `http-client` what a well-behaved SDK never would — to
+//!   `spec.url` (a mirror) 100 bytes with `max-response-bytes` 10, then with a `Connection`
+//!   header, then to `spec.ungranted` — and returns what each got, for the test to judge;
 //! - `ok`: delivers nothing and succeeds (a control).
 
 wit_bindgen::generate!({
@@ -32,10 +35,10 @@ impl Guest for Hostile {
         let spec: Value = serde_json::from_str(&spec_json).map_err(|e| e.to_string())?;
         match spec.get("mode").and_then(Value::as_str) {
             Some(
-                "loop" | "alloc" | "panic" | "forbidden-host" | "log-flood" | "deny-flood" | "stream-body" | "answer-twice" | "ok",
+                "loop" | "alloc" | "panic" | "forbidden-host" | "log-flood" | "deny-flood" | "stream-body" | "answer-twice" | "one-call" | "ok",
             ) => Ok(()),
             _ => {
-                Err("`mode` must be loop, alloc, panic, forbidden-host, log-flood, deny-flood, stream-body, answer-twice or ok"
+                Err("`mode` must be loop, alloc, panic, forbidden-host, log-flood, deny-flood, stream-body, answer-twice, one-call or ok"
                     .into())
             }
         }
@@ -103,6 +106,7 @@ impl Guest for Hostile {
             }
             "stream-body" => stream_body(&spec),
             "answer-twice" => answer_twice(&spec),
+            "one-call" => one_call(&spec),
             "log-flood" => {
                 for i in 0..100_000 {
                     log(LogLevel::Info, &format!("flood {i}"));
@@ -193,3 +197,39 @@ fn answer_twice(spec: &Value) -> Result<Receipt, Failure> {
 }
 
 export!(Hostile);
+
+/// Three requests through `http-client.send`, and what each got, as the receipt.
+fn one_call(spec: &Value) -> Result<Receipt, Failure> {
+    use taskexec::plugin::http_client::{send, Request, SendError};
+    let url = spec.get("url").and_then(Value::as_str).unwrap_or_default().to_owned();
+    let ungranted = spec.get("ungranted").and_then(Value::as_str).unwrap_or_default().to_owned();
+    let request = |url: &str, headers: Vec<(String, Vec<u8>)>| Request {
+        method: "POST".into(),
+        url: url.to_owned(),
+        headers,
+        body: (0..100u8).map(|i| b'a' + i % 26).collect(),
+        first_byte_timeout_ms: Some(5_000),
+        max_response_bytes: 10,
+    };
+    let tagged = vec![("x-tag".to_owned(), b"one".to_vec()), ("X-Tag".to_owned(), b"two".to_vec())];
+    let mirrored = match send(&request(&url, tagged)) {
+        Ok(answer) => serde_json::json!({
+            "status": answer.status,
+            "body": String::from_utf8_lossy(&answer.body),
+            "truncated": answer.truncated,
+        }),
+        Err(error) => return Err(failed(format!("the mirror was not reached: {error:?}"))),
+    };
+    let error_text = |result: Result<taskexec::plugin::http_client::Response, SendError>| match result {
+        Ok(answer) => format!("answered {}", answer.status),
+        Err(SendError::InvalidRequest(why)) => format!("invalid-request: {why}"),
+        Err(SendError::NotGranted(destination)) => format!("not-granted: {destination}"),
+        Err(other) => format!("{other:?}"),
+    };
+    let hop_by_hop = error_text(send(&request(&url, vec![("Connection".into(), b"close".to_vec())])));
+    let refused = error_text(send(&request(&ungranted, Vec::new())));
+    Ok(Receipt {
+        output_json: serde_json::json!({"mirrored": mirrored, "hop_by_hop": hop_by_hop, "ungranted": refused})
+            .to_string(),
+    })
+}

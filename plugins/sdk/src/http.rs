@@ -1,4 +1,4 @@
-//! Outbound HTTP over wasi:http, in a few lines:
+//! Outbound HTTP in a few lines, through the host's `http-client` (one host call a request):
 //!
 //! ```ignore
 //! let answer = http::post(&spec.url).header("authorization", &token).json(&body).send()?;
@@ -10,10 +10,8 @@
 //! bounded by the call's deadline (the endpoint's `timeout_ms`) whatever [`Request::timeout_ms`]
 //! says.
 
-use crate::bindings::wasi::http::outgoing_handler;
-use crate::bindings::wasi::http::types::{
-    ErrorCode, Fields, Method, OutgoingBody, OutgoingRequest, RequestOptions, Scheme,
-};
+use crate::bindings::taskexec::plugin::http_client::{self, SendError};
+use crate::bindings::wasi::http::types::{Method, Scheme};
 use crate::{fail, Failure, Receipt};
 
 /// What a response body is read up to unless [`Request::max_response_bytes`] says otherwise.
@@ -90,90 +88,43 @@ impl Request {
     /// Send it and read the answer. Any answer is `Ok`, whatever its status (see
     /// [`Response::error_for_status`]); a request that got no answer is the [`Failure`] the
     /// host should see.
+    ///
+    /// One host call (`taskexec:plugin/http-client.send`): the request goes whole and the
+    /// answer comes back whole, under the same grants and deadline as wasi:http, without its
+    /// twenty-odd calls for fields, streams and futures.
     pub fn send(self) -> Result<Response, Failure> {
-        let (scheme, authority, path) = split_url(&self.url).map_err(fail::invalid_spec)?;
-        let fields = Fields::from_list(&self.headers)
-            .map_err(|e| fail::invalid_spec(format!("a header cannot be sent: {e:?}")))?;
-        let request = OutgoingRequest::new(fields);
-        let invalid = |what: &str| fail::invalid_spec(format!("the request's {what} cannot be sent"));
-        request.set_method(&self.method).map_err(|_| invalid("method"))?;
-        request.set_scheme(Some(&scheme)).map_err(|_| invalid("scheme"))?;
-        request.set_authority(Some(&authority)).map_err(|_| invalid("host"))?;
-        request.set_path_with_query(Some(&path)).map_err(|_| invalid("path"))?;
-        // The whole body is written and finished before `handle`: the host then sends the
-        // request at once, on the call's own task.
-        let outgoing = request.body().map_err(|_| fail::internal("the request has no body"))?;
-        write_all(&outgoing, &self.body)?;
-        OutgoingBody::finish(outgoing, None)
-            .map_err(|e| fail::connection(format!("sending the body failed: {e:?}")))?;
-        let options = self.timeout_ms.map(|ms| {
-            let options = RequestOptions::new();
-            // A host that does not take the option still bounds the call by its deadline.
-            let _ = options.set_first_byte_timeout(Some(ms.saturating_mul(1_000_000)));
-            options
-        });
-        let pending = outgoing_handler::handle(request, options).map_err(|code| from_error_code(&authority, code))?;
-        let answer = match pending.get() {
-            Some(answer) => answer,
-            None => {
-                pending.subscribe().block();
-                pending.get().ok_or_else(|| fail::connection("the answer never arrived"))?
-            }
+        let (_, authority, _) = split_url(&self.url).map_err(fail::invalid_spec)?;
+        let request = http_client::Request {
+            method: method_name(&self.method).to_owned(),
+            url: self.url,
+            headers: self.headers,
+            body: self.body,
+            first_byte_timeout_ms: self.timeout_ms,
+            max_response_bytes: u64::try_from(self.max_response_bytes).unwrap_or(u64::MAX),
         };
-        let response = match answer {
-            Ok(Ok(response)) => response,
-            Ok(Err(code)) => return Err(from_error_code(&authority, code)),
-            Err(()) => return Err(fail::internal("the answer was taken twice")),
-        };
-        let status = response.status();
-        let headers = response
-            .headers()
-            .entries()
+        let answer = http_client::send(&request).map_err(|error| from_send_error(&authority, error))?;
+        let headers = answer
+            .headers
             .into_iter()
             .map(|(name, value)| (name, String::from_utf8_lossy(&value).into_owned()))
             .collect();
-        let (body, truncated) = read_body(response, self.max_response_bytes);
-        Ok(Response { status, headers, body, truncated })
+        Ok(Response { status: answer.status, headers, body: answer.body, truncated: answer.truncated })
     }
 }
 
-fn write_all(outgoing: &OutgoingBody, body: &[u8]) -> Result<(), Failure> {
-    let stream = outgoing.write().map_err(|_| fail::internal("the request body cannot be written"))?;
-    let mut rest = body;
-    while !rest.is_empty() {
-        let permitted =
-            stream.check_write().map_err(|e| fail::connection(format!("writing the body failed: {e:?}")))?;
-        if permitted == 0 {
-            // The host holds a bounded body before the request goes (16 writes); it makes room
-            // only once `handle` sends, so waiting here would wait for ever.
-            return Err(fail::invalid_spec(format!(
-                "the body is too large to send with this client ({} bytes left unsent)",
-                rest.len()
-            )));
-        }
-        let (chunk, remaining) = rest.split_at(rest.len().min(usize::try_from(permitted).unwrap_or(usize::MAX)));
-        stream.write(chunk).map_err(|e| fail::connection(format!("writing the body failed: {e:?}")))?;
-        rest = remaining;
-    }
-    Ok(())
-}
-
-fn read_body(response: crate::bindings::wasi::http::types::IncomingResponse, max: usize) -> (Vec<u8>, bool) {
-    let mut body = Vec::new();
-    let Ok(incoming) = response.consume() else { return (body, false) };
-    let Ok(stream) = incoming.stream() else { return (body, false) };
-    loop {
-        match stream.blocking_read(64 * 1024) {
-            Ok(chunk) if !chunk.is_empty() => {
-                if body.len() + chunk.len() > max {
-                    body.extend_from_slice(&chunk[..max - body.len()]);
-                    return (body, true);
-                }
-                body.extend_from_slice(&chunk);
-            }
-            Ok(_) => continue,
-            Err(_) => return (body, false),
-        }
+/// How `method` is spelled on the wire.
+fn method_name(method: &Method) -> &str {
+    match method {
+        Method::Get => "GET",
+        Method::Head => "HEAD",
+        Method::Post => "POST",
+        Method::Put => "PUT",
+        Method::Delete => "DELETE",
+        Method::Connect => "CONNECT",
+        Method::Options => "OPTIONS",
+        Method::Trace => "TRACE",
+        Method::Patch => "PATCH",
+        Method::Other(other) => other,
     }
 }
 
@@ -239,34 +190,25 @@ impl Response {
 }
 
 /// What a request that got no answer says to the host.
-fn from_error_code(authority: &str, code: ErrorCode) -> Failure {
-    match code {
-        ErrorCode::HttpRequestDenied => fail::rejected(
+fn from_send_error(authority: &str, error: SendError) -> Failure {
+    match error {
+        SendError::InvalidRequest(why) => fail::invalid_spec(format!("the request cannot be sent: {why}")),
+        SendError::NotGranted(_) => fail::rejected(
             None,
             false,
             format!("the host refused the request to {authority}: this plugin is not granted it"),
         ),
-        ErrorCode::DestinationIpProhibited => fail::rejected(
-            None,
-            false,
-            format!("the service's egress policy refuses {authority} (TE_EGRESS_ALLOW / TE_EGRESS_DENY)"),
-        ),
-        ErrorCode::ConnectionTimeout
-        | ErrorCode::ConnectionReadTimeout
-        | ErrorCode::ConnectionWriteTimeout
-        | ErrorCode::HttpResponseTimeout
-        | ErrorCode::DnsTimeout => fail::timeout(format!("{authority} did not answer in time ({code:?})")),
-        ErrorCode::HttpRequestMethodInvalid
-        | ErrorCode::HttpRequestUriInvalid
-        | ErrorCode::HttpRequestUriTooLong
-        | ErrorCode::HttpRequestHeaderSectionSize(_)
-        | ErrorCode::HttpRequestHeaderSize(_)
-        | ErrorCode::HttpRequestBodySize(_) => fail::invalid_spec(format!("the request cannot be sent: {code:?}")),
-        other => fail::connection(format!("{authority} could not be reached: {other:?}")),
+        // `why` names the rule: the operator's policy (TE_EGRESS_ALLOW / TE_EGRESS_DENY), or an
+        // internal address the plugin was granted by name only.
+        SendError::Prohibited(why) => {
+            fail::rejected(None, false, format!("the request to {authority} was refused: {why}"))
+        }
+        SendError::Timeout => fail::timeout(format!("{authority} did not answer in time")),
+        SendError::Connection(why) => fail::connection(format!("{authority} could not be reached: {why}")),
     }
 }
 
-/// `scheme://authority/path?query`, split for wasi:http.
+/// `scheme://authority/path?query`, split.
 fn split_url(url: &str) -> Result<(Scheme, String, String), String> {
     let (scheme, rest) = url.split_once("://").ok_or_else(|| format!("`{url}` is not an absolute http(s) URL"))?;
     let scheme = match scheme {
