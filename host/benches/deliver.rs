@@ -19,7 +19,8 @@
 //! by more than most changes: `BENCH_INTERLEAVED=ROUNDS` runs only the plugin comparison, one
 //! at a time, in ROUNDS rounds of 250 deliveries each through native, the plugin, and — when
 //! `BENCH_OTHER_WASM=PATH` names another build of webhook-signed — that build, all in one
-//! process, and prints each one's p50. To profile one path alone: `BENCH_PROFILE=native` or
+//! process, and prints each one's p50. `BENCH_INTERLEAVED_CONCURRENCY=64` makes the rounds 64
+//! concurrent (2,000 deliveries each) and prints each one's rate. To profile one path alone: `BENCH_PROFILE=native` or
 //! `BENCH_PROFILE=plugin` runs only that transport, 64 concurrent.
 
 use std::collections::BTreeMap;
@@ -373,27 +374,36 @@ async fn interleaved(
             Arc::new(WasmTransport { host: PluginHost::new(runtime.clone(), store.clone()), plugin: "other".into() });
         contenders.push(("other", other, plugin_spec.clone()));
     }
+    let concurrency = env_usize("BENCH_INTERLEAVED_CONCURRENCY", 1);
+    let round = if concurrency > 1 { 2_000 } else { 250 };
     let mut latencies: Vec<Vec<Duration>> = vec![Vec::new(); contenders.len()];
+    let mut busy = vec![Duration::ZERO; contenders.len()];
     for (_, transport, spec) in &contenders {
-        run_deliveries(transport.clone(), spec.clone(), 300, 1).await;
+        run_deliveries(transport.clone(), spec.clone(), 300, concurrency.min(8)).await;
     }
     for _ in 0..rounds {
         for (i, (_, transport, spec)) in contenders.iter().enumerate() {
-            latencies[i].extend(run_deliveries(transport.clone(), spec.clone(), 250, 1).await.1);
+            let started = Instant::now();
+            latencies[i].extend(run_deliveries(transport.clone(), spec.clone(), round, concurrency).await.1);
+            busy[i] += started.elapsed();
         }
     }
-    println!("interleaved, one at a time: {rounds} rounds of 250 each");
+    println!("interleaved, {concurrency} at a time: {rounds} rounds of {round} each");
     let mut p50s = serde_json::Map::new();
-    for ((name, _, _), mut l) in contenders.iter().zip(latencies) {
+    for (((name, _, _), mut l), busy) in contenders.iter().zip(latencies).zip(busy) {
         l.sort();
         let us = |d: Duration| d.as_secs_f64() * 1e6;
         let mean = l.iter().map(|d| us(*d)).sum::<f64>() / l.len() as f64;
+        let per_second = l.len() as f64 / busy.as_secs_f64();
         println!(
-            "{name:<8} p50 {:>7.1} µs  p90 {:>7.1} µs  mean {mean:>7.1} µs",
+            "{name:<8} p50 {:>7.1} µs  p90 {:>7.1} µs  mean {mean:>7.1} µs  {per_second:>8.0}/s",
             us(percentile(&l, 0.5)),
             us(percentile(&l, 0.9))
         );
-        p50s.insert(name.to_string(), json!(us(percentile(&l, 0.5)).round()));
+        p50s.insert(
+            name.to_string(),
+            json!({"p50_us": us(percentile(&l, 0.5)).round(), "per_second": per_second.round()}),
+        );
     }
     Value::Object(p50s)
 }

@@ -112,6 +112,11 @@ impl PluginEngine {
             .wasm_component_model(true)
             .epoch_interruption(true)
             .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        // For profiling plugins: `perf` finds the names of compiled guest functions in
+        // /tmp/perf-PID.map (otherwise guest code shows as unknown addresses).
+        if std::env::var_os("TE_PLUGIN_PERFMAP").is_some() {
+            config.profiler(wasmtime::ProfilingStrategy::PerfMap);
+        }
         let engine = Engine::new(&config)?;
         let ticker = engine.weak();
         std::thread::Builder::new().name("plugin-epoch".into()).spawn(move || {
