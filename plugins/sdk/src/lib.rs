@@ -4,8 +4,8 @@
 //!
 //! - the bindings of the `transport-plugin` world of `taskexec:plugin@0.1.0` ([`bindings`]),
 //!   and [`export!`] to register your type as the plugin;
-//! - [`http`]: requests over wasi:http in a few lines, answers mapped to [`Failure`]s the host
-//!   retries (or not) correctly;
+//! - [`http`]: requests in a few lines (one host call each), answers mapped to [`Failure`]s
+//!   the host retries (or not) correctly;
 //! - [`builtins`]: produce to Kafka and append to Redis Streams through the host's own clients,
 //!   with the built-in endpoint specs as types;
 //! - [`spec`]: your endpoint spec as a serde type, with errors that name the field;
