@@ -20,8 +20,8 @@
 //! at a time, in ROUNDS rounds of 250 deliveries each through native, the plugin, and — when
 //! `BENCH_OTHER_WASM=PATH` names another build of webhook-signed — that build, all in one
 //! process, and prints each one's p50. `BENCH_INTERLEAVED_CONCURRENCY=64` makes the rounds 64
-//! concurrent (2,000 deliveries each) and prints each one's rate. To profile one path alone: `BENCH_PROFILE=native` or
-//! `BENCH_PROFILE=plugin` runs only that transport, 64 concurrent.
+//! concurrent (2,000 deliveries each) and prints each one's rate. To profile one path alone:
+//! `BENCH_PROFILE=native` or `BENCH_PROFILE=plugin` runs only that transport, 64 concurrent.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

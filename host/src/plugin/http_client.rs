@@ -29,9 +29,8 @@ impl Host for PluginState {
         });
         let request = build(request).map_err(SendError::InvalidRequest)?;
         let destination = destination(request.uri());
-        let outbound = self.outbound.clone();
-        let why = |error| send_error(&outbound, &destination, error);
-        let mut response = outbound.clone().exchange(request, options).await.map_err(why)?;
+        let why = |error| send_error(&self.outbound, &destination, error);
+        let mut response = self.outbound.clone().exchange(request, options).await.map_err(why)?;
         let status = response.status().as_u16();
         let headers = response
             .headers()
