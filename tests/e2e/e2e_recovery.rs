@@ -262,6 +262,13 @@ async fn a_batch_creates_each_job_or_says_why_not(backend: Backend) {
     // The same batch again: every valid item is an idempotent repeat (the cron job has no key).
     let again = api.post("/jobs/batch", &json!({"jobs": jobs})).await.body;
     assert_eq!((again["created"].as_u64(), again["existing"].as_u64()), (Some(1), Some(3)), "{again}");
+    // A batch larger than PostgreSQL writes in one statement (32) is written the other way,
+    // with the same answers: its last item repeats its first.
+    let mut large: Vec<Value> = (0..40).map(|i| immediate("hook", &format!("l-{i}"), input(i))).collect();
+    large.push(immediate("hook", "l-0", input(0)));
+    let large = api.post("/jobs/batch", &json!({"jobs": large})).await.body;
+    assert_eq!((large["created"].as_u64(), large["existing"].as_u64()), (Some(40), Some(1)), "{large}");
+    assert_eq!(large["items"][40]["job"]["job_id"], large["items"][0]["job"]["job_id"]);
     // Bounds of the batch itself.
     api.post("/jobs/batch", &json!({"jobs": []})).await.error(400, "INVALID_REQUEST");
     let too_many: Vec<Value> = (0..1001).map(|i| immediate("hook", &format!("m-{i}"), input(1))).collect();

@@ -8,7 +8,7 @@
 //! (PostgreSQL may commit those without waiting for the flush), an inherent `finish_fenced()`
 //! writing a batch of attempt outcomes to their executions under the fence, an inherent
 //! `record_attempts()` inserting the attempts and log lines of the outcomes that won, an
-//! inherent `insert_jobs()` writing a batch of new jobs and their executions, and an
+//! inherent `write_jobs()` writing and committing a batch of new jobs and their executions, and an
 //! inherent `advance_ticks()` recording a batch of cron ticks (compare-and-set, then the
 //! winners' executions).
 //!
@@ -1002,26 +1002,25 @@ macro_rules! impl_store {
                 }
 
                 async fn job_insert_many(&self, jobs: &[(&JobWrite, Option<&ExecutionWrite>)]) -> StoreResult<Vec<Inserted<Job>>> {
-                    let mut tx = self.begin_write().await?;
                     let mut stored = Vec::with_capacity(jobs.len());
                     let existing_sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE endpoint = $1 AND idempotency_key = $2");
-                    // Per backend: the jobs, and the executions of those inserted.
-                    let inserted = Self::insert_jobs(&mut tx, jobs).await?;
+                    // Per backend: the jobs, and the executions of those inserted, committed.
+                    let inserted = self.write_jobs(jobs).await?;
                     for ((job, _), inserted) in jobs.iter().zip(inserted) {
                         match inserted {
                             Some(created) => stored.push(Inserted::Created(created)),
                             None => {
-                                // Taken before, or earlier in this batch: the job that has the key.
+                                // Taken before, or earlier in this batch: the job that has the key
+                                // (committed: a key taken by a transaction still open was waited on).
                                 let row = sqlx::query_as::<$db, Job>(&existing_sql)
                                     .bind(&job.endpoint)
                                     .bind(&job.idempotency_key)
-                                    .fetch_optional(&mut *tx)
+                                    .fetch_optional(&self.pool)
                                     .await?;
                                 stored.push(existing(row)?);
                             }
                         }
                     }
-                    tx.commit().await?;
                     Ok(stored)
                 }
 

@@ -139,20 +139,23 @@ impl SqliteStore {
 }
 
 impl SqliteStore {
-    /// Jobs (and the executions of those inserted), one row at a time: in process, each
-    /// statement is cheap. A job whose (endpoint, idempotency key) is taken is passed over.
-    async fn insert_jobs(
-        tx: &mut Transaction<'_, Sqlite>,
+    /// Jobs (and the executions of those inserted) in one transaction, one row at a time: in
+    /// process, each statement is cheap. A job whose (endpoint, idempotency key) is taken is
+    /// passed over.
+    async fn write_jobs(
+        &self,
         jobs: &[(&super::JobWrite, Option<&super::ExecutionWrite>)],
     ) -> StoreResult<Vec<Option<super::Job>>> {
+        let mut tx = self.begin_write().await?;
         let mut created = Vec::with_capacity(jobs.len());
         for (job, execution) in jobs {
-            let inserted = Self::job_insert_row(tx, job).await?;
+            let inserted = Self::job_insert_row(&mut tx, job).await?;
             if let (Some(_), Some(execution)) = (&inserted, execution) {
-                Self::execution_insert(tx, execution).await?;
+                Self::execution_insert(&mut tx, execution).await?;
             }
             created.push(inserted);
         }
+        tx.commit().await?;
         Ok(created)
     }
 }
