@@ -16,7 +16,7 @@ use axum::http;
 use http::header::{HeaderName, HeaderValue, CONTENT_LENGTH};
 use wasmtime_wasi_http::{Error, RequestOptions, DEFAULT_FORBIDDEN_HEADERS};
 
-use super::outbound::{read_body, Outbound, MAX_RESPONSE_BYTES};
+use super::outbound::{read_body, scheme_and_port, Outbound, MAX_RESPONSE_BYTES};
 use super::sandbox::PluginState;
 use crate::contract::http_client_imports::{Host, Request, Response, SendError};
 
@@ -44,8 +44,7 @@ impl Host for PluginState {
 
 /// `scheme://host:port`, as grants and refusals name a destination.
 fn destination(uri: &http::Uri) -> String {
-    let scheme = uri.scheme_str().unwrap_or("https");
-    let port = uri.port_u16().unwrap_or(if scheme == "http" { 80 } else { 443 });
+    let (scheme, port) = scheme_and_port(uri);
     format!("{scheme}://{}:{port}", uri.host().unwrap_or_default())
 }
 

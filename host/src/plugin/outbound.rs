@@ -202,8 +202,7 @@ impl Outbound {
         options: Option<RequestOptions>,
     ) -> Result<reqwest::Response, Error> {
         let uri = request.uri();
-        let scheme = uri.scheme_str().unwrap_or("https").to_owned();
-        let port = uri.port_u16().unwrap_or(if scheme == "http" { 80 } else { 443 });
+        let (scheme, port) = scheme_and_port(uri);
         // Parsed once, as the client reads it, and handed to the client as parsed: the host
         // checked is the host connected to. An address in any spelling (`127.1`, `2130706433`,
         // `0x7f000001`, `127.0.0.1.`) is that address, and is checked as one.
@@ -253,6 +252,14 @@ impl Outbound {
         let destination = Destination { host, scheme, port, denials: self.denials.clone() };
         DESTINATION.scope(destination, outgoing.send()).await.map_err(|e| transport_error(&e))
     }
+}
+
+/// A request's scheme (https when it names none) and port (the scheme's default when it names
+/// none), as grants and refusals read a destination.
+pub(super) fn scheme_and_port(uri: &http::Uri) -> (String, u16) {
+    let scheme = uri.scheme_str().unwrap_or("https").to_owned();
+    let port = uri.port_u16().unwrap_or(if scheme == "http" { 80 } else { 443 });
+    (scheme, port)
 }
 
 /// Read `response`'s body up to `max` bytes; true when there was more (left unread).

@@ -22,7 +22,7 @@
 //! plan. Planning every statement so (`plan_cache_mode = force_custom_plan` for the pool) was
 //! measured and dropped: drain fell by a quarter.
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use sqlx::postgres::{PgArguments, PgListener, PgPool, PgPoolOptions};
@@ -418,8 +418,7 @@ impl PgStore {
         }
         let mut args = PgArguments::default();
         push_execution_arrays(&mut args, executions)?;
-        let sql = format!("{EXECUTION_INSERT} {} {EXECUTION_CONFLICT}", executions_from_arrays(1));
-        sqlx::query_with(&sql, args).execute(&mut **tx).await?;
+        sqlx::query_with(&INSERT_EXECUTIONS, args).execute(&mut **tx).await?;
         Ok(())
     }
 
@@ -452,17 +451,8 @@ impl PgStore {
         let mut args = PgArguments::default();
         push_job_arrays(&mut args, jobs)?;
         push_execution_arrays(&mut args, &executions)?;
-        let sql = format!(
-            "WITH inserted AS ({jobs} RETURNING {columns}),
-                  executions_inserted AS (
-                      {EXECUTION_INSERT} {executions} WHERE v.job_id IN (SELECT job_id FROM inserted)
-                      {EXECUTION_CONFLICT})
-             SELECT * FROM inserted",
-            jobs = jobs_from_arrays(),
-            columns = super::engine::JOB_COLUMNS,
-            executions = executions_from_arrays(JOB_ARRAYS.len() + 1),
-        );
-        let inserted: Vec<super::Job> = sqlx::query_as_with(&sql, args).fetch_all(&self.pool).await?;
+        let inserted: Vec<super::Job> =
+            sqlx::query_as_with(&INSERT_JOBS_WITH_EXECUTIONS, args).fetch_all(&self.pool).await?;
         Ok(created_in_order(jobs, inserted))
     }
 
@@ -473,8 +463,7 @@ impl PgStore {
     ) -> StoreResult<Vec<Option<super::Job>>> {
         let mut args = PgArguments::default();
         push_job_arrays(&mut args, jobs)?;
-        let sql = format!("{} RETURNING {}", jobs_from_arrays(), super::engine::JOB_COLUMNS);
-        let inserted: Vec<super::Job> = sqlx::query_as_with(&sql, args).fetch_all(&mut **tx).await?;
+        let inserted: Vec<super::Job> = sqlx::query_as_with(&INSERT_JOBS, args).fetch_all(&mut **tx).await?;
         let created = created_in_order(jobs, inserted);
         let executions: Vec<&super::ExecutionWrite> =
             jobs.iter().zip(&created).filter(|(_, c)| c.is_some()).filter_map(|((_, e), _)| *e).collect();
@@ -552,12 +541,35 @@ fn executions_from_arrays(first: usize) -> String {
     )
 }
 
+/// New executions from their arrays (`$1` onwards).
+static INSERT_EXECUTIONS: LazyLock<String> =
+    LazyLock::new(|| format!("{EXECUTION_INSERT} {} {EXECUTION_CONFLICT}", executions_from_arrays(1)));
+
+/// New jobs from their arrays (`$1` onwards), returning those inserted.
+static INSERT_JOBS: LazyLock<String> =
+    LazyLock::new(|| format!("{} RETURNING {}", jobs_from_arrays(), super::engine::JOB_COLUMNS));
+
+/// New jobs from their arrays, then the executions of those inserted from theirs, in one
+/// statement; returning the jobs inserted.
+static INSERT_JOBS_WITH_EXECUTIONS: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "WITH inserted AS ({jobs} RETURNING {columns}),
+              executions_inserted AS (
+                  {EXECUTION_INSERT} {executions} WHERE v.job_id IN (SELECT job_id FROM inserted)
+                  {EXECUTION_CONFLICT})
+         SELECT * FROM inserted",
+        jobs = jobs_from_arrays(),
+        columns = super::engine::JOB_COLUMNS,
+        executions = executions_from_arrays(JOB_ARRAYS.len() + 1),
+    )
+});
+
 /// Bind one array per column, in the order the statement's UNNEST reads them.
 fn push<'q, T>(args: &mut PgArguments, column: T) -> StoreResult<()>
 where
     T: sqlx::Encode<'q, Postgres> + sqlx::Type<Postgres> + 'q,
 {
-    args.add(column).map_err(|e| super::StoreError::Database(sqlx::Error::Encode(e)))
+    args.add(column).map_err(|e| sqlx::Error::Encode(e).into())
 }
 
 fn push_job_arrays(
