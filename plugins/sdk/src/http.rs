@@ -11,7 +11,7 @@
 //! says.
 
 use crate::bindings::taskexec::plugin::http_client::{self, SendError};
-use crate::bindings::wasi::http::types::{Method, Scheme};
+use crate::bindings::wasi::http::types::Method;
 use crate::{fail, Failure, Receipt};
 
 /// What a response body is read up to unless [`Request::max_response_bytes`] says otherwise.
@@ -93,7 +93,7 @@ impl Request {
     /// answer comes back whole, under the same grants and deadline as wasi:http, without its
     /// twenty-odd calls for fields, streams and futures.
     pub fn send(self) -> Result<Response, Failure> {
-        let (_, authority, _) = split_url(&self.url).map_err(fail::invalid_spec)?;
+        let authority = authority(&self.url).map_err(fail::invalid_spec)?.to_owned();
         let request = http_client::Request {
             method: method_name(&self.method).to_owned(),
             url: self.url,
@@ -208,26 +208,21 @@ fn from_send_error(authority: &str, error: SendError) -> Failure {
     }
 }
 
-/// `scheme://authority/path?query`, split.
-fn split_url(url: &str) -> Result<(Scheme, String, String), String> {
+/// The authority of `scheme://authority/path?query`, once the URL is checked to be absolute
+/// http(s) with a host (failures name the destination by it).
+fn authority(url: &str) -> Result<&str, String> {
     let (scheme, rest) = url.split_once("://").ok_or_else(|| format!("`{url}` is not an absolute http(s) URL"))?;
-    let scheme = match scheme {
-        "https" => Scheme::Https,
-        "http" => Scheme::Http,
-        other => return Err(format!("the URL's scheme must be http or https, not {other}")),
-    };
-    let (authority, path) = match rest.find(['/', '?']) {
-        Some(i) if rest.as_bytes()[i] == b'/' => (&rest[..i], rest[i..].to_owned()),
-        Some(i) => (&rest[..i], format!("/{}", &rest[i..])),
-        None => (rest, "/".to_owned()),
-    };
+    if !matches!(scheme, "http" | "https") {
+        return Err(format!("the URL's scheme must be http or https, not {scheme}"));
+    }
+    let authority = rest.find(['/', '?']).map_or(rest, |end| &rest[..end]);
     if authority.is_empty() {
         return Err(format!("`{url}` has no host"));
     }
-    Ok((scheme, authority.to_owned(), path))
+    Ok(authority)
 }
 
 /// Checks a URL's form as `send` would (for `validate`): absolute, http or https, with a host.
 pub fn check_url(url: &str) -> Result<(), String> {
-    split_url(url).map(|_| ())
+    authority(url).map(|_| ())
 }
