@@ -77,7 +77,10 @@ impl PgStore {
         };
         let (version,): (String,) = sqlx::query_as("SELECT version()").fetch_one(&pool).await?;
         let cockroach = version.contains("CockroachDB");
-        if !cockroach {
+        if cockroach {
+            // Keys in time order would send every insert to one range (crate::ids).
+            crate::ids::spread_keys();
+        } else {
             warn_if_autovacuum_off(&pool).await;
         }
         Ok(Self { pool, cockroach, worker_commits: WorkerCommits::default() })
