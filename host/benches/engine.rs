@@ -514,7 +514,8 @@ const UNFINISHED: &str = "SELECT CASE WHEN EXISTS (SELECT 1 FROM executions WHER
 /// the same `n` jobs at concurrency 24, with its defaults and tuned. The ratio is the point.
 async fn side_by_side(n: usize) -> Value {
     let nginx = Nginx::start();
-    let db = TestDb::new(Backend::Postgres).await;
+    let server_url = side_by_side_server_url();
+    let db = TestDb::postgres_on(&server_url).await;
     let server = start_server(&db, "api", &[]).await;
     let api = server.client();
     post(
@@ -557,7 +558,7 @@ async fn side_by_side(n: usize) -> Value {
     let mut peers = serde_json::Map::new();
     let with_peers = std::env::var("BENCH_PEERS").map_or(true, |v| v != "0");
     for tuned in [false, true].into_iter().filter(|_| with_peers) {
-        let peer_db = TestDb::new(Backend::Postgres).await;
+        let peer_db = TestDb::postgres_on(&server_url).await;
         // Node resolves an ES module's imports beside the script: run a copy where
         // scripts/bench installed graphile-worker (BENCH_NODE_DIR, target/bench-node).
         let dir = std::env::var("BENCH_NODE_DIR")
@@ -587,8 +588,27 @@ async fn side_by_side(n: usize) -> Value {
         );
     }
     json!({"jobs": n, "receiver": "nginx (1 worker process)", "taskexec_worker_slots": slots.as_deref().unwrap_or("default"),
+           "postgres_connections": if server_url.contains("sslmode=disable") { "plain" } else { "as the URL says" },
            "taskexec_seconds": round2(seconds),
            "taskexec_per_second": taskexec.round(), "peers": peers})
+}
+
+/// The PostgreSQL server both contenders use, connected to the same way. graphile-worker's
+/// driver (node-postgres) connects without TLS unless its URL asks; sqlx, like libpq, prefers
+/// TLS whenever the server offers it (Debian's PostgreSQL does, with its snakeoil
+/// certificate). Left to their defaults, taskexec paid for TLS on every statement and
+/// graphile-worker did not (9,567 against 10,463 jobs/s for taskexec alone, docs/benchmarks.md).
+/// So a URL that does not say adds `sslmode=disable`; one that says is used as it is.
+fn side_by_side_server_url() -> String {
+    let url =
+        std::env::var("TE_TEST_POSTGRES_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    if url.contains("sslmode=") {
+        url
+    } else if url.contains('?') {
+        format!("{url}&sslmode=disable")
+    } else {
+        format!("{url}?sslmode=disable")
+    }
 }
 
 /// Claim latency with `rows` finished executions behind the queue, against none (see the
