@@ -600,8 +600,7 @@ async fn side_by_side(n: usize) -> Value {
 /// graphile-worker did not (9,567 against 10,463 jobs/s for taskexec alone, docs/benchmarks.md).
 /// So a URL that does not say adds `sslmode=disable`; one that says is used as it is.
 fn side_by_side_server_url() -> String {
-    let url =
-        std::env::var("TE_TEST_POSTGRES_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    let url = support::db::admin_url();
     if url.contains("sslmode=") {
         url
     } else if url.contains('?') {

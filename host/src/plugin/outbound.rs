@@ -203,6 +203,8 @@ impl Outbound {
     ) -> Result<reqwest::Response, Error> {
         let uri = request.uri();
         let (scheme, port) = scheme_and_port(uri);
+        // Kept past the request's parts, for the resolver's checks.
+        let scheme = scheme.to_owned();
         // Parsed once, as the client reads it, and handed to the client as parsed: the host
         // checked is the host connected to. An address in any spelling (`127.1`, `2130706433`,
         // `0x7f000001`, `127.0.0.1.`) is that address, and is checked as one.
@@ -256,8 +258,8 @@ impl Outbound {
 
 /// A request's scheme (https when it names none) and port (the scheme's default when it names
 /// none), as grants and refusals read a destination.
-pub(super) fn scheme_and_port(uri: &http::Uri) -> (String, u16) {
-    let scheme = uri.scheme_str().unwrap_or("https").to_owned();
+pub(super) fn scheme_and_port(uri: &http::Uri) -> (&str, u16) {
+    let scheme = uri.scheme_str().unwrap_or("https");
     let port = uri.port_u16().unwrap_or(if scheme == "http" { 80 } else { 443 });
     (scheme, port)
 }

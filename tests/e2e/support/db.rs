@@ -12,7 +12,7 @@ pub enum Backend {
 }
 
 /// The server to create test databases on; `TE_TEST_POSTGRES_URL` overrides it.
-fn admin_url() -> String {
+pub fn admin_url() -> String {
     std::env::var("TE_TEST_POSTGRES_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
 }
 
