@@ -20,6 +20,7 @@ use async_trait::async_trait;
 use minijinja::{Environment, ErrorKind};
 use serde_json::{Map, Value};
 
+use super::direct::Direct;
 use super::{
     check_spec, environment, is_template, lookup_path, TemplateError, TemplateRefs, RENDER_FUEL, RENDER_MAX_BYTES,
 };
@@ -96,6 +97,9 @@ pub trait Renderer: Send + Sync {
 pub struct CompiledTemplate {
     env: Environment<'static>,
     root: Node,
+    /// Render every string with minijinja (the tests compare the two ways).
+    #[cfg(test)]
+    minijinja_only: bool,
 }
 
 enum Node {
@@ -108,6 +112,8 @@ enum Node {
         whole_expression: bool,
         variables: Vec<String>,
         field: String,
+        /// The same string rendered without minijinja, when it only reads variables.
+        direct: Option<Direct>,
     },
     Array(Vec<Node>),
     Object(Vec<(String, Node)>),
@@ -126,7 +132,12 @@ impl CompiledTemplate {
         env.add_filter("te_json", strict_json);
         let mut count = 0usize;
         let root = Self::compile_node(&mut env, &mut count, "spec".to_owned(), template)?;
-        Ok(Self { env, root })
+        Ok(Self {
+            env,
+            root,
+            #[cfg(test)]
+            minijinja_only: false,
+        })
     }
 
     fn compile_node(
@@ -150,7 +161,7 @@ impl CompiledTemplate {
                 env.add_template_owned(name.clone(), body).map_err(error)?;
                 let variables =
                     env.get_template(&name).map_err(error)?.undeclared_variables(true).into_iter().collect();
-                Node::Template { name, whole_expression: whole, variables, field }
+                Node::Template { name, whole_expression: whole, variables, direct: Direct::parse(source), field }
             }
             Value::Array(items) => Node::Array(
                 items
@@ -169,7 +180,7 @@ impl CompiledTemplate {
     }
 
     pub fn render(&self, context: &RenderContext) -> Result<Value, RenderError> {
-        let contexts = Contexts { plain: context.to_minijinja(), url: std::cell::OnceCell::new(), of: context };
+        let contexts = Contexts { plain: std::cell::OnceCell::new(), url: std::cell::OnceCell::new(), of: context };
         let mut budget = RENDER_MAX_BYTES;
         self.render_node(&self.root, &contexts, &mut budget)
     }
@@ -188,21 +199,26 @@ impl CompiledTemplate {
                 }
                 Value::Object(map)
             }
-            Node::Template { name, whole_expression, variables, field } => {
+            Node::Template { name, whole_expression, variables, field, direct } => {
+                let url = URL_FIELDS.contains(&field.as_str());
+                if let Some((value, length)) = self.direct(direct.as_ref()).and_then(|d| d.render(context, url)) {
+                    if length > *budget {
+                        return Err(too_large(field));
+                    }
+                    *budget -= length;
+                    return Ok(value);
+                }
                 let template = self.env.get_template(name).expect("compiled templates are registered");
-                let ctx = if URL_FIELDS.contains(&field.as_str()) {
+                let ctx = if url {
                     contexts.url.get_or_init(|| context.to_minijinja_for_url())
                 } else {
-                    &contexts.plain
+                    contexts.plain.get_or_init(|| context.to_minijinja())
                 };
                 // Written through a capped buffer: output past the spec's budget stops the render.
                 let mut out = CappedWriter { bytes: Vec::new(), room: *budget, overflowed: false };
                 let rendered = template.render_captured_to(ctx, &mut out);
                 if out.overflowed {
-                    return Err(RenderError::new(
-                        format!("`{field}`: the rendered spec is larger than {RENDER_MAX_BYTES} bytes"),
-                        None,
-                    ));
+                    return Err(too_large(field));
                 }
                 rendered.map_err(|e| match e.kind() {
                     ErrorKind::OutOfFuel => RenderError::new(
@@ -227,19 +243,34 @@ impl CompiledTemplate {
     }
 }
 
+impl CompiledTemplate {
+    /// The string's direct form, unless this template renders everything with minijinja.
+    fn direct<'d>(&self, direct: Option<&'d Direct>) -> Option<&'d Direct> {
+        #[cfg(test)]
+        if self.minijinja_only {
+            return None;
+        }
+        direct
+    }
+}
+
+fn too_large(field: &str) -> RenderError {
+    RenderError::new(format!("`{field}`: the rendered spec is larger than {RENDER_MAX_BYTES} bytes"), None)
+}
+
 /// The fields of a spec that are URLs: input values are percent-encoded into them.
 const URL_FIELDS: [&str; 2] = ["spec.url", "spec.redis_url"];
 
-/// One render's contexts: the plain one, and (made when a URL field needs it) the one with
-/// percent-encoded input.
+/// One render's minijinja contexts, each made when a string first needs it: the plain one, and
+/// the one with percent-encoded input for URL fields.
 struct Contexts<'a> {
-    plain: minijinja::Value,
+    plain: std::cell::OnceCell<minijinja::Value>,
     url: std::cell::OnceCell<minijinja::Value>,
     of: &'a RenderContext,
 }
 
 /// `value` with every string percent-encoded: all but letters, digits and `-._~` as `%XX`.
-fn percent_encode_strings(value: &Value) -> Value {
+pub(super) fn percent_encode_strings(value: &Value) -> Value {
     match value {
         Value::String(s) => Value::String(percent_encode(s)),
         Value::Array(items) => Value::Array(items.iter().map(percent_encode_strings).collect()),
@@ -484,6 +515,57 @@ mod tests {
         let v2 = renderer.compiled(&TemplateKey { endpoint: "e".into(), version: 2 }, &template).unwrap();
         assert!(!Arc::ptr_eq(&first, &v2));
         assert_eq!(renderer.cached_count(), 2);
+    }
+
+    #[test]
+    fn strings_that_only_read_variables_render_as_minijinja_renders_them() {
+        let mut ctx = context();
+        ctx.input = json!({
+            "user": {"name": "Ada Lovelace", "id": 7}, "amount": 12.5, "whole": 2.0, "big": u64::MAX, "neg": -5,
+            "tags": ["a", "b/c"], "flag": true, "none": null, "empty": "",
+            "weird": "a/b?c=d&e#f ü \" \\ {{secret.api_key}} %41", "nested": {"a": [1, {"b": "c/d"}]}
+        });
+        let templates = [
+            "{{input.user.name}}",
+            "{{ input.amount }}",
+            "{{input.whole}}",
+            "{{input.big}}",
+            "{{input.neg}}",
+            "{{input.user}}",
+            "{{input}}",
+            "{{input.tags}}",
+            "{{input.none}}",
+            "{{input.flag}}",
+            "{{input.empty}}",
+            "{{input.weird}}",
+            "{{input.nested}}",
+            "x{{input.none}}",
+            "x{{input.flag}}",
+            "x{{input.amount}}",
+            "x{{input.whole}}",
+            "n={{input.user.id}}&b={{input.big}}&m={{input.neg}}",
+            "t={{input.tags}}",
+            "{{input.missing}}",
+            "x {{input.user.missing}} y",
+            "{{input.user.name.first}}",
+            "{{input.tags.a}}",
+            "{{config.api_base_url}}/users/{{input.user.name}}?w={{input.weird}}",
+            "{{config.max_len}}",
+            "{{config.nope}}",
+            "Bearer {{secret.api_key}}",
+            "{{secret.api_key}}",
+            "{{secret.other}}",
+            "a }} b {{input.user.name}}",
+            "{{ input.user.name | upper }}",
+            "{{input.user.name}}\n",
+        ];
+        for template in templates {
+            let spec = json!({"url": template, "body": {"v": template}});
+            let direct = CompiledTemplate::compile(&spec).unwrap();
+            let minijinja = CompiledTemplate { minijinja_only: true, ..CompiledTemplate::compile(&spec).unwrap() };
+            let outcome = |t: &CompiledTemplate| t.render(&ctx).map_err(|e| (e.message, e.variable));
+            assert_eq!(outcome(&direct), outcome(&minijinja), "{template}");
+        }
     }
 
     #[test]
