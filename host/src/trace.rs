@@ -16,12 +16,11 @@
 //! (default `taskexec`). Without it nothing is sampled and nothing leaves the process: ids are
 //! still made, so receivers still get a `traceparent`.
 
-use std::collections::HashMap;
 use std::time::Duration;
 
-use opentelemetry::propagation::TextMapPropagator;
-use opentelemetry::trace::TracerProvider as _;
-use opentelemetry_sdk::propagation::TraceContextPropagator;
+use opentelemetry::trace::{
+    SpanContext, SpanId, TraceContextExt, TraceFlags, TraceId, TraceState, TracerProvider as _,
+};
 use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
@@ -70,10 +69,16 @@ impl TraceParent {
     }
 
     /// The context of `span` (None when no OpenTelemetry layer is installed, as in unit tests).
+    /// Written as `TraceContextPropagator::inject_context` writes it (version 00, only the
+    /// sampled flag), without its header map: the worker asks this once per attempt.
     pub fn of(span: &tracing::Span) -> Option<Self> {
-        let mut carrier = HashMap::new();
-        TraceContextPropagator::new().inject_context(&span.context(), &mut carrier);
-        carrier.remove(TRACEPARENT).and_then(|value| Self::parse(&value))
+        let context = span.context();
+        let span = context.span();
+        let ids = span.span_context();
+        ids.is_valid().then(|| {
+            let flags = ids.trace_flags() & TraceFlags::SAMPLED;
+            Self(format!("00-{}-{}-{flags:02x}", ids.trace_id(), ids.span_id()))
+        })
     }
 
     /// The context of the span the caller is in.
@@ -81,13 +86,23 @@ impl TraceParent {
         Self::of(&tracing::Span::current())
     }
 
-    /// Make `span` a child of this context. Call before the span is entered.
+    /// Make `span` a child of this context. Call before the span is entered. As
+    /// `TraceContextPropagator::extract` would make it, without a header map: a remote
+    /// parent with only the sampled flag kept.
     pub fn adopt(&self, span: &tracing::Span) {
-        let carrier = HashMap::from([(TRACEPARENT.to_owned(), self.0.clone())]);
-        let parent = TraceContextPropagator::new().extract(&carrier);
+        // `parse` checked the ids are hex of the right length, and not zero.
+        let (Ok(trace_id), Ok(span_id), Ok(flags)) = (
+            TraceId::from_hex(self.trace_id()),
+            SpanId::from_hex(self.parent_id()),
+            u8::from_str_radix(&self.0[53..55], 16),
+        ) else {
+            return;
+        };
+        let flags = TraceFlags::new(flags) & TraceFlags::SAMPLED;
+        let remote = SpanContext::new(trace_id, span_id, flags, true, TraceState::default());
         // Only fails when no layer is installed or the span is already started: either way
         // the span keeps its own root, which loses the link and nothing else.
-        let _ = span.set_parent(parent);
+        let _ = span.set_parent(opentelemetry::Context::current().with_remote_span_context(remote));
     }
 }
 
