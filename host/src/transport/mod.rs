@@ -244,7 +244,7 @@ pub fn cannot_reach(peer: &str, error: crate::egress::ResolveError) -> Failure {
 
 /// A successful receipt carrying `output` as JSON text.
 pub fn receipt(output: Value) -> Receipt {
-    Receipt { output_json: output.to_string() }
+    Receipt { output_json: serde_json::to_string(&output).expect("a JSON value serializes") }
 }
 
 /// A spec that cannot be used: which field, and why.
