@@ -8,6 +8,9 @@
 //!   (`te_json` is minijinja's `tojson` made strict: `tojson` turns an undefined value into
 //!   `null`, which would deliver a null where the user's data is missing);
 //! - any other templated string renders to a string;
+//! - a string that only reads variables (`"{{input.id}}"`, `"Bearer {{secret.key}}"`) is
+//!   resolved against the context's JSON without minijinja (`template::direct`), to the same
+//!   result; anything else, or a lookup that does not resolve, goes through minijinja;
 //! - an undefined variable fails the render, naming the variable.
 //!
 //! Values substituted into a template are never rendered again, so an input that contains
