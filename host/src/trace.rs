@@ -68,6 +68,11 @@ impl TraceParent {
         &self.0[36..52]
     }
 
+    /// The 2 hex digits of the trace flags.
+    fn flags(&self) -> &str {
+        &self.0[53..55]
+    }
+
     /// The context of `span` (None when no OpenTelemetry layer is installed, as in unit tests).
     /// Written as `TraceContextPropagator::inject_context` writes it (version 00, only the
     /// sampled flag), without its header map: the worker asks this once per attempt.
@@ -94,7 +99,7 @@ impl TraceParent {
         let (Ok(trace_id), Ok(span_id), Ok(flags)) = (
             TraceId::from_hex(self.trace_id()),
             SpanId::from_hex(self.parent_id()),
-            u8::from_str_radix(&self.0[53..55], 16),
+            u8::from_str_radix(self.flags(), 16),
         ) else {
             return;
         };

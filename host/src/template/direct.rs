@@ -14,14 +14,14 @@
 
 use serde_json::Value;
 
+use super::lookup_keys;
 use super::render::{percent_encode, percent_encode_strings, RenderContext};
 
 /// A templated string made only of literal text and `{{ namespace.key.key }}` lookups.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Direct {
+    /// Literal text and lookups in order; a string that is one lookup alone keeps its JSON type.
     parts: Vec<Part>,
-    /// The whole string is one lookup, which keeps its JSON type.
-    whole: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,8 +71,7 @@ impl Direct {
         if !rest.is_empty() {
             parts.push(Part::Text(rest.to_owned()));
         }
-        let whole = matches!(parts.as_slice(), [Part::Lookup(_)]);
-        Some(Self { parts, whole })
+        Some(Self { parts })
     }
 
     /// The rendered value, or None to render with minijinja instead. `url` says the string is
@@ -80,8 +79,7 @@ impl Direct {
     /// The returned length is what the render's byte budget is charged (the JSON text of a
     /// whole lookup, as `te_json` writes it; the text otherwise).
     pub(super) fn render(&self, context: &RenderContext, url: bool) -> Option<(Value, usize)> {
-        if self.whole {
-            let [Part::Lookup(path)] = self.parts.as_slice() else { return None };
+        if let [Part::Lookup(path)] = self.parts.as_slice() {
             let value = match path.find(context)? {
                 Found::Secret(text) => Value::String(text.to_owned()),
                 Found::Json(value) if url && path.namespace == Namespace::Input => percent_encode_strings(value),
@@ -137,7 +135,7 @@ impl Path {
             Namespace::Config => &context.config,
             Namespace::Secret => return context.secrets.get(&self.keys[0]).map(|s| Found::Secret(s.expose())),
         };
-        self.keys.iter().try_fold(root, |node, key| node.as_object()?.get(key)).map(Found::Json)
+        lookup_keys(root, self.keys.iter().map(String::as_str)).map(Found::Json)
     }
 }
 

@@ -156,7 +156,12 @@ fn syntax_message(error: &minijinja::Error) -> String {
 
 /// Look up a dotted path (`a.b.c`) in a JSON object.
 pub fn lookup_path<'v>(root: &'v Value, path: &str) -> Option<&'v Value> {
-    path.split('.').try_fold(root, |node, key| node.as_object()?.get(key))
+    lookup_keys(root, path.split('.'))
+}
+
+/// Look up a path already split into its keys (none: `root` itself).
+fn lookup_keys<'v, 'k>(root: &'v Value, keys: impl IntoIterator<Item = &'k str>) -> Option<&'v Value> {
+    keys.into_iter().try_fold(root, |node, key| node.as_object()?.get(key))
 }
 
 #[cfg(test)]
