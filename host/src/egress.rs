@@ -4,7 +4,7 @@
 //! The policy is checked on the address a connection is actually made to, never on URL text:
 //! names are resolved by our own resolver ([`PolicyResolver`]), which drops every address the
 //! policy refuses, and a URL whose host is an address is first put in the form a connector
-//! reads it in ([`canonical_host`]: `127.1`, `2130706433`, `0x7f000001` and `127.0.0.1.` are
+//! reads it in ([`host_address`]: `127.1`, `2130706433`, `0x7f000001` and `127.0.0.1.` are
 //! all 127.0.0.1, `0` is 0.0.0.0), then checked. The rules, first match wins:
 //!
 //! 1. an address in `TE_EGRESS_ALLOW` (CIDR list) is allowed;
@@ -20,9 +20,13 @@
 //! An IPv4 address written as IPv6 (`::ffff:127.0.0.1`) is checked as the IPv4 address it is.
 //! Plugins are also held to their grants (`plugin::grants`), on top of this policy.
 
+use std::future::Future;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
+use hyper_util::client::legacy::connect::dns::Name;
 use ipnet::IpNet;
 
 use crate::config::ConfigError;
@@ -120,38 +124,50 @@ fn never_a_target(ip: IpAddr) -> Option<&'static str> {
     }
 }
 
-/// The host of `url` as a connector reads it: an address in any spelling the WHATWG URL
-/// standard accepts becomes that address (`127.1` → 127.0.0.1); a name stays a name,
-/// lowercased. None when the URL has no host.
-pub fn canonical_host(url: &str) -> Option<url::Host<String>> {
-    url::Url::parse(url).ok()?.host().map(|h| h.to_owned())
-}
-
 /// The address a URL's host names literally, in any spelling; None for a name.
 pub fn literal_address(url: &str) -> Option<IpAddr> {
-    match canonical_host(url)? {
+    host_address(&url::Url::parse(url).ok()?)
+}
+
+/// The address a parsed URL's host names literally: an address in any spelling the WHATWG URL
+/// standard accepts is that address, as a connector reads it (`127.1` → 127.0.0.1); None for
+/// a name.
+pub fn host_address(url: &url::Url) -> Option<IpAddr> {
+    match url.host()? {
         url::Host::Ipv4(v4) => Some(IpAddr::V4(v4)),
         url::Host::Ipv6(v6) => Some(IpAddr::V6(v6)),
         url::Host::Domain(_) => None,
     }
 }
 
-/// A resolver for reqwest that only ever returns addresses the policy allows, so the check
-/// holds for the address connected to (a name cannot change its answer between a check and
-/// the connection).
+/// A resolver for the HTTP transport's client (hyper-util's resolver service) that only ever
+/// returns addresses the policy allows, so the check holds for the address connected to (a
+/// name cannot change its answer between a check and the connection).
+#[derive(Clone)]
 pub struct PolicyResolver {
     pub policy: Arc<EgressPolicy>,
 }
 
-impl reqwest::dns::Resolve for PolicyResolver {
-    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+type ResolveFailed = Box<dyn std::error::Error + Send + Sync>;
+
+impl tower::Service<Name> for PolicyResolver {
+    type Response = std::vec::IntoIter<SocketAddr>;
+    type Error = ResolveFailed;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, ResolveFailed>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), ResolveFailed>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, name: Name) -> Self::Future {
         let policy = self.policy.clone();
         Box::pin(async move {
+            // Port 0: the connector sets the URL's port on every address.
             match resolve_allowed(&policy, name.as_str(), 0).await {
-                Ok(allowed) => Ok(Box::new(allowed.into_iter()) as reqwest::dns::Addrs),
-                // The refusal itself, so `denied_in` finds it in reqwest's chain of causes.
-                Err(ResolveError::Denied(denied)) => Err(Box::new(denied) as Box<dyn std::error::Error + Send + Sync>),
-                Err(ResolveError::Lookup { source, .. }) => Err(Box::new(source) as _),
+                Ok(allowed) => Ok(allowed.into_iter()),
+                // The refusal itself, so `denied_in` finds it in the client's chain of causes.
+                Err(ResolveError::Denied(denied)) => Err(Box::new(denied) as ResolveFailed),
+                Err(ResolveError::Lookup { source, .. }) => Err(Box::new(source) as ResolveFailed),
             }
         })
     }
@@ -283,11 +299,11 @@ mod tests {
 
     #[tokio::test]
     async fn the_resolver_drops_refused_addresses() {
-        use reqwest::dns::Resolve;
+        use tower::Service;
         let deny_loopback = Arc::new(EgressPolicy::parse(None, Some("127.0.0.0/8,::1/128")).unwrap());
-        let resolver = PolicyResolver { policy: deny_loopback };
-        let name: reqwest::dns::Name = "localhost".parse().unwrap();
-        let error = match resolver.resolve(name).await {
+        let mut resolver = PolicyResolver { policy: deny_loopback };
+        let name: Name = "localhost".parse().unwrap();
+        let error = match resolver.call(name).await {
             Ok(_) => panic!("localhost resolved past a loopback deny list"),
             Err(e) => e,
         };
@@ -298,8 +314,8 @@ mod tests {
         let deny_loopback = EgressPolicy::parse(None, Some("127.0.0.0/8")).unwrap();
         assert!(check_local_socket(&deny_loopback).is_err(), "a Unix socket is loopback");
         assert!(check_local_socket(&EgressPolicy::default()).is_ok());
-        let open = PolicyResolver { policy: Arc::default() };
-        let addrs: Vec<SocketAddr> = open.resolve("localhost".parse().unwrap()).await.unwrap().collect();
+        let mut open = PolicyResolver { policy: Arc::default() };
+        let addrs: Vec<SocketAddr> = open.call("localhost".parse().unwrap()).await.unwrap().collect();
         assert!(!addrs.is_empty());
     }
 }

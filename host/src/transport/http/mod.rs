@@ -1,6 +1,7 @@
-//! The HTTP transport: one shared reqwest client (a keep-alive pool per host) sends each
+//! The HTTP transport: one shared client (a keep-alive pool per host, `client`) sends each
 //! message as a request and judges the response by the endpoint's expected status codes.
 
+mod client;
 mod spec;
 #[cfg(test)]
 mod tests;
@@ -8,8 +9,8 @@ mod tests;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE, RETRY_AFTER};
-use reqwest::StatusCode;
+use hyper::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE, RETRY_AFTER};
+use hyper::{Method, StatusCode};
 use serde_json::{json, Value};
 
 pub use spec::{HttpMethod, HttpSpec};
@@ -19,8 +20,9 @@ use super::{
     ReceiverAnswer, SpecError, Transport,
 };
 use crate::contract::{Failure, Message, Receipt};
-use crate::egress::{self, EgressPolicy, PolicyResolver};
+use crate::egress::{self, EgressPolicy};
 use crate::trace::TRACEPARENT;
+use client::{Client, Outgoing, SendError};
 
 /// Bytes of a response body kept in the execution's output; the rest is cut (and the output
 /// says so with `"body_truncated": true`). Outputs are stored per attempt, so they stay small.
@@ -29,7 +31,7 @@ pub const OUTPUT_BODY_LIMIT: usize = 64 * 1024;
 const ERROR_BODY_LIMIT: usize = 1024;
 
 pub struct HttpTransport {
-    client: reqwest::Client,
+    client: Client,
     policy: Arc<EgressPolicy>,
 }
 
@@ -47,20 +49,7 @@ impl HttpTransport {
 
     /// Every connection held to `policy`, checked on the address connected to.
     pub fn with_policy(policy: Arc<EgressPolicy>) -> Self {
-        let client = reqwest::Client::builder()
-            .user_agent(concat!("taskexec/", env!("CARGO_PKG_VERSION")))
-            // A redirect is an answer, not a delivery: judged by expected_status_codes like any
-            // other status, so a receiver cannot bounce a signed request to another host.
-            .redirect(reqwest::redirect::Policy::none())
-            .pool_max_idle_per_host(256)
-            .tcp_nodelay(true)
-            .dns_resolver(Arc::new(PolicyResolver { policy: policy.clone() }))
-            // HTTP_PROXY and friends in the service's environment are not a delivery's way
-            // out: a proxy would connect where the egress policy never looks.
-            .no_proxy()
-            .build()
-            .expect("the HTTP client builds");
-        Self { client, policy }
+        Self { client: Client::new(policy.clone()), policy }
     }
 }
 
@@ -73,7 +62,7 @@ impl Transport for HttpTransport {
     async fn deliver(&self, message: Message, delivery: &Delivery) -> Result<Receipt, Failure> {
         let mut spec: HttpSpec = rendered_spec(&message)?;
         let timeout = delivery_timeout(spec.timeout_ms, message.deadline_ms)?;
-        let url = reqwest::Url::parse(&spec.url)
+        let url = url::Url::parse(&spec.url)
             .map_err(|e| Failure::invalid_spec(format!("the rendered url is not a valid URL: {e}")))?;
         if !matches!(url.scheme(), "http" | "https") {
             return Err(Failure::invalid_spec(format!(
@@ -83,37 +72,32 @@ impl Transport for HttpTransport {
         }
         // An address in the URL is never resolved: check it here, in the form the client reads
         // it (`127.1` is 127.0.0.1); names are checked by the resolver as they connect.
-        if let Some(address) = egress::literal_address(url.as_str()) {
+        if let Some(address) = egress::host_address(&url) {
             self.policy.check(address).map_err(|denied| egress_refused(&denied))?;
         }
         let headers = request_headers(&spec, &message, delivery)?;
         let method = match spec.method {
-            HttpMethod::GET => reqwest::Method::GET,
-            HttpMethod::POST => reqwest::Method::POST,
-            HttpMethod::PUT => reqwest::Method::PUT,
-            HttpMethod::PATCH => reqwest::Method::PATCH,
-            HttpMethod::DELETE => reqwest::Method::DELETE,
+            HttpMethod::GET => Method::GET,
+            HttpMethod::POST => Method::POST,
+            HttpMethod::PUT => Method::PUT,
+            HttpMethod::PATCH => Method::PATCH,
+            HttpMethod::DELETE => Method::DELETE,
         };
-        let mut request = self.client.request(method, url).headers(headers).timeout(timeout);
-        if let Some(body) = &spec.body_template {
-            request = request.body(serde_json::to_vec(body).expect("JSON serializes"));
-        }
+        let body = spec.body_template.as_ref().map(|body| serde_json::to_vec(body).expect("JSON serializes"));
+        let request = Outgoing { method, url, headers, body };
 
         // The parsed spec (headers, body template) is not held while the receiver answers.
         let expected_status_codes = std::mem::take(&mut spec.expected_status_codes);
         drop(spec);
-        let response = request.send().await.map_err(transport_failure)?;
-        let status = response.status();
-        let retry_after_ms = retry_after_ms(status, response.headers());
+        let answer = self.client.send(request, timeout, OUTPUT_BODY_LIMIT).await.map_err(transport_failure)?;
+        let (status, body, truncated) = (answer.response.status, answer.body, answer.truncated);
+        let retry_after_ms = retry_after_ms(status, &answer.response.headers);
         // Copied only for a classifier: it costs every delivery that has none.
-        let headers: Option<Vec<_>> = delivery.wants_answer().then(|| {
-            let headers = response.headers().iter().take(ReceiverAnswer::MAX_HEADERS);
-            headers
+        if delivery.wants_answer() {
+            let headers = answer.response.headers.iter().take(ReceiverAnswer::MAX_HEADERS);
+            let headers = headers
                 .map(|(name, value)| (name.to_string(), String::from_utf8_lossy(value.as_bytes()).into_owned()))
-                .collect()
-        });
-        let (body, truncated) = read_body(response, OUTPUT_BODY_LIMIT).await.map_err(transport_failure)?;
-        if let Some(headers) = headers {
+                .collect();
             delivery.keep_answer(ReceiverAnswer { status: Some(status.as_u16()), headers, body: body.clone() });
         }
         let body_text = String::from_utf8_lossy(&body);
@@ -172,40 +156,25 @@ fn request_headers(spec: &HttpSpec, message: &Message, delivery: &Delivery) -> R
     Ok(headers)
 }
 
-fn transport_failure(error: reqwest::Error) -> Failure {
+fn transport_failure(error: SendError) -> Failure {
+    let error = match error {
+        SendError::Timeout => return Failure::timeout("no complete response before the timeout"),
+        SendError::Failed(error) => error,
+    };
     // The egress policy refused every address of the name: permanent, and said plainly.
-    if let Some(denied) = egress::denied_in(&error) {
+    if let Some(denied) = egress::denied_in(error.as_ref()) {
         return egress_refused(denied);
     }
-    // reqwest's message includes the URL, which may carry a rendered secret in its query:
-    // drop it and keep the cause.
-    let error = error.without_url();
+    // The client's errors never quote the URL (which may carry a rendered secret in its
+    // query); the chain of causes says what failed.
     let mut message = error.to_string();
-    let mut source = std::error::Error::source(&error);
+    let mut source = error.source();
     while let Some(cause) = source {
         message.push_str(": ");
         message.push_str(&cause.to_string());
         source = cause.source();
     }
-    if error.is_timeout() {
-        Failure::timeout(format!("no complete response before the timeout ({message})"))
-    } else {
-        Failure::connection(message)
-    }
-}
-
-/// Read at most `limit` bytes of the body; report whether more was cut.
-async fn read_body(mut response: reqwest::Response, limit: usize) -> Result<(Vec<u8>, bool), reqwest::Error> {
-    let mut body = Vec::new();
-    while let Some(chunk) = response.chunk().await? {
-        let room = limit - body.len();
-        if chunk.len() > room {
-            body.extend_from_slice(&chunk[..room]);
-            return Ok((body, true));
-        }
-        body.extend_from_slice(&chunk);
-    }
-    Ok((body, false))
+    Failure::connection(message)
 }
 
 /// `Retry-After` on a 429 or 503, in seconds or as an HTTP date, as milliseconds from now.

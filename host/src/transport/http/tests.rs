@@ -131,6 +131,26 @@ async fn the_spec_may_set_its_own_idempotency_key_and_traceparent_and_a_get_has_
 }
 
 #[tokio::test]
+async fn credentials_in_the_url_are_sent_as_basic_authorization_and_a_spec_may_name_its_user_agent() {
+    let (base, log) = receiver().await;
+    let with_credentials = base.replacen("http://", "http://ops%40acme:s%3Acret@", 1);
+    let s = spec(format!("{with_credentials}/hook?q=1"), json!({"headers": {"User-Agent": "acme-hooks/2"}}));
+    HttpTransport::new().deliver(message("exec_1", &s), &Delivery::default()).await.unwrap();
+    let seen = log.lock().unwrap()[0].clone();
+    // base64("ops@acme:s:cret"): percent-decoded, as browsers and curl send them.
+    assert_eq!(seen.headers["authorization"], "Basic b3BzQGFjbWU6czpjcmV0");
+    assert_eq!(seen.headers["host"], base.trim_start_matches("http://"), "no credentials in the Host header");
+    assert_eq!(seen.path, "/hook");
+    assert_eq!(seen.headers.get_all("user-agent").iter().collect::<Vec<_>>(), ["acme-hooks/2"]);
+
+    // A spec's own Authorization header wins over credentials in its URL.
+    let s = spec(format!("{with_credentials}/hook"), json!({"headers": {"Authorization": "Bearer mine"}}));
+    HttpTransport::new().deliver(message("exec_2", &s), &Delivery::default()).await.unwrap();
+    let seen = log.lock().unwrap()[1].clone();
+    assert_eq!(seen.headers.get_all("authorization").iter().collect::<Vec<_>>(), ["Bearer mine"]);
+}
+
+#[tokio::test]
 async fn statuses_are_judged_by_the_expected_codes() {
     let (base, _log) = receiver().await;
     let transport = HttpTransport::new();
