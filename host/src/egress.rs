@@ -20,16 +20,13 @@
 //! An IPv4 address written as IPv6 (`::ffff:127.0.0.1`) is checked as the IPv4 address it is.
 //! Plugins are also held to their grants (`plugin::grants`), on top of this policy.
 
-use std::future::Future;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
-use hyper_util::client::legacy::connect::dns::Name;
 use ipnet::IpNet;
 
 use crate::config::ConfigError;
+use crate::transport::http::client::{BoxError, Resolve, Resolving};
 
 /// Where deliveries may connect.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -140,34 +137,23 @@ pub fn host_address(url: &url::Url) -> Option<IpAddr> {
     }
 }
 
-/// A resolver for the HTTP transport's client (hyper-util's resolver service) that only ever
+/// A resolver for the HTTP transport's client that only ever
 /// returns addresses the policy allows, so the check holds for the address connected to (a
 /// name cannot change its answer between a check and the connection).
-#[derive(Clone)]
 pub struct PolicyResolver {
     pub policy: Arc<EgressPolicy>,
 }
 
-type ResolveFailed = Box<dyn std::error::Error + Send + Sync>;
-
-impl tower::Service<Name> for PolicyResolver {
-    type Response = std::vec::IntoIter<SocketAddr>;
-    type Error = ResolveFailed;
-    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, ResolveFailed>> + Send>>;
-
-    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), ResolveFailed>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, name: Name) -> Self::Future {
-        let policy = self.policy.clone();
+impl Resolve for PolicyResolver {
+    fn resolve(&self, name: &str) -> Resolving {
+        let (policy, name) = (self.policy.clone(), name.to_owned());
         Box::pin(async move {
             // Port 0: the connector sets the URL's port on every address.
-            match resolve_allowed(&policy, name.as_str(), 0).await {
-                Ok(allowed) => Ok(allowed.into_iter()),
+            match resolve_allowed(&policy, &name, 0).await {
+                Ok(allowed) => Ok(allowed),
                 // The refusal itself, so `denied_in` finds it in the client's chain of causes.
-                Err(ResolveError::Denied(denied)) => Err(Box::new(denied) as ResolveFailed),
-                Err(ResolveError::Lookup { source, .. }) => Err(Box::new(source) as ResolveFailed),
+                Err(ResolveError::Denied(denied)) => Err(Box::new(denied) as BoxError),
+                Err(ResolveError::Lookup { source, .. }) => Err(Box::new(source) as BoxError),
             }
         })
     }
@@ -299,11 +285,9 @@ mod tests {
 
     #[tokio::test]
     async fn the_resolver_drops_refused_addresses() {
-        use tower::Service;
         let deny_loopback = Arc::new(EgressPolicy::parse(None, Some("127.0.0.0/8,::1/128")).unwrap());
-        let mut resolver = PolicyResolver { policy: deny_loopback };
-        let name: Name = "localhost".parse().unwrap();
-        let error = match resolver.call(name).await {
+        let resolver = PolicyResolver { policy: deny_loopback };
+        let error = match resolver.resolve("localhost").await {
             Ok(_) => panic!("localhost resolved past a loopback deny list"),
             Err(e) => e,
         };
@@ -314,8 +298,8 @@ mod tests {
         let deny_loopback = EgressPolicy::parse(None, Some("127.0.0.0/8")).unwrap();
         assert!(check_local_socket(&deny_loopback).is_err(), "a Unix socket is loopback");
         assert!(check_local_socket(&EgressPolicy::default()).is_ok());
-        let mut open = PolicyResolver { policy: Arc::default() };
-        let addrs: Vec<SocketAddr> = open.call("localhost".parse().unwrap()).await.unwrap().collect();
+        let open = PolicyResolver { policy: Arc::default() };
+        let addrs: Vec<SocketAddr> = open.resolve("localhost").await.unwrap();
         assert!(!addrs.is_empty());
     }
 }

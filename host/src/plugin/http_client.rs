@@ -31,8 +31,9 @@ impl Host for PluginState {
         let destination = destination(request.uri());
         let why = |error| send_error(&self.outbound, &destination, error);
         let mut response = self.outbound.clone().exchange(request, options).await.map_err(why)?;
-        let status = response.status().as_u16();
+        let status = response.head.status().as_u16();
         let headers = response
+            .head
             .headers()
             .iter()
             .map(|(name, value)| (name.as_str().to_owned(), value.as_bytes().to_vec()))

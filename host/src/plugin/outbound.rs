@@ -9,10 +9,12 @@ use std::time::Instant;
 use axum::body::Bytes;
 use axum::http;
 use http_body_util::BodyExt;
+use hyper::body::Incoming;
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
 use super::grants::{is_internal, Grants};
 use crate::egress::EgressPolicy;
+use crate::transport::http::client::{self, BoxError, Client, Resolve, Resolving};
 use crate::transport::PooledTransports;
 
 /// Largest response body a plugin is handed, so one answer cannot exhaust the host.
@@ -51,7 +53,7 @@ fn record_denial(denials: &Denials, why: String) {
 pub struct Egress {
     pub(super) grants: Arc<Grants>,
     policy: Arc<EgressPolicy>,
-    client: reqwest::Client,
+    client: Client,
     /// The Kafka and Redis clients the `kafka` and `redis-streams` imports go through (none
     /// for calls that may send nothing).
     pub(super) pooled: Option<PooledTransports>,
@@ -70,17 +72,9 @@ impl Egress {
 
     /// Held to `grants` and to the operator's `policy` (`TE_EGRESS_ALLOW` / `TE_EGRESS_DENY`).
     pub fn with_policy(grants: Arc<Grants>, policy: Arc<EgressPolicy>) -> Self {
-        let client = reqwest::Client::builder()
-            // A redirect to a host outside the grants must not be reachable that way: the
-            // plugin sees the 3xx.
-            .redirect(reqwest::redirect::Policy::none())
-            .pool_max_idle_per_host(256)
-            .tcp_nodelay(true)
-            .dns_resolver(Arc::new(GrantedResolver { grants: grants.clone(), policy: policy.clone() }))
-            // Proxy variables of the host's environment are not the plugin's way out.
-            .no_proxy()
-            .build()
-            .expect("the plugin HTTP client builds");
+        // No redirects (a host outside the grants must not be reachable that way: the plugin
+        // sees the 3xx) and no proxy (the host's environment is not the plugin's way out).
+        let client = Client::new(GrantedResolver { grants: grants.clone(), policy: policy.clone() });
         Self { grants, policy, client, pooled: None }
     }
 
@@ -182,9 +176,9 @@ impl Outbound {
         options: Option<RequestOptions>,
     ) -> Result<http::Response<WasiBody>, Error> {
         let mut response = self.exchange(request, options).await?;
-        let mut answer = http::Response::builder().status(response.status());
+        let mut answer = http::Response::builder().status(response.head.status());
         if let Some(headers) = answer.headers_mut() {
-            *headers = std::mem::take(response.headers_mut());
+            *headers = std::mem::take(response.head.headers_mut());
         }
         let (collected, cut) = read_body(&mut response, MAX_RESPONSE_BYTES).await?;
         if cut {
@@ -200,7 +194,7 @@ impl Outbound {
         self,
         request: http::Request<Bytes>,
         options: Option<RequestOptions>,
-    ) -> Result<reqwest::Response, Error> {
+    ) -> Result<Answering, Error> {
         let uri = request.uri();
         let (scheme, port) = scheme_and_port(uri);
         // Kept past the request's parts, for the resolver's checks.
@@ -247,12 +241,32 @@ impl Outbound {
                 parts.headers.insert(crate::trace::TRACEPARENT, value);
             }
         }
-        let mut outgoing = self.egress.client.request(parts.method, url).headers(parts.headers).body(body);
-        if let Some(timeout) = timeout {
-            outgoing = outgoing.timeout(timeout);
-        }
+        let outgoing =
+            client::request(parts.method, url, parts.headers, body).map_err(|_| Error::HttpRequestUriInvalid)?;
+        // One deadline for the head and the body's read, as the timeout a plugin asks for is
+        // for its whole answer.
+        let until = timeout.map(|t| tokio::time::Instant::now() + t);
         let destination = Destination { host, scheme, port, denials: self.denials.clone() };
-        DESTINATION.scope(destination, outgoing.send()).await.map_err(|e| transport_error(&e))
+        let head = DESTINATION.scope(destination, within(until, self.egress.client.head(outgoing)));
+        match head.await {
+            Some(Ok(head)) => Ok(Answering { head, until }),
+            Some(Err(error)) => Err(transport_error(&error)),
+            None => Err(Error::ConnectionReadTimeout),
+        }
+    }
+}
+
+/// An answer whose head has arrived; its body is read by [`read_body`] before `until`.
+pub(super) struct Answering {
+    pub head: http::Response<Incoming>,
+    until: Option<tokio::time::Instant>,
+}
+
+/// `future`'s output, or None when `until` passes first.
+async fn within<T>(until: Option<tokio::time::Instant>, future: impl std::future::Future<Output = T>) -> Option<T> {
+    match until {
+        Some(until) => tokio::time::timeout_at(until, future).await.ok(),
+        None => Some(future.await),
     }
 }
 
@@ -264,17 +278,13 @@ pub(super) fn scheme_and_port(uri: &http::Uri) -> (&str, u16) {
     (scheme, port)
 }
 
-/// Read `response`'s body up to `max` bytes; true when there was more (left unread).
-pub(super) async fn read_body(response: &mut reqwest::Response, max: usize) -> Result<(Vec<u8>, bool), Error> {
-    let mut collected = Vec::new();
-    while let Some(chunk) = response.chunk().await.map_err(|e| transport_error(&e))? {
-        if collected.len() + chunk.len() > max {
-            collected.extend_from_slice(&chunk[..max - collected.len()]);
-            return Ok((collected, true));
-        }
-        collected.extend_from_slice(&chunk);
+/// Read the answer's body up to `max` bytes; true when there was more (left unread).
+pub(super) async fn read_body(answering: &mut Answering, max: usize) -> Result<(Vec<u8>, bool), Error> {
+    match within(answering.until, client::read_limited(answering.head.body_mut(), max)).await {
+        Some(Ok(read)) => Ok(read),
+        Some(Err(error)) => Err(transport_error(&error)),
+        None => Err(Error::ConnectionReadTimeout),
     }
-    Ok((collected, false))
 }
 
 tokio::task_local! {
@@ -308,10 +318,9 @@ struct GrantedResolver {
     policy: Arc<EgressPolicy>,
 }
 
-impl reqwest::dns::Resolve for GrantedResolver {
-    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
-        let grants = self.grants.clone();
-        let policy = self.policy.clone();
+impl Resolve for GrantedResolver {
+    fn resolve(&self, name: &str) -> Resolving {
+        let (grants, policy, name) = (self.grants.clone(), self.policy.clone(), name.to_owned());
         // Read when the connection starts, on the sending task; a resolution outside any send
         // (none is expected) gets no destination and no internal address.
         let destination = DESTINATION.try_with(Destination::clone).ok();
@@ -350,25 +359,26 @@ impl reqwest::dns::Resolve for GrantedResolver {
                 }
                 return Err(Box::new(Refused::Internal) as BoxError);
             }
-            Ok(Box::new(found.into_iter()) as reqwest::dns::Addrs)
+            Ok(found)
         })
     }
 }
 
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
-
-fn transport_error(error: &reqwest::Error) -> Error {
-    let mut source = std::error::Error::source(error);
+/// The wasi:http error of a request that failed: the resolver's refusal where it is among
+/// the causes, a failed connect, or a connection that broke off.
+fn transport_error(error: &(dyn std::error::Error + 'static)) -> Error {
+    let mut source = Some(error);
+    let mut connect = false;
     while let Some(cause) = source {
         match cause.downcast_ref::<Refused>() {
             Some(Refused::Internal) => return Error::DestinationIpProhibited,
             Some(Refused::NotFound) => return Error::DestinationNotFound,
-            None => source = cause.source(),
+            None => {}
         }
+        connect |= cause.downcast_ref::<hyper_util::client::legacy::Error>().is_some_and(|e| e.is_connect());
+        source = cause.source();
     }
-    if error.is_timeout() {
-        Error::ConnectionReadTimeout
-    } else if error.is_connect() {
+    if connect {
         Error::ConnectionRefused
     } else {
         Error::ConnectionTerminated

@@ -1,7 +1,9 @@
-//! The HTTP transport's client: hyper-util's pooled HTTP/1 client over rustls, connecting only
-//! where the egress policy allows.
+//! The client deliveries go out through — the HTTP transport's and plugins' requests alike:
+//! hyper-util's pooled HTTP/1 client over rustls, connecting only to the addresses its
+//! [`Resolve`] hands it (the egress policy's for the transport, a plugin's grants for a
+//! plugin's own client).
 //!
-//! Not reqwest, as the transport used until 2026-11-26: every delivery in flight holds one of
+//! Not reqwest, as both used until 2026-11-26: every delivery in flight holds one of
 //! these requests and its connection, and reqwest's layers above hyper-util (its own request and
 //! response types, redirect and proxy machinery, a boxed timeout per request) held ~4.5 KiB
 //! more per request in flight and cost CPU on every delivery for features a delivery turns off
@@ -11,7 +13,11 @@
 //! not in the request target), one timeout over the request and the body's read, the
 //! resolver's refusal kept in the error's chain of causes.
 
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use base64::Engine;
@@ -20,10 +26,9 @@ use hyper::body::{Bytes, Incoming};
 use hyper::header::{HeaderMap, HeaderValue, AUTHORIZATION, USER_AGENT};
 use hyper::{Method, Request, Response, Uri};
 use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::connect::dns::Name;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
-
-use crate::egress::{EgressPolicy, PolicyResolver};
 
 /// Sent unless the endpoint's spec sets its own.
 const DEFAULT_USER_AGENT: &str = concat!("taskexec/", env!("CARGO_PKG_VERSION"));
@@ -32,7 +37,36 @@ const POOL_MAX_IDLE_PER_HOST: usize = 256;
 /// How long an idle connection is kept before it is closed.
 const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 
-type Connector = HttpsConnector<HttpConnector<PolicyResolver>>;
+type Connector = HttpsConnector<HttpConnector<Resolver>>;
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+/// The addresses a name may be connected to, or why none.
+pub type Resolving = Pin<Box<dyn Future<Output = Result<Vec<SocketAddr>, BoxError>> + Send>>;
+
+/// Resolves the names a client connects to: only addresses it returns are ever connected to,
+/// so a check made here holds for the connection (a name cannot change its answer between a
+/// check and the connect). Called on the sending task when a new connection starts.
+pub trait Resolve: Send + Sync + 'static {
+    fn resolve(&self, name: &str) -> Resolving;
+}
+
+/// hyper-util's resolver service over a [`Resolve`].
+#[derive(Clone)]
+struct Resolver(Arc<dyn Resolve>);
+
+impl tower::Service<Name> for Resolver {
+    type Response = std::vec::IntoIter<SocketAddr>;
+    type Error = BoxError;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, BoxError>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, name: Name) -> Self::Future {
+        let resolving = self.0.resolve(name.as_str());
+        Box::pin(async move { resolving.await.map(Vec::into_iter) })
+    }
+}
 
 /// A request as the transport sends it.
 pub struct Outgoing {
@@ -65,12 +99,13 @@ pub struct Client {
 }
 
 impl Client {
-    /// Every connection held to `policy`: names are resolved by [`PolicyResolver`], which
-    /// drops the addresses the policy refuses. No proxy: `HTTP_PROXY` and friends in the
-    /// service's environment are not a delivery's way out (a proxy would connect where the
-    /// policy never looks). No redirects: a redirect is an answer, judged like any status.
-    pub fn new(policy: Arc<EgressPolicy>) -> Self {
-        let mut http = HttpConnector::new_with_resolver(PolicyResolver { policy });
+    /// Every connection to an address `resolver` returned (an address in a URL is never
+    /// resolved: the caller checks it). No proxy: `HTTP_PROXY` and friends in the service's
+    /// environment are not a delivery's way out (a proxy would connect where no check looks).
+    /// No redirects: a redirect is an answer, judged like any status, and cannot bounce a
+    /// signed request to another host.
+    pub fn new(resolver: impl Resolve) -> Self {
+        let mut http = HttpConnector::new_with_resolver(Resolver(Arc::new(resolver)));
         http.set_nodelay(true);
         // The TLS layer above takes https:// itself.
         http.enforce_http(false);
@@ -87,36 +122,49 @@ impl Client {
         Self { inner }
     }
 
-    /// Send `outgoing` and read at most `body_limit` bytes of the answer's body, all within
-    /// `timeout`.
+    /// Send `outgoing` with a `User-Agent` unless it has one, and read at most `body_limit`
+    /// bytes of the answer's body, all within `timeout`.
     pub async fn send(&self, outgoing: Outgoing, timeout: Duration, body_limit: usize) -> Result<Answer, SendError> {
-        let request = request(outgoing).map_err(|e| SendError::Failed(e.into()))?;
+        let Outgoing { method, url, mut headers, body } = outgoing;
+        if !headers.contains_key(USER_AGENT) {
+            headers.insert(USER_AGENT, HeaderValue::from_static(DEFAULT_USER_AGENT));
+        }
+        let request = request(method, url, headers, Bytes::from(body.unwrap_or_default()));
+        let request = request.map_err(|e| SendError::Failed(e.into()))?;
         let exchange = async {
-            let response = self.inner.request(request).await.map_err(|e| SendError::Failed(e.into()))?;
+            let response = self.head(request).await.map_err(|e| SendError::Failed(e.into()))?;
             read(response, body_limit).await.map_err(|e| SendError::Failed(e.into()))
         };
         tokio::time::timeout(timeout, exchange).await.unwrap_or(Err(SendError::Timeout))
     }
+
+    /// Send `request` and wait for the answer's head; its body is still to be read.
+    pub async fn head(
+        &self,
+        request: Request<Full<Bytes>>,
+    ) -> Result<Response<Incoming>, hyper_util::client::legacy::Error> {
+        self.inner.request(request).await
+    }
 }
 
-/// The hyper request of `outgoing`: credentials in its URL move to an `Authorization` header,
-/// as browsers and curl send them, and out of the request's target.
-fn request(outgoing: Outgoing) -> Result<Request<Full<Bytes>>, hyper::http::Error> {
-    let Outgoing { method, mut url, mut headers, body } = outgoing;
+/// The request to send: credentials in the URL move to an `Authorization` header (unless it
+/// has one), as browsers and curl send them, and out of the request's target.
+pub fn request(
+    method: Method,
+    mut url: url::Url,
+    mut headers: HeaderMap,
+    body: Bytes,
+) -> Result<Request<Full<Bytes>>, hyper::http::Error> {
     if !url.username().is_empty() || url.password().is_some() {
         if !headers.contains_key(AUTHORIZATION) {
             headers.insert(AUTHORIZATION, basic_authorization(&url));
         }
-        // Infallible for the http(s) URLs the transport sends: both have a host.
+        // Infallible for URLs with a host, as every http(s) URL has.
         let _ = url.set_username("");
         let _ = url.set_password(None);
     }
-    if !headers.contains_key(USER_AGENT) {
-        headers.insert(USER_AGENT, HeaderValue::from_static(DEFAULT_USER_AGENT));
-    }
     let uri: Uri = url.as_str().parse()?;
-    let mut request =
-        Request::builder().method(method).uri(uri).body(Full::new(Bytes::from(body.unwrap_or_default())))?;
+    let mut request = Request::builder().method(method).uri(uri).body(Full::new(body))?;
     *request.headers_mut() = headers;
     Ok(request)
 }
@@ -135,15 +183,21 @@ fn basic_authorization(url: &url::Url) -> HeaderValue {
 /// The response's head, and at most `limit` bytes of its body (whether more was cut).
 async fn read(response: Response<Incoming>, limit: usize) -> Result<Answer, hyper::Error> {
     let (response, mut incoming) = response.into_parts();
-    let mut body = Vec::new();
-    while let Some(frame) = incoming.frame().await {
+    let (body, truncated) = read_limited(&mut incoming, limit).await?;
+    Ok(Answer { response, body, truncated })
+}
+
+/// At most `limit` bytes of `body`; true when there was more (left unread).
+pub async fn read_limited(body: &mut Incoming, limit: usize) -> Result<(Vec<u8>, bool), hyper::Error> {
+    let mut collected = Vec::new();
+    while let Some(frame) = body.frame().await {
         let Ok(chunk) = frame?.into_data() else { continue };
-        let room = limit - body.len();
+        let room = limit - collected.len();
         if chunk.len() > room {
-            body.extend_from_slice(&chunk[..room]);
-            return Ok(Answer { response, body, truncated: true });
+            collected.extend_from_slice(&chunk[..room]);
+            return Ok((collected, true));
         }
-        body.extend_from_slice(&chunk);
+        collected.extend_from_slice(&chunk);
     }
-    Ok(Answer { response, body, truncated: false })
+    Ok((collected, false))
 }

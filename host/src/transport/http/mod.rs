@@ -1,7 +1,7 @@
 //! The HTTP transport: one shared client (a keep-alive pool per host, `client`) sends each
 //! message as a request and judges the response by the endpoint's expected status codes.
 
-mod client;
+pub(crate) mod client;
 mod spec;
 #[cfg(test)]
 mod tests;
@@ -20,7 +20,7 @@ use super::{
     ReceiverAnswer, SpecError, Transport,
 };
 use crate::contract::{Failure, Message, Receipt};
-use crate::egress::{self, EgressPolicy};
+use crate::egress::{self, EgressPolicy, PolicyResolver};
 use crate::trace::TRACEPARENT;
 use client::{Client, Outgoing, SendError};
 
@@ -49,7 +49,7 @@ impl HttpTransport {
 
     /// Every connection held to `policy`, checked on the address connected to.
     pub fn with_policy(policy: Arc<EgressPolicy>) -> Self {
-        Self { client: Client::new(policy.clone()), policy }
+        Self { client: Client::new(PolicyResolver { policy: policy.clone() }), policy }
     }
 }
 
