@@ -530,22 +530,12 @@ mod tests {
 
     #[tokio::test]
     async fn an_answer_whose_body_stalls_ends_at_the_deadline_too() {
-        // The head arrives at once, then two of the ten bytes the head promises, then nothing.
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
-        tokio::spawn(async move {
-            let (mut socket, _) = listener.accept().await.unwrap();
-            let mut buffer = [0u8; 4096];
-            let _ = socket.read(&mut buffer).await;
-            let _ = socket.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nok").await;
-            let _ = socket.read(&mut buffer).await;
-        });
+        let addr = crate::transport::tests::stalling_receiver().await;
         let mut call = outbound(&["http://127.0.0.1:*"]);
         call.set_deadline(Instant::now() + Duration::from_millis(200));
-        let sent =
-            tokio::time::timeout(Duration::from_secs(10), call.send(get(format!("http://127.0.0.1:{port}/")), None))
-                .await
-                .expect("the body's read outlasted its call's deadline");
+        let sent = tokio::time::timeout(Duration::from_secs(10), call.send(get(format!("http://{addr}/")), None))
+            .await
+            .expect("the body's read outlasted its call's deadline");
         assert!(matches!(sent, Err(Error::ConnectionReadTimeout)), "{sent:?}");
     }
 }

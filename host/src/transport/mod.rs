@@ -341,6 +341,22 @@ pub(crate) mod tests {
         }
     }
 
+    /// A receiver on 127.0.0.1 that answers its first request with a head promising ten bytes
+    /// of body, sends two, and then nothing until the client gives up.
+    pub async fn stalling_receiver() -> std::net::SocketAddr {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut buffer = [0u8; 4096];
+            let _ = socket.read(&mut buffer).await;
+            let _ = socket.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nok").await;
+            let _ = socket.read(&mut buffer).await;
+        });
+        addr
+    }
+
     #[test]
     fn error_json_has_the_briefs_shape() {
         let f = Failure::rejected(Some(503), true, "HTTP 503");

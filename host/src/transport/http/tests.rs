@@ -212,17 +212,7 @@ async fn a_slow_receiver_times_out() {
 
 #[tokio::test]
 async fn a_receiver_whose_body_stalls_times_out_at_the_same_deadline() {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    // The head at once, then two of the ten bytes it promises, then nothing.
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        let (mut socket, _) = listener.accept().await.unwrap();
-        let mut buffer = [0u8; 4096];
-        let _ = socket.read(&mut buffer).await;
-        let _ = socket.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nok").await;
-        let _ = socket.read(&mut buffer).await;
-    });
+    let addr = crate::transport::tests::stalling_receiver().await;
     let failure = tokio::time::timeout(
         Duration::from_secs(10),
         HttpTransport::new()
