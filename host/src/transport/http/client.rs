@@ -3,15 +3,15 @@
 //! [`Resolve`] hands it (the egress policy's for the transport, a plugin's grants for a
 //! plugin's own client).
 //!
-//! Not reqwest, as both used until 2026-11-26: every delivery in flight holds one of
-//! these requests and its connection, and reqwest's layers above hyper-util (its own request and
-//! response types, redirect and proxy machinery, a boxed timeout per request) held ~4.5 KiB
-//! more per request in flight and cost CPU on every delivery for features a delivery turns off
+//! Not reqwest, as both used until 2026-11-26: every delivery in flight holds one of these
+//! requests and its connection, and reqwest's layers above hyper-util (its own request and
+//! response types, redirect and proxy machinery, a boxed timeout per request) held ~4.5 KiB more
+//! per request in flight and cost CPU on every delivery for features a delivery turns off
 //! (docs/benchmarks.md: a worker with 10,000 in flight 359 → 314 MiB; native deliveries at 64
-//! concurrent +33%). What reqwest did that a delivery relies on is
-//! done here: a default `User-Agent`, credentials in the URL sent as Basic authorization (and
-//! not in the request target), one timeout over the request and the body's read, the
-//! resolver's refusal kept in the error's chain of causes.
+//! concurrent +33%). What reqwest did that a delivery relies on is done here: a default
+//! `User-Agent` for the transport's requests, credentials in the URL sent as Basic authorization
+//! (and not in the request target), one deadline over the answer's head and body, the resolver's
+//! refusal kept in the error's chain of causes.
 
 use std::future::Future;
 use std::net::SocketAddr;
