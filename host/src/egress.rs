@@ -137,9 +137,9 @@ pub fn host_address(url: &url::Url) -> Option<IpAddr> {
     }
 }
 
-/// A resolver for the HTTP transport's client that only ever
-/// returns addresses the policy allows, so the check holds for the address connected to (a
-/// name cannot change its answer between a check and the connection).
+/// The HTTP transport's resolver: it only ever returns addresses the policy allows, so the
+/// check holds for the address connected to (a name cannot change its answer between a check
+/// and the connection).
 pub struct PolicyResolver {
     pub policy: Arc<EgressPolicy>,
 }
