@@ -90,7 +90,7 @@ pub enum SendError {
     /// Nothing complete before the timeout.
     Timeout,
     /// The connection, the request or the response failed; the chain of causes says how.
-    Failed(Box<dyn std::error::Error + Send + Sync>),
+    Failed(BoxError),
 }
 
 #[derive(Clone)]

@@ -167,14 +167,7 @@ fn transport_failure(error: SendError) -> Failure {
     }
     // The client's errors never quote the URL (which may carry a rendered secret in its
     // query); the chain of causes says what failed.
-    let mut message = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        message.push_str(": ");
-        message.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    Failure::connection(message)
+    Failure::connection(crate::error_chain::describe(error.as_ref()))
 }
 
 /// `Retry-After` on a 429 or 503, in seconds or as an HTTP date, as milliseconds from now.
