@@ -28,7 +28,9 @@ macro_rules! impl_store {
             use serde_json::Value;
             use sqlx::types::Json;
             use chrono::{DateTime, Utc};
-            use $crate::store::engine::{ATTEMPT_COLUMNS, EXECUTION_COLUMNS, JOB_COLUMNS, JOB_WRITE_COLUMNS, LOG_COLUMNS, PLUGIN_COLUMNS};
+            use $crate::store::engine::{
+                settled_or_running, ATTEMPT_COLUMNS, EXECUTION_COLUMNS, JOB_COLUMNS, JOB_WRITE_COLUMNS, LOG_COLUMNS, PLUGIN_COLUMNS,
+            };
             use $crate::store::{
                 now, Attempt, AttemptFinish, Config, CronAdvance, DbTime, Deleted, Endpoint, EndpointWrite, Execution,
                 ExecutionFilter, ExecutionLog, ExecutionWrite, Inserted, Job, JobFilter, JobStats, JobWrite, PageRequest, PayloadSpec,
@@ -46,10 +48,12 @@ macro_rules! impl_store {
             /// How many referencing rows a refused delete names.
             const IN_USE_SHOWN: i64 = 20;
             /// A job (`j`) that still has deliveries to make: an active, unpaused-or-paused cron
-            /// job, or any job with an unfinished execution.
+            /// job, or any job with an unfinished execution. (RUNNING ones asked apart: see
+            /// `settled_or_running`.)
             const ACTIVE_JOB: &str = "(j.trigger_type = 'CRON' AND j.status = 'ACTIVE')
                  OR EXISTS (SELECT 1 FROM executions x WHERE x.job_id = j.job_id
-                            AND x.status IN ('PENDING', 'QUEUED', 'RUNNING', 'RETRYING'))";
+                            AND x.status IN ('PENDING', 'QUEUED', 'RETRYING'))
+                 OR EXISTS (SELECT 1 FROM executions x WHERE x.job_id = j.job_id AND x.status = 'RUNNING')";
 
             impl $store {
                 /// One page of `table` in (`time_column`, `key`) order, strictly after the cursor,
@@ -107,11 +111,7 @@ macro_rules! impl_store {
                         conditions.push(format!("(created_at, execution_id) {beyond} (${next}, ${})", next + 1));
                         next += 2;
                     }
-                    let filter_sql = if conditions.is_empty() { String::new() } else { format!("WHERE {}", conditions.join(" AND ")) };
-                    let sql = format!(
-                        "SELECT {EXECUTION_COLUMNS} FROM executions {filter_sql}
-                         ORDER BY created_at {direction}, execution_id {direction} LIMIT ${next}"
-                    );
+                    let sql = settled_or_running(EXECUTION_COLUMNS, &conditions, direction, &format!("${next}"));
                     let mut query = sqlx::query_as::<$db, Execution>(&sql);
                     // In the order execution_conditions numbered them.
                     if let Some(status) = filter.status {
@@ -225,11 +225,15 @@ macro_rules! impl_store {
                 /// Delete the executions whose `column` (`job_id`, `endpoint`) is `value`, with
                 /// their logs and attempts.
                 async fn delete_executions_where(tx: &mut sqlx::Transaction<'_, $db>, column: &str, value: &str) -> StoreResult<()> {
-                    let of = format!("SELECT execution_id FROM executions WHERE {column} = $1");
+                    // Never a RUNNING one (the callers found none; one claimed since stays, and
+                    // its job's foreign key refuses the delete that follows). Said in the query,
+                    // so PostgreSQL reads idx_executions_settled_by_job (`settled_or_running`).
+                    let matching = format!("{column} = $1 AND status <> 'RUNNING'");
+                    let of = format!("SELECT execution_id FROM executions WHERE {matching}");
                     for sql in [
                         format!("DELETE FROM execution_logs WHERE execution_id IN ({of})"),
                         format!("DELETE FROM attempts WHERE execution_id IN ({of})"),
-                        format!("DELETE FROM executions WHERE {column} = $1"),
+                        format!("DELETE FROM executions WHERE {matching}"),
                     ] {
                         sqlx::query(&sql).bind(value).execute(&mut **tx).await?;
                     }
@@ -382,9 +386,7 @@ macro_rules! impl_store {
 
                 async fn execution_by(&self, job_id: &str, newest: bool) -> StoreResult<Option<Execution>> {
                     let order = if newest { "DESC" } else { "ASC" };
-                    let sql = format!(
-                        "SELECT {EXECUTION_COLUMNS} FROM executions WHERE job_id = $1 ORDER BY created_at {order}, execution_id {order} LIMIT 1"
-                    );
+                    let sql = settled_or_running(EXECUTION_COLUMNS, &["job_id = $1".to_owned()], order, "1");
                     Ok(sqlx::query_as::<$db, Execution>(&sql).bind(job_id).fetch_optional(&self.pool).await?)
                 }
 
@@ -457,10 +459,13 @@ macro_rules! impl_store {
                 }
 
                 async fn execution_activity(&self, since: DateTime<Utc>, limit: i64) -> StoreResult<Vec<$crate::store::ActivitySample>> {
-                    Ok(sqlx::query_as(
-                        "SELECT endpoint, status, run_at, scheduled_at, claimed_at, completed_at, created_at FROM executions
-                         WHERE created_at >= $1 ORDER BY created_at DESC LIMIT $2",
-                    )
+                    let sql = settled_or_running(
+                        "execution_id, endpoint, status, run_at, scheduled_at, claimed_at, completed_at, created_at",
+                        &["created_at >= $1".to_owned()],
+                        "DESC",
+                        "$2",
+                    );
+                    Ok(sqlx::query_as(&sql)
                     .bind(DbTime(since))
                     .bind(limit)
                     .fetch_all(&self.pool)
@@ -924,11 +929,14 @@ macro_rules! impl_store {
 
                 async fn job_delete(&self, job_id: &str) -> StoreResult<Deleted> {
                     let mut tx = self.begin_write().await?;
-                    let unfinished: Vec<(String,)> = sqlx::query_as(
-                        "SELECT execution_id FROM executions WHERE job_id = $1
-                           AND status IN ('PENDING', 'QUEUED', 'RUNNING', 'RETRYING')
-                         ORDER BY created_at LIMIT $2",
-                    )
+                    let unfinished = settled_or_running(
+                        "execution_id, created_at",
+                        &["job_id = $1".to_owned(), "status IN ('PENDING', 'QUEUED', 'RUNNING', 'RETRYING')".to_owned()],
+                        "ASC",
+                        "$2",
+                    );
+                    let unfinished: Vec<(String,)> =
+                        sqlx::query_as(&format!("SELECT execution_id FROM ({unfinished}) AS unfinished"))
                     .bind(job_id)
                     .bind(IN_USE_SHOWN)
                     .fetch_all(&mut *tx)
@@ -952,7 +960,8 @@ macro_rules! impl_store {
                         "DELETE FROM jobs WHERE job_id IN (
                              SELECT job_id FROM jobs j
                              WHERE created_at < $1 AND (trigger_type <> 'CRON' OR status = 'RETIRED')
-                               AND NOT EXISTS (SELECT 1 FROM executions e WHERE e.job_id = j.job_id)
+                               AND NOT EXISTS (SELECT 1 FROM executions e WHERE e.job_id = j.job_id AND e.status <> 'RUNNING')
+                               AND NOT EXISTS (SELECT 1 FROM executions e WHERE e.job_id = j.job_id AND e.status = 'RUNNING')
                              ORDER BY created_at LIMIT $2)",
                     )
                     .bind(DbTime(before))
@@ -1170,7 +1179,11 @@ macro_rules! impl_store {
                 async fn job_stats(&self, job_id: &str, completed_since: DateTime<Utc>) -> StoreResult<JobStats> {
                     let active: Vec<(crate::domain::ExecutionStatus, i64)> = sqlx::query_as(
                         "SELECT status, COUNT(*) FROM executions
-                         WHERE job_id = $1 AND status IN ('PENDING', 'QUEUED', 'RUNNING', 'RETRYING')
+                         WHERE job_id = $1 AND status IN ('PENDING', 'QUEUED', 'RETRYING')
+                         GROUP BY status
+                         UNION ALL
+                         SELECT status, COUNT(*) FROM executions
+                         WHERE job_id = $1 AND status = 'RUNNING'
                          GROUP BY status",
                     )
                     .bind(job_id)
@@ -1201,8 +1214,13 @@ macro_rules! impl_store {
                     .fetch_all(&self.pool)
                     .await?;
                     let started: Vec<(DateTime<Utc>, DateTime<Utc>)> = sqlx::query_as(
-                        "SELECT COALESCE(scheduled_at, run_at), claimed_at FROM executions
-                         WHERE job_id = $1 AND claimed_at >= $2
+                        "SELECT due, claimed_at FROM (
+                             SELECT COALESCE(scheduled_at, run_at) AS due, claimed_at FROM executions
+                             WHERE job_id = $1 AND status <> 'RUNNING' AND claimed_at >= $2
+                             UNION ALL
+                             SELECT COALESCE(scheduled_at, run_at) AS due, claimed_at FROM executions
+                             WHERE job_id = $1 AND status = 'RUNNING' AND claimed_at >= $2
+                         ) AS claimed
                          ORDER BY claimed_at DESC
                          LIMIT $3",
                     )
@@ -1245,9 +1263,8 @@ macro_rules! impl_store {
                 }
 
                 async fn execution_list(&self, job_id: &str, status: Option<crate::domain::ExecutionStatus>, page: &PageRequest) -> StoreResult<Vec<Execution>> {
-                    let mut filters = vec![("job_id", job_id)];
-                    filters.extend(status.map(|s| ("status", s.as_str())));
-                    self.list_page(EXECUTION_COLUMNS, "executions", "created_at", "execution_id", &filters, page).await
+                    let filter = ExecutionFilter { job_id: Some(job_id.to_owned()), status, ..ExecutionFilter::default() };
+                    self.execution_filtered(&filter, &[], page.after.as_ref(), page.limit, page.newest_first).await
                 }
 
                 async fn execution_search(&self, filter: &ExecutionFilter, page: &PageRequest) -> StoreResult<Vec<Execution>> {
@@ -1357,8 +1374,10 @@ macro_rules! impl_store {
                     // `buffer_one` tick waits unless an older one already waits, when it is
                     // skipped. Only the oldest due tick of such a job is released at once.
                     let mut tx = self.begin_write().await?;
-                    let busy = "EXISTS (SELECT 1 FROM executions p WHERE p.job_id = executions.job_id
-                                     AND p.status IN ('QUEUED', 'RUNNING', 'RETRYING'))";
+                    let busy = "(EXISTS (SELECT 1 FROM executions p WHERE p.job_id = executions.job_id
+                                      AND p.status IN ('QUEUED', 'RETRYING'))
+                                 OR EXISTS (SELECT 1 FROM executions p WHERE p.job_id = executions.job_id
+                                      AND p.status = 'RUNNING'))";
                     let older_waiting = "EXISTS (SELECT 1 FROM executions b WHERE b.job_id = executions.job_id
                                      AND b.status = 'PENDING' AND b.overlap_policy IS NOT NULL
                                      AND (b.run_at, b.execution_id) < (executions.run_at, executions.execution_id))";

@@ -308,6 +308,7 @@ on_every_backend!(
     inserts_are_idempotent,
     endpoints_are_read_many_at_once,
     pages_follow_creation_order,
+    running_executions_are_read_with_the_rest,
     batch_results_write_winners_with_their_attempts_and_logs,
     an_open_circuit_is_passed_by_and_a_half_open_one_lets_one_probe_through,
     a_disabled_endpoint_is_passed_by_announced_once_and_enabled,
@@ -600,6 +601,87 @@ mod checks {
         }
         seen.reverse();
         assert_eq!(backwards, seen, "newest first walks the same rows backwards");
+    }
+
+    /// Every read of a job's executions, or of all of them, finds the RUNNING ones in their
+    /// place, although PostgreSQL's list indexes leave them out (`settled_or_running`).
+    pub async fn running_executions_are_read_with_the_rest(store: Arc<dyn Store>) {
+        endpoint(&*store, "e").await;
+        let at = now() - chrono::Duration::seconds(10);
+        let j = job("e", Trigger::Immediate, None, at);
+        // Created in this order: `done` (due first), `waiting` (due in an hour), `running`.
+        let done = execution(&j, ExecutionStatus::Queued, at);
+        store.job_insert(&j, Some(&done)).await.unwrap();
+        // Written as retries are (keyed in the job), the way a job gets a second execution.
+        let waiting = ExecutionWrite {
+            idempotency_key: Some("retry:waiting".to_owned()),
+            created_at: at + chrono::Duration::seconds(1),
+            run_at: now() + chrono::Duration::hours(1),
+            ..execution(&j, ExecutionStatus::Queued, at)
+        };
+        let running = ExecutionWrite {
+            idempotency_key: Some("retry:running".to_owned()),
+            created_at: at + chrono::Duration::seconds(2),
+            run_at: at + chrono::Duration::seconds(1),
+            ..execution(&j, ExecutionStatus::Queued, at)
+        };
+        store.execution_retry_many(&[waiting.clone(), running.clone()]).await.unwrap();
+        let first = store.execution_claim(&claim("w", 1, Duration::from_secs(60))).await.unwrap();
+        assert_eq!(first[0].execution_id, done.execution_id);
+        assert_eq!(store.execution_finish_many(&[finish(&first[0], ExecutionStatus::Success)]).await.unwrap(), [true]);
+        let second = store.execution_claim(&claim("w", 10, Duration::from_secs(60))).await.unwrap();
+        assert_eq!(second.len(), 1);
+        assert_eq!(second[0].execution_id, running.execution_id);
+
+        let ids = |page: Vec<Execution>| page.into_iter().map(|e| e.execution_id).collect::<Vec<_>>();
+        let created_order = vec![done.execution_id.clone(), waiting.execution_id.clone(), running.execution_id.clone()];
+        let all = PageRequest { limit: 10, ..Default::default() };
+        assert_eq!(
+            ids(store.execution_list(&j.job_id, None, &all).await.unwrap()),
+            created_order,
+            "a job's executions"
+        );
+        let by_endpoint = ExecutionFilter { endpoint: Some("e".to_owned()), ..Default::default() };
+        assert_eq!(ids(store.execution_search(&by_endpoint, &all).await.unwrap()), created_order, "all executions");
+        let newest = PageRequest { newest_first: true, ..all.clone() };
+        let mut reversed = created_order.clone();
+        reversed.reverse();
+        assert_eq!(ids(store.execution_list(&j.job_id, None, &newest).await.unwrap()), reversed, "newest first");
+        // One at a time, each page after the last.
+        let mut walked = Vec::new();
+        let mut after = None;
+        while let Some(last) = store
+            .execution_list(&j.job_id, None, &PageRequest { after: after.clone(), limit: 1, newest_first: false })
+            .await
+            .unwrap()
+            .pop()
+        {
+            after = Some(PageKey { created_at: last.created_at, key: last.execution_id.to_string() });
+            walked.push(last.execution_id);
+        }
+        assert_eq!(walked, created_order, "pages of one");
+        let only_running = ids(store.execution_list(&j.job_id, Some(ExecutionStatus::Running), &all).await.unwrap());
+        assert_eq!(only_running, std::slice::from_ref(&running.execution_id));
+        assert_eq!(store.execution_last(&j.job_id).await.unwrap().unwrap().execution_id, running.execution_id);
+        assert_eq!(store.execution_first(&j.job_id).await.unwrap().unwrap().execution_id, done.execution_id);
+        let activity = store.execution_activity(at - chrono::Duration::seconds(1), 10).await.unwrap();
+        let statuses: Vec<ExecutionStatus> = activity.iter().map(|a| a.status).collect();
+        assert_eq!(
+            statuses,
+            [ExecutionStatus::Running, ExecutionStatus::Queued, ExecutionStatus::Success],
+            "newest first"
+        );
+        let stats = store.job_stats(&j.job_id, at).await.unwrap();
+        assert_eq!((stats.running, stats.queued, stats.succeeded), (1, 1, 1));
+        match store.job_delete(&j.job_id).await.unwrap() {
+            Deleted::InUse(unfinished) => {
+                let unfinished: HashSet<String> = unfinished.into_iter().collect();
+                let expected: HashSet<String> =
+                    [waiting.execution_id.to_string(), running.execution_id.to_string()].into_iter().collect();
+                assert_eq!(unfinished, expected, "the unfinished executions hold the job");
+            }
+            other => panic!("a job with a RUNNING execution was deleted: {other:?}"),
+        }
     }
 
     pub async fn batch_results_write_winners_with_their_attempts_and_logs(store: Arc<dyn Store>) {

@@ -464,6 +464,32 @@ pub struct PluginWrite {
     pub limits: Value,
 }
 
+/// `SELECT {columns} FROM executions WHERE {conditions}` in (created_at, execution_id) order,
+/// `direction` ASC or DESC, at most `limit` rows (a parameter or a literal), with `columns`
+/// naming created_at and execution_id.
+///
+/// On PostgreSQL the indexes that list executions by creation and by job leave RUNNING rows out
+/// (migration 0065: a claim then writes two index entries instead of four), and the planner
+/// uses such a partial index only when the query itself says `status <> 'RUNNING'`. So the
+/// rows that are not RUNNING and those that are (idx_executions_running: at most the running
+/// workers' slots) are asked separately and merged. SQLite's indexes are whole; the same
+/// statement reads them.
+pub(crate) fn settled_or_running(columns: &str, conditions: &[String], direction: &str, limit: &str) -> String {
+    let matching = if conditions.is_empty() { "1 = 1".to_owned() } else { conditions.join(" AND ") };
+    let part = |status: &str| {
+        format!(
+            "SELECT * FROM (SELECT {columns} FROM executions WHERE {matching} AND {status}
+                            ORDER BY created_at {direction}, execution_id {direction} LIMIT {limit}) AS part"
+        )
+    };
+    format!(
+        "SELECT * FROM ({settled} UNION ALL {running}) AS merged
+         ORDER BY created_at {direction}, execution_id {direction} LIMIT {limit}",
+        settled = part("status <> 'RUNNING'"),
+        running = part("status = 'RUNNING'"),
+    )
+}
+
 /// The SQL conditions of `filter`, numbered from `$1` in the order its values are bound (status,
 /// endpoint, job, created after, created before); and the next free parameter number.
 pub(crate) fn execution_conditions(filter: &ExecutionFilter) -> (Vec<String>, usize) {

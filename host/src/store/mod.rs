@@ -347,7 +347,7 @@ pub trait Store: Send + Sync + 'static {
     /// Executions not yet finished (PENDING, QUEUED, RUNNING, RETRYING), counted by status.
     async fn execution_counts(&self) -> StoreResult<Vec<(crate::domain::ExecutionStatus, i64)>>;
     /// The newest executions created at or after `since`, at most `limit`, newest first: what
-    /// the dashboard's overview charts (read by the `created_at` index, a few columns each).
+    /// the dashboard's overview charts (a few columns each, read by creation time).
     async fn execution_activity(&self, since: DateTime<Utc>, limit: i64) -> StoreResult<Vec<ActivitySample>>;
     /// The next ticks of active, unpaused CRON jobs, soonest first.
     async fn cron_upcoming(&self, limit: i64) -> StoreResult<Vec<Job>>;

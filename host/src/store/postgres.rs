@@ -697,7 +697,7 @@ impl_store!(PgStore, Postgres, {
              allowed AS (
                  -- At most the ceiling less what this worker holds of it, and for an endpoint
                  -- with max_concurrency, that less what all workers run of it now (the RUNNING
-                 -- rows are few: a scan of idx_executions_lease).
+                 -- rows are few: a scan of idx_executions_running).
                  SELECT q.endpoint,
                         LEAST($5 - COALESCE(h.held, 0),
                               CASE WHEN ep.max_concurrency IS NULL THEN $5
