@@ -28,7 +28,8 @@
 //!   graphile-worker (npm, `benches/graphile/`) with the same jobs and receiver, at concurrency
 //!   24 with its defaults and tuned: jobs/second each, and taskexec's ratio to each.
 //!   BENCH_SIDE_BY_SIDE_SLOTS sets the worker's TE_WORKER_MAX_CONCURRENT; BENCH_PEERS=0 leaves
-//!   graphile-worker out (an A/B of taskexec builds, with TE_TEST_BINARY).
+//!   graphile-worker out (an A/B of taskexec builds, with TE_TEST_BINARY); BENCH_TIMELINE=1
+//!   prints taskexec's completions per 100 ms. Each contender's clock starts after `sync`.
 //!
 //! - claim (only when named): claim latency as the finished history grows: BENCH_CLAIM_ROWS
 //!   (1,000,000) finished executions added in steps (none, a tenth, all), after 40 claims of
@@ -532,6 +533,7 @@ async fn side_by_side(n: usize) -> Value {
             .collect();
         post(&api, "/jobs/batch", &json!({ "jobs": jobs })).await;
     }
+    settle();
     let started_ms = chrono::Utc::now().timestamp_millis();
     // The service's own defaults, unless BENCH_SIDE_BY_SIDE_SLOTS sets TE_WORKER_MAX_CONCURRENT.
     let slots = std::env::var("BENCH_SIDE_BY_SIDE_SLOTS").ok();
@@ -551,6 +553,9 @@ async fn side_by_side(n: usize) -> Value {
     assert_eq!(succeeded, n as i64, "every execution of the drain succeeds");
     let last_ms = db.scalar("SELECT (EXTRACT(EPOCH FROM MAX(completed_at)) * 1000)::bigint FROM executions").await;
     let seconds = (last_ms - started_ms) as f64 / 1000.0;
+    if std::env::var("BENCH_TIMELINE").is_ok() {
+        timeline(&db, started_ms, last_ms).await;
+    }
     keep_log(&worker, "side-by-side");
     drop(worker);
     let taskexec = n as f64 / seconds;
@@ -591,6 +596,33 @@ async fn side_by_side(n: usize) -> Value {
            "postgres_connections": if server_url.contains("sslmode=disable") { "plain" } else { "as the URL says" },
            "taskexec_seconds": round2(seconds),
            "taskexec_per_second": taskexec.round(), "peers": peers})
+}
+
+/// `BENCH_TIMELINE=1`: when the drain's first claim came, and how many executions completed
+/// in each 100 ms from the clock's start (to stderr), to see the ramp-up and the steady rate.
+async fn timeline(db: &TestDb, started_ms: i64, last_ms: i64) {
+    let first_claim = db.scalar("SELECT (EXTRACT(EPOCH FROM MIN(claimed_at)) * 1000)::bigint FROM executions").await;
+    eprintln!("timeline: first claim at +{} ms; completed per 100 ms:", first_claim - started_ms);
+    for from in (started_ms..=last_ms).step_by(100) {
+        let done = db
+            .scalar(&format!(
+                "SELECT COUNT(*) FROM executions
+                 WHERE completed_at >= to_timestamp({from}::float8 / 1000) AND completed_at < to_timestamp({}::float8 / 1000)",
+                from + 100
+            ))
+            .await;
+        eprintln!("timeline: +{} ms {done}", from - started_ms);
+    }
+}
+
+/// Write the kernel's dirty pages out before a contender's clock starts (`sync`; bench.mjs
+/// does the same). What the run before left behind — the WAL and the pages of its dropped
+/// database, gigabytes after graphile-worker's runs — was otherwise written back during the
+/// next drain, on the same two cores: taskexec right after graphile-worker drained 20,000 at
+/// 7,388 · 8,081 · 8,183/s, right after itself at 9,259 · 9,843 · 11,242/s (docs/benchmarks.md).
+fn settle() {
+    let synced = std::process::Command::new("sync").status().map(|s| s.success()).unwrap_or(false);
+    assert!(synced, "sync (coreutils) flushes the page cache before the clock starts");
 }
 
 /// The PostgreSQL server both contenders use, connected to the same way. graphile-worker's
