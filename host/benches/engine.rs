@@ -29,7 +29,7 @@
 //!   24 with its defaults and tuned: jobs/second each, and taskexec's ratio to each.
 //!   BENCH_SIDE_BY_SIDE_SLOTS sets the worker's TE_WORKER_MAX_CONCURRENT; BENCH_PEERS=0 leaves
 //!   graphile-worker out (an A/B of taskexec builds, with TE_TEST_BINARY); BENCH_TIMELINE=1
-//!   prints taskexec's completions per 100 ms. Each contender's clock starts after `sync`.
+//!   prints taskexec's claims and completions per 100 ms. Each contender's clock starts after `sync`.
 //!
 //! - claim (only when named): claim latency as the finished history grows: BENCH_CLAIM_ROWS
 //!   (1,000,000) finished executions added in steps (none, a tenth, all), after 40 claims of
@@ -537,7 +537,12 @@ async fn side_by_side(n: usize) -> Value {
     let started_ms = chrono::Utc::now().timestamp_millis();
     // The service's own defaults, unless BENCH_SIDE_BY_SIDE_SLOTS sets TE_WORKER_MAX_CONCURRENT.
     let slots = std::env::var("BENCH_SIDE_BY_SIDE_SLOTS").ok();
-    let env: Vec<(&str, &str)> = slots.iter().map(|s| ("TE_WORKER_MAX_CONCURRENT", s.as_str())).collect();
+    let pool = std::env::var("BENCH_SIDE_BY_SIDE_POOL").ok();
+    let env: Vec<(&str, &str)> = slots
+        .iter()
+        .map(|s| ("TE_WORKER_MAX_CONCURRENT", s.as_str()))
+        .chain(pool.iter().map(|p| ("TE_DB_POOL_SIZE", p.as_str())))
+        .collect();
     let worker = start_server(&db, "worker,scheduler", &env).await;
     // Polled four times a second, asking only whether an execution still waits or runs: the
     // partial indexes on those statuses answer without reading finished rows. A COUNT of the
@@ -602,16 +607,18 @@ async fn side_by_side(n: usize) -> Value {
 /// in each 100 ms from the clock's start (to stderr), to see the ramp-up and the steady rate.
 async fn timeline(db: &TestDb, started_ms: i64, last_ms: i64) {
     let first_claim = db.scalar("SELECT (EXTRACT(EPOCH FROM MIN(claimed_at)) * 1000)::bigint FROM executions").await;
-    eprintln!("timeline: first claim at +{} ms; completed per 100 ms:", first_claim - started_ms);
+    eprintln!("timeline: first claim at +{} ms; claimed and completed per 100 ms:", first_claim - started_ms);
+    let within = |column: &str, from: i64| {
+        format!(
+            "SELECT COUNT(*) FROM executions
+             WHERE {column} >= to_timestamp({from}::float8 / 1000) AND {column} < to_timestamp({}::float8 / 1000)",
+            from + 100
+        )
+    };
     for from in (started_ms..=last_ms).step_by(100) {
-        let done = db
-            .scalar(&format!(
-                "SELECT COUNT(*) FROM executions
-                 WHERE completed_at >= to_timestamp({from}::float8 / 1000) AND completed_at < to_timestamp({}::float8 / 1000)",
-                from + 100
-            ))
-            .await;
-        eprintln!("timeline: +{} ms {done}", from - started_ms);
+        let claimed = db.scalar(&within("claimed_at", from)).await;
+        let done = db.scalar(&within("completed_at", from)).await;
+        eprintln!("timeline: +{} ms {claimed} {done}", from - started_ms);
     }
 }
 

@@ -481,10 +481,11 @@ pub struct DatabaseArgs {
     #[arg(long, env = "TE_DATABASE_URL", value_name = "TE_DATABASE_URL", hide_env_values = true)]
     pub database_url: Option<String>,
 
-    /// Database connections per process.
-    #[arg(long, env = "TE_DB_POOL_SIZE", value_name = "TE_DB_POOL_SIZE", default_value_t = 20,
+    /// Database connections per process. Unset: 20 in a process that serves the API, 8 in one
+    /// that only runs the worker or the scheduler (see `DatabaseArgs::pool_size`).
+    #[arg(long, env = "TE_DB_POOL_SIZE", value_name = "TE_DB_POOL_SIZE",
           value_parser = clap::value_parser!(u32).range(1..=1000))]
-    pub db_pool_size: u32,
+    pub db_pool_size: Option<u32>,
 
     /// PostgreSQL only: how the worker's claims and attempt results are committed. `deferred`
     /// (the default) does not wait for each commit's WAL flush: a PostgreSQL crash can forget
@@ -494,6 +495,24 @@ pub struct DatabaseArgs {
     #[arg(long, env = "TE_DB_WORKER_COMMITS", value_name = "TE_DB_WORKER_COMMITS", value_enum,
           default_value_t = crate::store::WorkerCommits::Deferred)]
     pub db_worker_commits: crate::store::WorkerCommits,
+}
+
+impl DatabaseArgs {
+    /// Connections in a process without the API role: its claims, two result writers, the
+    /// lease keeper, the scheduler and the reclaimer at once, with room to spare. More only
+    /// spread the same statements over more PostgreSQL backends, each planning them and
+    /// faulting in the shared buffers they touch on its own (sqlx hands idle connections out
+    /// in turn): a worker drained 40,000 jobs at 12,160/s with 20, 12,964/s with 6
+    /// (docs/benchmarks.md, "Side by side with graphile-worker").
+    pub const BACKGROUND_POOL_SIZE: u32 = 8;
+    /// Connections in a process that serves the API: requests come at once from many clients.
+    pub const API_POOL_SIZE: u32 = 20;
+
+    /// `TE_DB_POOL_SIZE`, or the default for a process that does (`api`) or does not serve the
+    /// API.
+    pub fn pool_size(&self, api: bool) -> u32 {
+        self.db_pool_size.unwrap_or(if api { Self::API_POOL_SIZE } else { Self::BACKGROUND_POOL_SIZE })
+    }
 }
 
 #[derive(Debug, Args)]
@@ -841,6 +860,21 @@ mod tests {
             .filter(|env| !doc.contains(&format!("| `{env}` |")))
             .collect();
         assert!(missing.is_empty(), "docs/operations.md's settings table lacks {missing:?}");
+    }
+
+    /// Unset, the pool is sized for the process's roles; set, it is what it says.
+    #[test]
+    fn the_pool_is_sized_for_the_roles_unless_set() {
+        #[derive(Parser)]
+        struct Database {
+            #[command(flatten)]
+            args: DatabaseArgs,
+        }
+        let unset = Database::try_parse_from(["taskexec"]).unwrap().args;
+        assert_eq!(unset.pool_size(true), DatabaseArgs::API_POOL_SIZE);
+        assert_eq!(unset.pool_size(false), DatabaseArgs::BACKGROUND_POOL_SIZE);
+        let set = Database::try_parse_from(["taskexec", "--db-pool-size", "3"]).unwrap().args;
+        assert_eq!((set.pool_size(true), set.pool_size(false)), (3, 3));
     }
 
     #[test]

@@ -108,12 +108,18 @@ fn database_location(args: &DatabaseArgs) -> anyhow::Result<DatabaseLocation> {
     DatabaseLocation::parse(args.database_url.as_deref()).map_err(anyhow::Error::from)
 }
 
-async fn open_store(location: &DatabaseLocation, args: &DatabaseArgs) -> anyhow::Result<std::sync::Arc<dyn Store>> {
+/// The store, with as many connections as a process that does (`api`) or does not serve the
+/// API needs (`DatabaseArgs::pool_size`).
+async fn open_store(
+    location: &DatabaseLocation,
+    args: &DatabaseArgs,
+    api: bool,
+) -> anyhow::Result<std::sync::Arc<dyn Store>> {
     let what = match location {
         DatabaseLocation::Postgres(_) => "the PostgreSQL database named by TE_DATABASE_URL".to_owned(),
         DatabaseLocation::Sqlite(path) => format!("the SQLite database {}", path.display()),
     };
-    store::connect_with(location, args.db_pool_size, args.db_worker_commits)
+    store::connect_with(location, args.pool_size(api), args.db_worker_commits)
         .await
         .with_context(|| format!("cannot open {what}"))
 }
@@ -154,7 +160,7 @@ fn load_cipher(location: &DatabaseLocation, keys: &KeyArgs) -> anyhow::Result<Se
 async fn migrate(args: MigrateArgs) -> anyhow::Result<()> {
     init_logging(&args.log)?;
     let location = database_location(&args.database)?;
-    let store = open_store(&location, &args.database).await?;
+    let store = open_store(&location, &args.database, false).await?;
     store.migrate().await.context("migration failed")?;
     tracing::info!(backend = ?store.backend(), "Migrations applied.");
     Ok(())

@@ -11,7 +11,7 @@ pub async fn rotate(args: RotateArgs) -> anyhow::Result<()> {
     init_logging(&args.log)?;
     let location = database_location(&args.database)?;
     let cipher = load_cipher(&location, &args.keys)?;
-    let store = open_store(&location, &args.database).await?;
+    let store = open_store(&location, &args.database, false).await?;
     store.migrate().await.context("migration failed")?;
 
     let (mut resealed, mut current, mut changed_meanwhile) = (0u64, 0u64, 0u64);

@@ -46,7 +46,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let location = database_location(&args.database)?;
     let explicit_keys = args.api_keys.as_deref().map(parse_api_keys).transpose()?;
     let cipher = load_cipher(&location, &args.keys)?;
-    let store = open_store(&location, &args.database).await?;
+    let store = open_store(&location, &args.database, args.roles.contains(&Role::Api)).await?;
     if args.no_migrate {
         tracing::info!("TE_NO_MIGRATE is set: not applying migrations.");
     } else {
