@@ -481,8 +481,8 @@ pub struct DatabaseArgs {
     #[arg(long, env = "TE_DATABASE_URL", value_name = "TE_DATABASE_URL", hide_env_values = true)]
     pub database_url: Option<String>,
 
-    /// Database connections per process. Unset: 20 in a process that serves the API, 8 in one
-    /// that only runs the worker or the scheduler (see `DatabaseArgs::pool_size`).
+    /// Database connections per process. Unset: 20, or 8 in a PostgreSQL process that only runs
+    /// the worker or the scheduler (see `DatabaseArgs::pool_size`).
     #[arg(long, env = "TE_DB_POOL_SIZE", value_name = "TE_DB_POOL_SIZE",
           value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub db_pool_size: Option<u32>,
@@ -498,20 +498,22 @@ pub struct DatabaseArgs {
 }
 
 impl DatabaseArgs {
-    /// Connections in a process without the API role: its claims, two result writers, the
-    /// lease keeper, the scheduler and the reclaimer at once, with room to spare. More only
-    /// spread the same statements over more PostgreSQL backends, each planning them and
-    /// faulting in the shared buffers they touch on its own (sqlx hands idle connections out
-    /// in turn): a worker drained 40,000 jobs at 12,160/s with 20, 12,964/s with 6
+    /// Connections of a PostgreSQL process without the API role: its claims, two result
+    /// writers, the lease keeper, the scheduler and the reclaimer at once, with room to spare.
+    /// More only spread the same statements over more PostgreSQL backends, each planning them
+    /// and faulting in the shared buffers they touch on its own (sqlx hands idle connections
+    /// out in turn): a worker drained 40,000 jobs at 11,549/s with 20, 12,834/s with 6 or 8
     /// (docs/benchmarks.md, "Side by side with graphile-worker").
     pub const BACKGROUND_POOL_SIZE: u32 = 8;
-    /// Connections in a process that serves the API: requests come at once from many clients.
-    pub const API_POOL_SIZE: u32 = 20;
+    /// Connections otherwise: a process serving the API takes requests from many clients at
+    /// once, and SQLite has no backends to spread over (its drain measured no gain from 8).
+    pub const POOL_SIZE: u32 = 20;
 
-    /// `TE_DB_POOL_SIZE`, or the default for a process that does (`api`) or does not serve the
-    /// API.
-    pub fn pool_size(&self, api: bool) -> u32 {
-        self.db_pool_size.unwrap_or(if api { Self::API_POOL_SIZE } else { Self::BACKGROUND_POOL_SIZE })
+    /// `TE_DB_POOL_SIZE`, or the default for a process on `location` that does (`api`) or does
+    /// not serve the API.
+    pub fn pool_size(&self, location: &crate::store::DatabaseLocation, api: bool) -> u32 {
+        let background = matches!(location, crate::store::DatabaseLocation::Postgres(_)) && !api;
+        self.db_pool_size.unwrap_or(if background { Self::BACKGROUND_POOL_SIZE } else { Self::POOL_SIZE })
     }
 }
 
@@ -862,7 +864,7 @@ mod tests {
         assert!(missing.is_empty(), "docs/operations.md's settings table lacks {missing:?}");
     }
 
-    /// Unset, the pool is sized for the process's roles; set, it is what it says.
+    /// Unset, the pool is sized for the process's roles and database; set, it is what it says.
     #[test]
     fn the_pool_is_sized_for_the_roles_unless_set() {
         #[derive(Parser)]
@@ -871,10 +873,16 @@ mod tests {
             args: DatabaseArgs,
         }
         let unset = Database::try_parse_from(["taskexec"]).unwrap().args;
-        assert_eq!(unset.pool_size(true), DatabaseArgs::API_POOL_SIZE);
-        assert_eq!(unset.pool_size(false), DatabaseArgs::BACKGROUND_POOL_SIZE);
+        use crate::store::DatabaseLocation;
+        let postgres = DatabaseLocation::Postgres("postgres://localhost/db".to_owned());
+        let sqlite = DatabaseLocation::Sqlite("taskexec.db".into());
+        assert_eq!(unset.pool_size(&postgres, true), DatabaseArgs::POOL_SIZE);
+        assert_eq!(unset.pool_size(&postgres, false), DatabaseArgs::BACKGROUND_POOL_SIZE);
+        assert_eq!(unset.pool_size(&sqlite, false), DatabaseArgs::POOL_SIZE);
         let set = Database::try_parse_from(["taskexec", "--db-pool-size", "3"]).unwrap().args;
-        assert_eq!((set.pool_size(true), set.pool_size(false)), (3, 3));
+        for (location, api) in [(&postgres, true), (&postgres, false), (&sqlite, false)] {
+            assert_eq!(set.pool_size(location, api), 3);
+        }
     }
 
     #[test]

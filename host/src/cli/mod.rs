@@ -109,7 +109,7 @@ fn database_location(args: &DatabaseArgs) -> anyhow::Result<DatabaseLocation> {
 }
 
 /// The store, with as many connections as a process that does (`api`) or does not serve the
-/// API needs (`DatabaseArgs::pool_size`).
+/// API needs on its database (`DatabaseArgs::pool_size`).
 async fn open_store(
     location: &DatabaseLocation,
     args: &DatabaseArgs,
@@ -119,7 +119,7 @@ async fn open_store(
         DatabaseLocation::Postgres(_) => "the PostgreSQL database named by TE_DATABASE_URL".to_owned(),
         DatabaseLocation::Sqlite(path) => format!("the SQLite database {}", path.display()),
     };
-    store::connect_with(location, args.pool_size(api), args.db_worker_commits)
+    store::connect_with(location, args.pool_size(location, api), args.db_worker_commits)
         .await
         .with_context(|| format!("cannot open {what}"))
 }
