@@ -935,14 +935,13 @@ macro_rules! impl_store {
                         "ASC",
                         "$2",
                     );
-                    let unfinished: Vec<(String,)> =
-                        sqlx::query_as(&format!("SELECT execution_id FROM ({unfinished}) AS unfinished"))
+                    let unfinished: Vec<(String, DateTime<Utc>)> = sqlx::query_as(&unfinished)
                     .bind(job_id)
                     .bind(IN_USE_SHOWN)
                     .fetch_all(&mut *tx)
                     .await?;
                     if !unfinished.is_empty() {
-                        return Ok(Deleted::InUse(unfinished.into_iter().map(|(e,)| e).collect()));
+                        return Ok(Deleted::InUse(unfinished.into_iter().map(|(e, _)| e).collect()));
                     }
                     Self::delete_executions_where(&mut tx, "job_id", job_id).await?;
                     let done = sqlx::query("DELETE FROM jobs WHERE job_id = $1").bind(job_id).execute(&mut *tx).await?;
