@@ -154,15 +154,9 @@ pub async fn run(
         };
         let got = claimed.len();
         for (execution, permit) in claimed.into_iter().zip(permits.drain(..got)) {
-            let pipeline = pipeline.clone();
-            let leases = leases.clone();
             let held = leases.hold(&execution.execution_id, execution.attempt_count);
             let slot = Slot::take(permit, fairness.clone(), &execution.endpoint, wakeups.work_ready.clone());
-            in_flight.spawn(async move {
-                pipeline.process(execution, &leases, slot).await;
-                // The lease is renewed until the outcome is written (or given up).
-                drop(held);
-            });
+            in_flight.spawn(pipeline.clone().process(execution, leases.clone(), held, slot));
         }
         drop(permits);
         while in_flight.try_join_next().is_some() {}

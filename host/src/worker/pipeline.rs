@@ -24,7 +24,7 @@ use tracing::Instrument;
 use super::cache::TtlCache;
 use super::classify::{self, Judgement};
 use super::completer::Completer;
-use super::lease::{Leases, LEASE_MARGIN};
+use super::lease::{Held, Leases, LEASE_MARGIN};
 use super::Slot;
 use crate::contract::{Failure, FailureKind, Message, Verdict};
 use crate::domain::{AttemptStatus, ExecutionStatus};
@@ -187,11 +187,24 @@ impl Pipeline {
         self.completer.close(within).await;
     }
 
-    /// Run one attempt in its own span: a child of the job's trace context, with the ids a
-    /// reader of the logs or the trace needs.
-    /// `slot` is freed when the delivery is over and its outcome queued for writing.
-    pub async fn process(&self, execution: Execution, leases: &Leases, slot: Slot) {
+    /// One attempt, ready to spawn: it runs in its own span (a child of the job's trace context,
+    /// with the ids a reader of the logs or the trace needs); `held` keeps the lease renewed until
+    /// the outcome is written (or given up), and `slot` is freed when the delivery is over and
+    /// its outcome queued for writing.
+    ///
+    /// Not an `async fn`, and `run` owns what it uses: the future is held for as long as the
+    /// receiver takes to answer, and each `async fn` between the spawn and the delivery kept
+    /// its own copy of the execution beside the one the next held.
+    pub fn process(
+        self: Arc<Self>,
+        execution: Execution,
+        leases: Arc<Leases>,
+        held: Held,
+        slot: Slot,
+    ) -> impl std::future::Future<Output = ()> + Send + 'static {
+        // A root span, as it was when made on the spawned task: its parent is the job's context.
         let span = tracing::info_span!(
+            parent: None,
             "attempt",
             job_id = %execution.job_id,
             execution_id = %execution.execution_id,
@@ -202,17 +215,24 @@ impl Pipeline {
             parent.adopt(&span);
         }
         let traceparent = TraceParent::of(&span);
-        self.run(execution, leases, slot, traceparent).instrument(span).await
+        self.run(execution, leases, held, slot, traceparent).instrument(span)
     }
 
-    async fn run(&self, execution: Execution, leases: &Leases, mut slot: Slot, traceparent: Option<TraceParent>) {
+    async fn run(
+        self: Arc<Self>,
+        execution: Execution,
+        leases: Arc<Leases>,
+        held: Held,
+        mut slot: Slot,
+        traceparent: Option<TraceParent>,
+    ) {
         let started_at = now();
         let clock = Instant::now();
         let attempt = execution.attempt_count;
         let mut logs = Logs(Vec::new());
         logs.push("INFO", format!("Attempt {attempt} of {} started on {}.", execution.max_attempts, self.worker_id));
 
-        let (outcome, policy, secrets) = match self.attempt(&execution, leases, &mut logs, traceparent).await {
+        let (outcome, policy, secrets) = match self.attempt(&execution, &leases, &mut logs, traceparent).await {
             Ok(done) => done,
             Err(error) => {
                 // The database failed before anything was sent. Record a retryable failure:
@@ -242,7 +262,7 @@ impl Pipeline {
         let finish = self.finish(&execution, outcome, &policy, &secrets, started_at, completed_at, duration_ms, logs);
         let status = finish.execution_status;
         let error_type = finish.error.as_ref().and_then(|e| e["type"].as_str()).unwrap_or("").to_owned();
-        let written = self.completer.submit(finish).await;
+        let written = Box::pin(self.completer.submit(finish)).await;
         slot.free();
         match written.await {
             Ok(true) => {
@@ -256,6 +276,8 @@ impl Pipeline {
                 tracing::error!(%error, "Could not record the attempt.")
             }
         }
+        // The lease is renewed until the outcome is written (or given up).
+        drop(held);
     }
 
     /// Resolve, render and deliver. Store failures are errors; everything else is an outcome.
@@ -268,16 +290,17 @@ impl Pipeline {
     ) -> Result<(Outcome, RetryPolicy, Vec<SecretValue>), StoreError> {
         let store = &self.store;
         let (name, version) = (&execution.endpoint, execution.endpoint_version);
-        let resolved = self
-            .endpoints
-            .get_or_load(&(name.clone(), version), || async {
-                let endpoint = store.endpoint_for_job(name, version).await?;
-                Ok::<_, StoreError>(endpoint.map(|endpoint| {
-                    let policy = RetryPolicy::parse(Some(&endpoint.retry_policy)).unwrap_or_default();
-                    Arc::new(Resolved { endpoint, policy })
-                }))
-            })
-            .await?;
+        // The steps before and after the delivery are boxed: a future is as large as the
+        // largest of its steps, and this one is held for as long as the receiver takes to
+        // answer (see `run`).
+        let resolved = Box::pin(self.endpoints.get_or_load(&(name.clone(), version), || async {
+            let endpoint = store.endpoint_for_job(name, version).await?;
+            Ok::<_, StoreError>(endpoint.map(|endpoint| {
+                let policy = RetryPolicy::parse(Some(&endpoint.retry_policy)).unwrap_or_default();
+                Arc::new(Resolved { endpoint, policy })
+            }))
+        }))
+        .await?;
         let Some(resolved) = resolved else {
             let message = format!("Endpoint '{}' no longer exists.", execution.endpoint);
             logs.push("ERROR", message.clone());
@@ -286,7 +309,7 @@ impl Pipeline {
         let (endpoint, policy) = (&resolved.endpoint, resolved.policy.clone());
         let endpoint_type = endpoint.endpoint_type;
 
-        let context = match self.context(execution, endpoint).await? {
+        let context = match Box::pin(self.context(execution, endpoint)).await? {
             Ok(context) => context,
             Err(message) => {
                 logs.push("ERROR", message.clone());
@@ -344,7 +367,7 @@ impl Pipeline {
         // The lease must outlast this attempt's deadline, or a live attempt could be
         // reclaimed and delivered twice: extend it first when the deadline is far.
         let needed = Duration::from_millis(timeout_ms) + DEADLINE_GRACE + LEASE_MARGIN;
-        if !leases.ensure(&execution.execution_id, execution.attempt_count, needed).await? {
+        if !Box::pin(leases.ensure(&execution.execution_id, execution.attempt_count, needed)).await? {
             let message = "The execution was reclaimed or cancelled before delivery; nothing was sent.".to_owned();
             logs.push("WARN", message.clone());
             return Ok((Outcome::permanent("LEASE_LOST", message), policy, secrets));
@@ -370,7 +393,8 @@ impl Pipeline {
                 let config = endpoint.classifier_config.as_ref();
                 let attempt = u32::try_from(execution.attempt_count).unwrap_or(0);
                 let plugins = self.transports.plugins();
-                classify::judge(plugins, classifier, config, endpoint_type, attempt, &delivered, &delivery).await
+                Box::pin(classify::judge(plugins, classifier, config, endpoint_type, attempt, &delivered, &delivery))
+                    .await
             }
         };
         for (level, line) in delivery.take() {
@@ -378,7 +402,7 @@ impl Pipeline {
         }
         if let Err(failure) = &delivered {
             if let (FailureKind::Rejected(Some(429)), Some(wait_ms)) = (&failure.kind, failure.retry_after_ms) {
-                self.pause_endpoint(&endpoint.name, wait_ms, logs).await;
+                Box::pin(self.pause_endpoint(&endpoint.name, wait_ms, logs)).await;
             }
         }
         let outcome = match (judgement, delivered) {
