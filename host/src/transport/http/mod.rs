@@ -60,36 +60,8 @@ impl Transport for HttpTransport {
     }
 
     async fn deliver(&self, message: Message, delivery: &Delivery) -> Result<Receipt, Failure> {
-        let mut spec: HttpSpec = rendered_spec(&message)?;
-        let timeout = delivery_timeout(spec.timeout_ms, message.deadline_ms)?;
-        let url = url::Url::parse(&spec.url)
-            .map_err(|e| Failure::invalid_spec(format!("the rendered url is not a valid URL: {e}")))?;
-        if !matches!(url.scheme(), "http" | "https") {
-            return Err(Failure::invalid_spec(format!(
-                "the rendered url has scheme {}, not http or https",
-                url.scheme()
-            )));
-        }
-        // An address in the URL is never resolved: check it here, in the form the client reads
-        // it (`127.1` is 127.0.0.1); names are checked by the resolver as they connect.
-        if let Some(address) = egress::host_address(&url) {
-            self.policy.check(address).map_err(|denied| egress_refused(&denied))?;
-        }
-        let headers = request_headers(&spec, &message, delivery)?;
-        let method = match spec.method {
-            HttpMethod::GET => Method::GET,
-            HttpMethod::POST => Method::POST,
-            HttpMethod::PUT => Method::PUT,
-            HttpMethod::PATCH => Method::PATCH,
-            HttpMethod::DELETE => Method::DELETE,
-        };
-        let body = spec.body_template.as_ref().map(|body| serde_json::to_vec(body).expect("JSON serializes"));
-        let request = Outgoing { method, url, headers, body };
-
-        // The parsed spec (headers, body template) is not held while the receiver answers.
-        let expected_status_codes = std::mem::take(&mut spec.expected_status_codes);
-        drop(spec);
-        let answer = self.client.send(request, timeout, OUTPUT_BODY_LIMIT).await.map_err(transport_failure)?;
+        let PreparedRequest { outgoing, timeout, expected_status_codes } = self.prepare(&message, delivery)?;
+        let answer = self.client.send(outgoing, timeout, OUTPUT_BODY_LIMIT).await.map_err(transport_failure)?;
         let (status, body, truncated) = (answer.response.status, answer.body, answer.truncated);
         let retry_after_ms = retry_after_ms(status, &answer.response.headers);
         // Copied only for a classifier: it costs every delivery that has none.
@@ -117,6 +89,50 @@ impl Transport for HttpTransport {
 
     fn error_json(&self, failure: &Failure) -> Value {
         error_json(failure, "HTTP_ERROR", Some("status_code"))
+    }
+}
+
+/// A delivery's request, and what judging its answer needs.
+struct PreparedRequest {
+    outgoing: Outgoing,
+    timeout: std::time::Duration,
+    expected_status_codes: Vec<u16>,
+}
+
+impl HttpTransport {
+    /// The request for `message`'s rendered spec, built before anything is awaited: the parsed
+    /// spec (headers, body template) is then not part of the future held while the receiver
+    /// answers (a local's storage lasts to the end of its scope, `drop` or not).
+    fn prepare(&self, message: &Message, delivery: &Delivery) -> Result<PreparedRequest, Failure> {
+        let spec: HttpSpec = rendered_spec(message)?;
+        let timeout = delivery_timeout(spec.timeout_ms, message.deadline_ms)?;
+        let url = url::Url::parse(&spec.url)
+            .map_err(|e| Failure::invalid_spec(format!("the rendered url is not a valid URL: {e}")))?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(Failure::invalid_spec(format!(
+                "the rendered url has scheme {}, not http or https",
+                url.scheme()
+            )));
+        }
+        // An address in the URL is never resolved: check it here, in the form the client reads
+        // it (`127.1` is 127.0.0.1); names are checked by the resolver as they connect.
+        if let Some(address) = egress::host_address(&url) {
+            self.policy.check(address).map_err(|denied| egress_refused(&denied))?;
+        }
+        let headers = request_headers(&spec, message, delivery)?;
+        let method = match spec.method {
+            HttpMethod::GET => Method::GET,
+            HttpMethod::POST => Method::POST,
+            HttpMethod::PUT => Method::PUT,
+            HttpMethod::PATCH => Method::PATCH,
+            HttpMethod::DELETE => Method::DELETE,
+        };
+        let body = spec.body_template.as_ref().map(|body| serde_json::to_vec(body).expect("JSON serializes"));
+        Ok(PreparedRequest {
+            outgoing: Outgoing { method, url, headers, body },
+            timeout,
+            expected_status_codes: spec.expected_status_codes,
+        })
     }
 }
 
