@@ -262,7 +262,7 @@ impl Pipeline {
         let finish = self.finish(&execution, outcome, &policy, &secrets, started_at, completed_at, duration_ms, logs);
         let status = finish.execution_status;
         let error_type = finish.error.as_ref().and_then(|e| e["type"].as_str()).unwrap_or("").to_owned();
-        let written = Box::pin(self.completer.submit(finish)).await;
+        let written = self.completer.submit(finish).await;
         slot.free();
         match written.await {
             Ok(true) => {
