@@ -736,8 +736,12 @@ async fn claim_latency(backend: Backend, rows: usize) -> Value {
     json!({"steps": steps, "p50_ratio_largest_to_empty": round2(ratio)})
 }
 
-/// `n` deliveries in flight at once to a receiver that holds each for 30 s, from one worker
+/// `n` deliveries in flight at once to a receiver that holds each for 110 s, from one worker
 /// process with `n` slots: its resident memory once every one of them is waiting.
+///
+/// The hold outlasts the wait for all `n` below: the receiver's listen backlog is 1,024, so
+/// of 10,000 connects at once some are dropped and retried by the kernel after 1, 3, 7, 15,
+/// 31 and 63 s; with a 30 s hold the first deliveries could end before the last connected.
 async fn rss_in_flight(n: usize) -> Value {
     let db = TestDb::new(Backend::Postgres).await;
     let receiver = Receiver::start().await;
@@ -746,7 +750,7 @@ async fn rss_in_flight(n: usize) -> Value {
     // Two endpoints: one endpoint may hold at most nine tenths of a worker's slots.
     for name in ["slow-a", "slow-b"] {
         post(&api, "/endpoints", &json!({"name": name, "type": "HTTP", "timeout_ms": 120_000,
-            "spec": {"url": format!("{}/slow/30000", receiver.base_url), "method": "POST", "body_template": {"n": "{{input.n}}"}}
+            "spec": {"url": format!("{}/slow/110000", receiver.base_url), "method": "POST", "body_template": {"n": "{{input.n}}"}}
         }))
         .await;
     }
@@ -767,7 +771,10 @@ async fn rss_in_flight(n: usize) -> Value {
     while receiver.most_slow_at_once() < n {
         if std::time::Instant::now() > deadline {
             keep_log(&worker, "rss");
-            panic!("only {} of {n} deliveries were in flight at once", receiver.most_slow_at_once());
+            // How the executions that are no longer in flight ended says why.
+            let ended = "SELECT status || ' ' || COALESCE(CAST(output AS TEXT), '') FROM executions WHERE status <> 'RUNNING' LIMIT 5";
+            let ended = db.texts(ended).await;
+            panic!("only {} of {n} deliveries were in flight at once; ended: {ended:?}", receiver.most_slow_at_once());
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }

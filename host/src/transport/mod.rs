@@ -330,6 +330,33 @@ pub const MAX_TIMEOUT_MS: u64 = 300_000;
 pub(crate) mod tests {
     use super::*;
 
+    /// A CA and a server certificate it signs for `localhost` and 127.0.0.1, made with openssl
+    /// in `dir`: `ca.pem`, `server.pem` and `server.key` there; the CA's PEM is returned.
+    pub fn make_certificates(dir: &std::path::Path) -> String {
+        let path = |name: &str| dir.join(name).to_str().unwrap().to_owned();
+        let openssl = |args: &[&str]| {
+            let out = std::process::Command::new("openssl").args(args).output().expect("openssl runs");
+            assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        };
+        let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
+        let (ca_key, ca_pem) = (path("ca.key"), path("ca.pem"));
+        openssl(
+            &[
+                &["req", "-subj", "/CN=te-test-ca", "-x509"][..],
+                &ec,
+                &["-keyout", &ca_key, "-out", &ca_pem, "-days", "1"],
+            ]
+            .concat(),
+        );
+        let (key, csr) = (path("server.key"), path("server.csr"));
+        openssl(&[&["req", "-subj", "/CN=localhost"][..], &ec, &["-keyout", &key, "-out", &csr]].concat());
+        std::fs::write(path("ext"), "subjectAltName=DNS:localhost,IP:127.0.0.1\n").unwrap();
+        let (ext, server) = (path("ext"), path("server.pem"));
+        let sign = ["x509", "-req", "-in", &csr, "-CA", &ca_pem, "-CAkey", &ca_key, "-CAcreateserial"];
+        openssl(&[&sign[..], &["-out", &server, "-days", "1", "-extfile", &ext]].concat());
+        std::fs::read_to_string(ca_pem).unwrap()
+    }
+
     /// A message for `spec` (a normalized, rendered spec) with 30 s to its deadline.
     pub fn message(execution_id: &str, spec: &Value) -> Message {
         Message {

@@ -220,7 +220,7 @@ impl Pipeline {
 
     async fn run(
         self: Arc<Self>,
-        execution: Execution,
+        mut execution: Execution,
         leases: Arc<Leases>,
         held: Held,
         mut slot: Slot,
@@ -232,7 +232,7 @@ impl Pipeline {
         let mut logs = Logs(Vec::new());
         logs.push("INFO", format!("Attempt {attempt} of {} started on {}.", execution.max_attempts, self.worker_id));
 
-        let (outcome, policy, secrets) = match self.attempt(&execution, &leases, &mut logs, traceparent).await {
+        let (outcome, policy, secrets) = match self.attempt(&mut execution, &leases, &mut logs, traceparent).await {
             Ok(done) => done,
             Err(error) => {
                 // The database failed before anything was sent. Record a retryable failure:
@@ -281,9 +281,10 @@ impl Pipeline {
     }
 
     /// Resolve, render and deliver. Store failures are errors; everything else is an outcome.
+    /// The execution's input is taken for the render context (see `context`).
     async fn attempt(
         &self,
-        execution: &Execution,
+        execution: &mut Execution,
         leases: &Leases,
         logs: &mut Logs,
         traceparent: Option<TraceParent>,
@@ -309,7 +310,7 @@ impl Pipeline {
         let (endpoint, policy) = (&resolved.endpoint, resolved.policy.clone());
         let endpoint_type = endpoint.endpoint_type;
 
-        let context = match Box::pin(self.context(execution, endpoint)).await? {
+        let context = match Box::pin(self.context(execution.input.take(), endpoint)).await? {
             Ok(context) => context,
             Err(message) => {
                 logs.push("ERROR", message.clone());
@@ -451,10 +452,13 @@ impl Pipeline {
     }
 
     /// The render context: the execution's input, the endpoint's config, and the secrets its
-    /// templates name. `Ok(Err(..))` when a config or secret it needs is gone.
+    /// templates name. `Ok(Err(..))` when a config or secret it needs is gone. The input is
+    /// moved here from the execution, not copied: the attempt needs it for nothing else, and a
+    /// decoded JSON object kept while the receiver answers is memory per delivery in flight
+    /// (~600 bytes for a small one; docs/benchmarks.md).
     async fn context(
         &self,
-        execution: &Execution,
+        input: Option<Value>,
         endpoint: &Endpoint,
     ) -> Result<Result<RenderContext, String>, StoreError> {
         let store = &self.store;
@@ -498,7 +502,7 @@ impl Pipeline {
                 None => return Ok(Err(format!("Secret '{name}' no longer exists or cannot be opened."))),
             };
         }
-        Ok(Ok(RenderContext { input: execution.input.clone().unwrap_or_default(), config, secrets }))
+        Ok(Ok(RenderContext { input: input.unwrap_or_default(), config, secrets }))
     }
 
     /// The secrets an endpoint version's templates name. A renderer plugin's templates are in

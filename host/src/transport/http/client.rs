@@ -1,17 +1,14 @@
-//! The client deliveries go out through — the HTTP transport's and plugins' requests alike:
-//! hyper-util's pooled HTTP/1 client over rustls, connecting only to the addresses its
-//! [`Resolve`] hands it (the egress policy's for the transport, a plugin's grants for a
-//! plugin's own client).
+//! The client plugins' requests go out through: hyper-util's pooled HTTP/1 client over rustls,
+//! connecting only to the addresses its [`Resolve`] hands it (a plugin's grants on top of the
+//! egress policy). A plugin streams bodies both ways, which hyper's body types carry; the HTTP
+//! transport, which sends a whole request and reads a bounded answer, has its own lighter
+//! client (`h1.rs`). Both send credentials in the URL as Basic authorization, never in the
+//! request's target, and keep the resolver's refusal in the error's chain of causes.
 //!
-//! Not reqwest, as both used until 2026-11-26: every delivery in flight holds one of these
-//! requests and its connection, and reqwest's layers above hyper-util (its own request and
+//! Not reqwest, as both used until 2026-11-26: its layers above hyper-util (its own request and
 //! response types, redirect and proxy machinery, a boxed timeout per request) held ~4.5 KiB more
-//! per request in flight and cost CPU on every delivery for features a delivery turns off
-//! (docs/benchmarks.md: a worker with 10,000 in flight 359 → 314 MiB; native deliveries at 64
-//! concurrent +33%). What reqwest did that a delivery relies on is done here: a default
-//! `User-Agent` for the transport's requests, credentials in the URL sent as Basic authorization
-//! (and not in the request target), one deadline over the answer's head and body, the resolver's
-//! refusal kept in the error's chain of causes.
+//! per request in flight and cost CPU on every request for features these requests turn off
+//! (docs/benchmarks.md).
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -23,15 +20,13 @@ use std::time::Duration;
 use base64::Engine;
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
-use hyper::header::{HeaderMap, HeaderValue, AUTHORIZATION, USER_AGENT};
+use hyper::header::{HeaderMap, HeaderValue, AUTHORIZATION};
 use hyper::{Method, Request, Response, Uri};
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::dns::Name;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
-/// Sent unless the endpoint's spec sets its own.
-const DEFAULT_USER_AGENT: &str = concat!("taskexec/", env!("CARGO_PKG_VERSION"));
 /// Idle keep-alive connections kept per receiver host.
 const POOL_MAX_IDLE_PER_HOST: usize = 256;
 /// How long an idle connection is kept before it is closed.
@@ -68,31 +63,6 @@ impl tower::Service<Name> for Resolver {
     }
 }
 
-/// A request as the transport sends it.
-pub struct Outgoing {
-    pub method: Method,
-    pub url: url::Url,
-    pub headers: HeaderMap,
-    pub body: Option<Vec<u8>>,
-}
-
-/// A response with its body read (up to a limit).
-pub struct Answer {
-    pub response: hyper::http::response::Parts,
-    pub body: Vec<u8>,
-    /// The body went on past the limit and was cut.
-    pub truncated: bool,
-}
-
-/// Why no answer came.
-#[derive(Debug)]
-pub enum SendError {
-    /// Nothing complete before the timeout.
-    Timeout,
-    /// The connection, the request or the response failed; the chain of causes says how.
-    Failed(BoxError),
-}
-
 #[derive(Clone)]
 pub struct Client {
     inner: hyper_util::client::legacy::Client<Connector, Full<Bytes>>,
@@ -120,22 +90,6 @@ impl Client {
             .pool_timer(TokioTimer::new())
             .build(connector);
         Self { inner }
-    }
-
-    /// Send `outgoing` with a `User-Agent` unless it has one, and read at most `body_limit`
-    /// bytes of the answer's body, all within `timeout`.
-    pub async fn send(&self, outgoing: Outgoing, timeout: Duration, body_limit: usize) -> Result<Answer, SendError> {
-        let Outgoing { method, url, mut headers, body } = outgoing;
-        if !headers.contains_key(USER_AGENT) {
-            headers.insert(USER_AGENT, HeaderValue::from_static(DEFAULT_USER_AGENT));
-        }
-        let request = request(method, url, headers, Bytes::from(body.unwrap_or_default()));
-        let request = request.map_err(|e| SendError::Failed(e.into()))?;
-        let exchange = async {
-            let response = self.head(request).await.map_err(|e| SendError::Failed(e.into()))?;
-            read(response, body_limit).await.map_err(|e| SendError::Failed(e.into()))
-        };
-        tokio::time::timeout(timeout, exchange).await.unwrap_or(Err(SendError::Timeout))
     }
 
     /// Send `request` and wait for the answer's head; its body is still to be read.
@@ -170,7 +124,7 @@ pub fn request(
 }
 
 /// `Basic base64(user:password)` of the URL's credentials, percent-decoded, marked sensitive.
-fn basic_authorization(url: &url::Url) -> HeaderValue {
+pub(super) fn basic_authorization(url: &url::Url) -> HeaderValue {
     let user = percent_encoding::percent_decode_str(url.username()).decode_utf8_lossy();
     let password = url.password().map(|p| percent_encoding::percent_decode_str(p).decode_utf8_lossy());
     let credentials = format!("{user}:{}", password.as_deref().unwrap_or(""));
@@ -178,13 +132,6 @@ fn basic_authorization(url: &url::Url) -> HeaderValue {
     let mut value = HeaderValue::from_str(&format!("Basic {encoded}")).expect("base64 is a valid header value");
     value.set_sensitive(true);
     value
-}
-
-/// The response's head, and at most `limit` bytes of its body (whether more was cut).
-async fn read(response: Response<Incoming>, limit: usize) -> Result<Answer, hyper::Error> {
-    let (response, mut incoming) = response.into_parts();
-    let (body, truncated) = read_limited(&mut incoming, limit).await?;
-    Ok(Answer { response, body, truncated })
 }
 
 /// At most `limit` bytes of `body`; true when there was more (left unread).

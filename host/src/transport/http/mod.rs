@@ -1,7 +1,8 @@
-//! The HTTP transport: one shared client (a keep-alive pool per host, `client`) sends each
-//! message as a request and judges the response by the endpoint's expected status codes.
+//! The HTTP transport: one shared HTTP/1.1 client (a keep-alive pool per receiver, `h1`) sends
+//! each message as a request and judges the response by the endpoint's expected status codes.
 
 pub(crate) mod client;
+mod h1;
 mod spec;
 #[cfg(test)]
 mod tests;
@@ -22,7 +23,7 @@ use super::{
 use crate::contract::{Failure, Message, Receipt};
 use crate::egress::{self, EgressPolicy, PolicyResolver};
 use crate::trace::TRACEPARENT;
-use client::{Client, Outgoing, SendError};
+use h1::{H1Client, Outgoing, SendError};
 
 /// Bytes of a response body kept in the execution's output; the rest is cut (and the output
 /// says so with `"body_truncated": true`). Outputs are stored per attempt, so they stay small.
@@ -31,7 +32,7 @@ pub const OUTPUT_BODY_LIMIT: usize = 64 * 1024;
 const ERROR_BODY_LIMIT: usize = 1024;
 
 pub struct HttpTransport {
-    client: Client,
+    client: H1Client,
     policy: Arc<EgressPolicy>,
 }
 
@@ -49,7 +50,7 @@ impl HttpTransport {
 
     /// Every connection held to `policy`, checked on the address connected to.
     pub fn with_policy(policy: Arc<EgressPolicy>) -> Self {
-        Self { client: Client::new(PolicyResolver { policy: policy.clone() }), policy }
+        Self { client: H1Client::new(PolicyResolver { policy: policy.clone() }), policy }
     }
 }
 
@@ -61,6 +62,8 @@ impl Transport for HttpTransport {
 
     async fn deliver(&self, message: Message, delivery: &Delivery) -> Result<Receipt, Failure> {
         let PreparedRequest { outgoing, timeout, expected_status_codes } = self.prepare(&message, delivery)?;
+        // Its rendered spec and ids are in the request now: not kept while the receiver answers.
+        drop(message);
         let answer = self.client.send(outgoing, timeout, OUTPUT_BODY_LIMIT).await.map_err(transport_failure)?;
         let (status, body, truncated) = (answer.response.status, answer.body, answer.truncated);
         let retry_after_ms = retry_after_ms(status, &answer.response.headers);

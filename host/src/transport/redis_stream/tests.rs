@@ -211,45 +211,7 @@ impl TlsRedis {
     async fn start() -> Self {
         let dir = tempfile::tempdir().unwrap();
         let path = |name: &str| dir.path().join(name).to_str().unwrap().to_owned();
-        let openssl = |args: &[&str]| {
-            let out = std::process::Command::new("openssl").args(args).output().expect("openssl runs");
-            assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-        };
-        let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
-        openssl(
-            &[
-                &["req", "-subj", "/CN=te-test-ca", "-x509"][..],
-                &ec,
-                &["-keyout", &path("ca.key"), "-out", &path("ca.pem"), "-days", "1"],
-            ]
-            .concat(),
-        );
-        openssl(
-            &[
-                &["req", "-subj", "/CN=localhost"][..],
-                &ec,
-                &["-keyout", &path("server.key"), "-out", &path("server.csr")],
-            ]
-            .concat(),
-        );
-        std::fs::write(path("ext"), "subjectAltName=DNS:localhost,IP:127.0.0.1\n").unwrap();
-        openssl(&[
-            "x509",
-            "-req",
-            "-in",
-            &path("server.csr"),
-            "-CA",
-            &path("ca.pem"),
-            "-CAkey",
-            &path("ca.key"),
-            "-CAcreateserial",
-            "-out",
-            &path("server.pem"),
-            "-days",
-            "1",
-            "-extfile",
-            &path("ext"),
-        ]);
+        let ca_pem = crate::transport::tests::make_certificates(dir.path());
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let child = std::process::Command::new("redis-server")
             .args(["--port", "0", "--tls-port", &port.to_string(), "--bind", "127.0.0.1"])
@@ -264,7 +226,6 @@ impl TlsRedis {
             assert!(std::time::Instant::now() < deadline, "the TLS Redis did not listen on {port}");
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        let ca_pem = std::fs::read_to_string(path("ca.pem")).unwrap();
         Self { child, port, ca_pem, _dir: dir }
     }
 }
