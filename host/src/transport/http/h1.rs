@@ -408,7 +408,11 @@ async fn read_answer(
     let head = read_head(&mut conn, &mut buffered).await?;
     let framing = framing(&head, head_only)?;
     let body = read_body(&mut conn, &mut buffered, framing, limit).await?;
-    let reusable = body.complete && head.keep_alive() && buffered.unread().is_empty();
+    // An answer framed two ways (`Transfer-Encoding` and `Content-Length`) was read by the
+    // first, but whoever sent it may have meant the second: what follows on the connection
+    // cannot be trusted to start where this answer ended (RFC 9112 §6.3).
+    let framed_twice = head.headers.contains_key(TRANSFER_ENCODING) && head.headers.contains_key(CONTENT_LENGTH);
+    let reusable = body.complete && head.keep_alive() && !framed_twice && buffered.unread().is_empty();
     let mut response = hyper::Response::new(()).into_parts().0;
     response.status = head.status;
     response.version = head.version;

@@ -174,7 +174,10 @@ async fn keeps_a_connection_for_the_next_request_when_the_answer_allows() {
         Raw::start(|_, c| keep_answering(c, b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"))
             .await;
     let old = Raw::start(|_, c| keep_answering(c, b"HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n")).await;
-    for raw in [&closing, &old] {
+    // Framed two ways: read by the chunks, and the connection not trusted after it.
+    let twice = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n";
+    let twice = Raw::start(move |_, c| keep_answering(c, twice)).await;
+    for raw in [&closing, &old, &twice] {
         send(&client, post(&raw.base, b"x"), 1024).await.unwrap();
         send(&client, post(&raw.base, b"x"), 1024).await.unwrap();
         assert_eq!(raw.connections(), 2);
