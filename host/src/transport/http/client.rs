@@ -27,10 +27,10 @@ use hyper_util::client::legacy::connect::dns::Name;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
-/// Idle keep-alive connections kept per receiver host.
-const POOL_MAX_IDLE_PER_HOST: usize = 256;
-/// How long an idle connection is kept before it is closed.
-const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+/// Idle keep-alive connections kept per receiver (host, or scheme, host and port for `h1`).
+pub(super) const POOL_MAX_IDLE_PER_HOST: usize = 256;
+/// How long an idle connection is kept before it is closed (both clients).
+pub(super) const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 
 type Connector = HttpsConnector<HttpConnector<Resolver>>;
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -109,10 +109,7 @@ pub fn request(
     mut headers: HeaderMap,
     body: Bytes,
 ) -> Result<Request<Full<Bytes>>, hyper::http::Error> {
-    if !url.username().is_empty() || url.password().is_some() {
-        if !headers.contains_key(AUTHORIZATION) {
-            headers.insert(AUTHORIZATION, basic_authorization(&url));
-        }
+    if authorize_from_url(&url, &mut headers) {
         // Infallible for URLs with a host, as every http(s) URL has.
         let _ = url.set_username("");
         let _ = url.set_password(None);
@@ -123,8 +120,18 @@ pub fn request(
     Ok(request)
 }
 
+/// Credentials in `url` as an `Authorization` header (unless `headers` has one), as browsers
+/// and curl send them; whether the URL had any (the caller keeps them out of what it sends).
+pub(super) fn authorize_from_url(url: &url::Url, headers: &mut HeaderMap) -> bool {
+    let credentials = !url.username().is_empty() || url.password().is_some();
+    if credentials && !headers.contains_key(AUTHORIZATION) {
+        headers.insert(AUTHORIZATION, basic_authorization(url));
+    }
+    credentials
+}
+
 /// `Basic base64(user:password)` of the URL's credentials, percent-decoded, marked sensitive.
-pub(super) fn basic_authorization(url: &url::Url) -> HeaderValue {
+fn basic_authorization(url: &url::Url) -> HeaderValue {
     let user = percent_encoding::percent_decode_str(url.username()).decode_utf8_lossy();
     let password = url.password().map(|p| percent_encoding::percent_decode_str(p).decode_utf8_lossy());
     let credentials = format!("{user}:{}", password.as_deref().unwrap_or(""));

@@ -17,7 +17,7 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::io;
+use std::io::{self, Write as _};
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::{AsFd, AsRawFd};
 use std::pin::Pin;
@@ -26,7 +26,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use hyper::header::{
-    HeaderMap, HeaderName, HeaderValue, AUTHORIZATION, CONNECTION, CONTENT_LENGTH, HOST, TRANSFER_ENCODING, USER_AGENT,
+    HeaderMap, HeaderName, HeaderValue, CONNECTION, CONTENT_LENGTH, HOST, TRANSFER_ENCODING, USER_AGENT,
 };
 use hyper::{Method, StatusCode, Version};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
@@ -35,14 +35,10 @@ use tokio_rustls::client::TlsStream;
 use tokio_rustls::rustls;
 use tokio_rustls::rustls::pki_types::ServerName;
 
-use super::client::{basic_authorization, BoxError, Resolve};
+use super::client::{authorize_from_url, BoxError, Resolve, POOL_IDLE_TIMEOUT, POOL_MAX_IDLE_PER_HOST};
 
 /// Sent unless the endpoint's spec sets its own.
 const DEFAULT_USER_AGENT: &str = concat!("taskexec/", env!("CARGO_PKG_VERSION"));
-/// Idle keep-alive connections kept per receiver (scheme, host and port).
-const POOL_MAX_IDLE_PER_ORIGIN: usize = 256;
-/// How long an idle connection is kept before it is closed.
-const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 /// How often idle connections past their time are closed.
 const POOL_REAP_EVERY: Duration = Duration::from_secs(30);
 /// The most header fields an answer may have (hyper's limit too).
@@ -269,7 +265,7 @@ impl Inner {
         });
         let mut idle = self.idle.lock().expect("the pool's lock is never poisoned");
         let waiting = idle.entry(origin).or_default();
-        if waiting.len() < POOL_MAX_IDLE_PER_ORIGIN {
+        if waiting.len() < POOL_MAX_IDLE_PER_HOST {
             waiting.push(Idle { conn, since: Instant::now() });
         }
     }
@@ -335,10 +331,8 @@ fn encode(outgoing: Outgoing) -> Result<Encoded, WireError> {
     if !headers.contains_key(USER_AGENT) {
         headers.insert(USER_AGENT, HeaderValue::from_static(DEFAULT_USER_AGENT));
     }
-    // As browsers and curl send them; never in the request's target or `Host`.
-    if (!url.username().is_empty() || url.password().is_some()) && !headers.contains_key(AUTHORIZATION) {
-        headers.insert(AUTHORIZATION, basic_authorization(&url));
-    }
+    // Never in the request's target or `Host`, which are written from the URL's path and host.
+    authorize_from_url(&url, &mut headers);
     let close = headers.get_all(CONNECTION).iter().any(|v| has_token(v, "close"));
     let body = body.unwrap_or_default();
     let sized = headers.iter().map(|(n, v)| n.as_str().len() + v.len() + 4).sum::<usize>();
@@ -355,7 +349,7 @@ fn encode(outgoing: Outgoing) -> Result<Encoded, WireError> {
         bytes.extend_from_slice(b"host: ");
         bytes.extend_from_slice(url.host_str().unwrap_or_default().as_bytes());
         if let Some(port) = url.port() {
-            bytes.extend_from_slice(format!(":{port}").as_bytes());
+            write!(bytes, ":{port}").expect("writing to a Vec cannot fail");
         }
         bytes.extend_from_slice(b"\r\n");
     }
@@ -370,7 +364,7 @@ fn encode(outgoing: Outgoing) -> Result<Encoded, WireError> {
     }
     // Receivers (nginx among them) refuse a POST with no length with 411.
     if !body.is_empty() || matches!(method, Method::POST | Method::PUT | Method::PATCH) {
-        bytes.extend_from_slice(format!("content-length: {}\r\n", body.len()).as_bytes());
+        write!(bytes, "content-length: {}\r\n", body.len()).expect("writing to a Vec cannot fail");
     }
     bytes.extend_from_slice(b"\r\n");
     bytes.extend_from_slice(&body);
