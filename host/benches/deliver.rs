@@ -22,6 +22,10 @@
 //! process, and prints each one's p50. `BENCH_INTERLEAVED_CONCURRENCY=64` makes the rounds 64
 //! concurrent (2,000 deliveries each) and prints each one's rate. To profile one path alone:
 //! `BENCH_PROFILE=native` or `BENCH_PROFILE=plugin` runs only that transport, 64 concurrent.
+//! `BENCH_PROFILE=ntfy` runs the `ntfy` example plugin instead — a POST with a few headers and
+//! no signature, so the guest does little besides parsing its spec and sending — and
+//! `BENCH_PROFILE=ntfy-native` the native transport sending the same request: the sandbox's
+//! own cost, without webhook-signed's HMAC-SHA256 (which native does not compute).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -342,11 +346,14 @@ async fn classifier_overhead(url: &str, n: usize) -> Value {
             "p50_overhead_us_64": (p50[&("classified", 64)] - p50[&("native", 64)]).round() })
 }
 
-/// `BENCH_PROFILE=native|plugin`: only that transport, 64 concurrent (BENCH_PLUGIN_N, default
+/// `BENCH_PROFILE=native|plugin|ntfy|ntfy-native`: only that transport, 64 concurrent (BENCH_PLUGIN_N, default
 /// 30,000 deliveries), so a profiler attached to the process sees one path alone.
 fn profiled() -> Option<String> {
     let which = std::env::var("BENCH_PROFILE").ok()?;
-    assert!(["native", "plugin"].contains(&which.as_str()), "BENCH_PROFILE is native or plugin");
+    assert!(
+        ["native", "plugin", "ntfy", "ntfy-native"].contains(&which.as_str()),
+        "BENCH_PROFILE is native, plugin, ntfy or ntfy-native"
+    );
     Some(which)
 }
 
@@ -473,7 +480,24 @@ async fn plugin_versus_native(url: &str, n: usize) -> Value {
         return interleaved(&store, &runtime, &plugin, &plugin_spec, &native, &native_spec, rounds).await;
     }
     if let Some(which) = profiled() {
-        let (transport, spec) = if which == "plugin" { (&plugin, &plugin_spec) } else { (&native, &native_spec) };
+        install(&store, "ntfy", component("ntfy"), json!(["http://127.0.0.1:*"])).await;
+        let ntfy: Arc<dyn Transport> =
+            Arc::new(WasmTransport { host: PluginHost::new(runtime.clone(), store.clone()), plugin: "ntfy".into() });
+        let server = url.rsplit_once('/').unwrap().0;
+        let message = body.to_string();
+        let ntfy_spec = json!({"server": server, "topic": "u", "message": message, "title": "Payment"});
+        let ntfy_native_spec = normalize_spec(
+            EndpointType::Http,
+            &json!({"url": url, "method": "POST", "body_template": message,
+            "headers": {"x-message-id": "exec_1", "title": "Payment"}}),
+        )
+        .unwrap();
+        let (transport, spec) = match which.as_str() {
+            "plugin" => (&plugin, &plugin_spec),
+            "ntfy" => (&ntfy, &ntfy_spec),
+            "ntfy-native" => (&native, &ntfy_native_spec),
+            _ => (&native, &native_spec),
+        };
         run_deliveries(transport.clone(), spec.clone(), 1000, 8).await;
         let n = env_usize("BENCH_PLUGIN_N", 30_000);
         let (per_second, _) = run_deliveries(transport.clone(), spec.clone(), n, 64).await;
