@@ -479,19 +479,21 @@ async fn plugin_versus_native(url: &str, n: usize) -> Value {
     if let Some(rounds) = interleaved_rounds() {
         return interleaved(&store, &runtime, &plugin, &plugin_spec, &native, &native_spec, rounds).await;
     }
+    // The `ntfy` example plugin and the native transport sending the same request: the
+    // sandbox's own cost, without webhook-signed's HMAC (which native does not compute).
+    install(&store, "ntfy", component("ntfy"), json!(["http://127.0.0.1:*"])).await;
+    let ntfy: Arc<dyn Transport> =
+        Arc::new(WasmTransport { host: PluginHost::new(runtime.clone(), store.clone()), plugin: "ntfy".into() });
+    let server = url.rsplit_once('/').expect("the receiver's URL has a path").0;
+    let message = body.to_string();
+    let ntfy_spec = json!({"server": server, "topic": "u", "message": message, "title": "Payment"});
+    let ntfy_native_spec = normalize_spec(
+        EndpointType::Http,
+        &json!({"url": url, "method": "POST", "body_template": message,
+        "headers": {"x-message-id": "exec_1", "title": "Payment"}}),
+    )
+    .unwrap();
     if let Some(which) = profiled() {
-        install(&store, "ntfy", component("ntfy"), json!(["http://127.0.0.1:*"])).await;
-        let ntfy: Arc<dyn Transport> =
-            Arc::new(WasmTransport { host: PluginHost::new(runtime.clone(), store.clone()), plugin: "ntfy".into() });
-        let server = url.rsplit_once('/').unwrap().0;
-        let message = body.to_string();
-        let ntfy_spec = json!({"server": server, "topic": "u", "message": message, "title": "Payment"});
-        let ntfy_native_spec = normalize_spec(
-            EndpointType::Http,
-            &json!({"url": url, "method": "POST", "body_template": message,
-            "headers": {"x-message-id": "exec_1", "title": "Payment"}}),
-        )
-        .unwrap();
         let (transport, spec) = match which.as_str() {
             "plugin" => (&plugin, &plugin_spec),
             "ntfy" => (&ntfy, &ntfy_spec),
@@ -512,19 +514,39 @@ async fn plugin_versus_native(url: &str, n: usize) -> Value {
     println!("{:<28} {:>8} {:>12} {:>10} {:>10} {:>10}", "scenario", "n", "per second", "p50 µs", "p99 µs", "max µs");
     let mut rows = Vec::new();
     let mut p50 = std::collections::HashMap::new();
+    let mut rates = std::collections::HashMap::new();
     for concurrency in [1usize, 64] {
         for (name, transport, spec) in [("native", &native, &native_spec), ("plugin", &plugin, &plugin_spec)] {
             let (per_second, latencies) = run_deliveries(transport.clone(), spec.clone(), n, concurrency).await;
             let label = format!("{name}, {concurrency} concurrent");
             let row = summarize(&label, latencies.clone(), Duration::from_secs_f64(n as f64 / per_second));
             p50.insert((name, concurrency), percentile(&latencies, 0.5).as_secs_f64() * 1e6);
+            rates.insert((name, concurrency), per_second);
             rows.push(row);
         }
+    }
+    // At 64 concurrent also the ntfy pair (after a warm-up of its own).
+    run_deliveries(ntfy.clone(), ntfy_spec.clone(), 500, 8).await;
+    for (name, transport, spec) in [("ntfy-native", &native, &ntfy_native_spec), ("ntfy", &ntfy, &ntfy_spec)] {
+        let (per_second, latencies) = run_deliveries(transport.clone(), spec.clone(), n, 64).await;
+        rows.push(summarize(
+            &format!("{name}, 64 concurrent"),
+            latencies,
+            Duration::from_secs_f64(n as f64 / per_second),
+        ));
+        rates.insert((name, 64), per_second);
     }
     for concurrency in [1usize, 64] {
         let overhead = p50[&("plugin", concurrency)] - p50[&("native", concurrency)];
         println!("plugin overhead at p50, {concurrency} concurrent: {overhead:.1} µs");
     }
+    let webhook_share = rates[&("plugin", 64)] / rates[&("native", 64)];
+    let ntfy_share = rates[&("ntfy", 64)] / rates[&("ntfy-native", 64)];
+    println!(
+        "plugin's share of native at 64 concurrent: webhook-signed {:.1}%, ntfy (the same request) {:.1}%",
+        webhook_share * 100.0,
+        ntfy_share * 100.0
+    );
 
     // Where a plugin delivery's time goes, one at a time: the registry lookup, then
     // instantiate + call of a plugin that does no I/O (hostile, mode "ok").
@@ -544,7 +566,8 @@ async fn plugin_versus_native(url: &str, n: usize) -> Value {
         "breakdown at p50: registry lookup {lookups:.1} µs; lookup + instantiate + call with no I/O {empty_call:.1} µs"
     );
     json!({ "rows": rows, "p50_overhead_us_1": (p50[&("plugin", 1)] - p50[&("native", 1)]).round(),
-            "p50_overhead_us_64": (p50[&("plugin", 64)] - p50[&("native", 64)]).round() })
+            "p50_overhead_us_64": (p50[&("plugin", 64)] - p50[&("native", 64)]).round(),
+            "share_of_native_64": {"webhook_signed": webhook_share, "ntfy": ntfy_share} })
 }
 
 /// One `next` of the business-days schedule plugin (as the scheduler asks it for each tick of a
