@@ -346,8 +346,9 @@ async fn classifier_overhead(url: &str, n: usize) -> Value {
             "p50_overhead_us_64": (p50[&("classified", 64)] - p50[&("native", 64)]).round() })
 }
 
-/// `BENCH_PROFILE=native|plugin|ntfy|ntfy-native`: only that transport, 64 concurrent (BENCH_PLUGIN_N, default
-/// 30,000 deliveries), so a profiler attached to the process sees one path alone.
+/// `BENCH_PROFILE=native|plugin|ntfy|ntfy-native`: only that transport, 64 concurrent
+/// (BENCH_PLUGIN_N, default 30,000 deliveries), so a profiler attached to the process sees one
+/// path alone.
 fn profiled() -> Option<String> {
     let which = std::env::var("BENCH_PROFILE").ok()?;
     assert!(
