@@ -447,6 +447,24 @@ mod tests {
         (port, connections)
     }
 
+    /// A receiver on 127.0.0.1 that hands its first connection to `serve`: its port, and what
+    /// `serve` ends with.
+    async fn one_connection<T, F>(
+        serve: impl FnOnce(tokio::net::TcpStream) -> F + Send + 'static,
+    ) -> (u16, tokio::task::JoinHandle<T>)
+    where
+        T: Send + 'static,
+        F: std::future::Future<Output = T> + Send + 'static,
+    {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let served = tokio::spawn(async move {
+            let (socket, _) = listener.accept().await.unwrap();
+            serve(socket).await
+        });
+        (port, served)
+    }
+
     fn outbound(grants: &[&str]) -> Outbound {
         let texts: Vec<String> = grants.iter().map(|g| g.to_string()).collect();
         Outbound::new(Arc::new(Egress::new(Arc::new(Grants::parse(&texts).unwrap()))))
@@ -517,11 +535,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_request_carries_the_calls_traceparent_and_the_urls_credentials_only_as_authorization() {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let (head_tx, head_rx) = tokio::sync::oneshot::channel();
-        tokio::spawn(async move {
-            let (mut socket, _) = listener.accept().await.unwrap();
+        let (port, head) = one_connection(|mut socket| async move {
             let mut head = Vec::new();
             while !head.ends_with(b"\r\n\r\n") {
                 let mut byte = [0u8; 1];
@@ -530,9 +544,10 @@ mod tests {
                 }
                 head.push(byte[0]);
             }
-            let _ = head_tx.send(String::from_utf8(head).unwrap());
             let _ = socket.write_all(b"HTTP/1.1 201 Created\r\nx-answer: yes\r\ncontent-length: 5\r\n\r\nhello").await;
-        });
+            String::from_utf8(head).unwrap()
+        })
+        .await;
         let mut call = outbound(&["http://127.0.0.1:*"]);
         let traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
         call.set_traceparent(crate::trace::TraceParent::parse(traceparent));
@@ -540,7 +555,7 @@ mod tests {
         assert_eq!(answer.status(), 201);
         assert_eq!(answer.headers()["x-answer"], "yes");
         assert_eq!(answer.into_body().collect().await.unwrap().to_bytes().as_ref(), b"hello");
-        let head = head_rx.await.unwrap().to_ascii_lowercase();
+        let head = head.await.unwrap().to_ascii_lowercase();
         assert!(head.starts_with("get /in?x=1 http/1.1\r\n"), "{head}");
         // base64("user:p@ss")
         assert!(head.contains("\r\nauthorization: basic dxnlcjpwqhnz\r\n"), "{head}");
@@ -556,31 +571,27 @@ mod tests {
         let refused = call.clone().send(get(format!("http://127.0.0.1:{closed}/")), None).await;
         assert!(matches!(refused, Err(Error::ConnectionRefused)), "{refused:?}");
 
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
-        tokio::spawn(async move {
-            let (mut socket, _) = listener.accept().await.unwrap();
+        let (port, _) = one_connection(|mut socket| async move {
             let mut buffer = [0u8; 4096];
             let _ = socket.read(&mut buffer).await;
             let _ = socket.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\nonly this").await;
-        });
+        })
+        .await;
         let cut = call.send(get(format!("http://127.0.0.1:{port}/")), None).await;
         assert!(matches!(cut, Err(Error::ConnectionTerminated)), "{cut:?}");
     }
 
     #[tokio::test]
     async fn a_call_dropped_while_waiting_closes_its_request() {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
         let (read_tx, read_rx) = tokio::sync::oneshot::channel();
-        let closed = tokio::spawn(async move {
-            let (mut socket, _) = listener.accept().await.unwrap();
+        let (port, closed) = one_connection(|mut socket| async move {
             let mut buffer = [0u8; 4096];
             let _ = socket.read(&mut buffer).await;
             let _ = read_tx.send(());
             // Never answers: the only way this read ends is the client closing the connection.
             socket.read(&mut buffer).await.unwrap()
-        });
+        })
+        .await;
         let call = outbound(&["http://127.0.0.1:*"]);
         let sending = tokio::spawn(call.send(get(format!("http://127.0.0.1:{port}/")), None));
         read_rx.await.unwrap();
