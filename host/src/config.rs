@@ -349,6 +349,11 @@ pub enum PluginCommand {
         /// Linear memory for each call, in MiB (default 64).
         #[arg(long)]
         memory_mb: Option<u32>,
+        /// Deliveries one instance of a transport plugin may make, one after another and all
+        /// for one endpoint version (default 1: a fresh instance for every delivery; at most
+        /// 1000). Faster, for plugins that keep no state that matters between deliveries.
+        #[arg(long)]
+        calls_per_instance: Option<u32>,
         /// The world the component must implement: transport-plugin, renderer-plugin, classifier-plugin or schedule-plugin.
         #[arg(long)]
         world: Option<String>,

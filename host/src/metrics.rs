@@ -32,6 +32,7 @@ pub const LOOP_ERRORS: &str = "taskexec_scheduler_loop_errors_total";
 pub const RESULT_WRITE_RETRIES: &str = "taskexec_result_write_retries_total";
 pub const PLUGIN_CALLS: &str = "taskexec_plugin_calls_total";
 pub const PLUGIN_TRAPS: &str = "taskexec_plugin_traps_total";
+pub const PLUGIN_REUSED: &str = "taskexec_plugin_reused_instances_total";
 pub const PLUGIN_INSTANTIATE_SECONDS: &str = "taskexec_plugin_instantiate_seconds";
 pub const DB_POOL_CONNECTIONS: &str = "taskexec_db_pool_connections";
 pub const PURGED: &str = "taskexec_retention_purged_total";
@@ -76,6 +77,10 @@ fn describe() {
     describe_counter!(RESULT_WRITE_RETRIES, "Attempt-result batch writes retried after a transient database error.");
     describe_counter!(PLUGIN_CALLS, "Plugin deliveries, by plugin.");
     describe_counter!(PLUGIN_TRAPS, "Plugin calls that trapped or ran out of time, by plugin.");
+    describe_counter!(
+        PLUGIN_REUSED,
+        "Plugin deliveries made by an instance an earlier delivery made (calls_per_instance), by plugin."
+    );
     describe_histogram!(PLUGIN_INSTANTIATE_SECONDS, Unit::Seconds, "Time to instantiate a plugin for a call.");
     describe_gauge!(DB_POOL_CONNECTIONS, "Database pool connections, by state (idle or busy).");
     describe_gauge!(
@@ -191,10 +196,13 @@ pub fn result_write_retried() {
     counter!(RESULT_WRITE_RETRIES).increment(1);
 }
 
-pub fn plugin_call(plugin: &str, trapped: bool) {
+pub fn plugin_call(plugin: &str, trapped: bool, reused: bool) {
     counter!(PLUGIN_CALLS, "plugin" => plugin.to_owned()).increment(1);
     if trapped {
         counter!(PLUGIN_TRAPS, "plugin" => plugin.to_owned()).increment(1);
+    }
+    if reused {
+        counter!(PLUGIN_REUSED, "plugin" => plugin.to_owned()).increment(1);
     }
 }
 

@@ -346,8 +346,11 @@ async fn the_dashboard_in_a_real_browser() {
 
     // A plugin with two versions, one endpoint pinned to the first and one on the newest.
     let bytes = std::fs::read(crate::e2e_plugins::component("webhook-signed")).unwrap();
-    for grant in ["http%3A%2F%2F127.0.0.1%3A%2A", "http%3A%2F%2F127.0.0.2%3A%2A"] {
-        let path = format!("/plugins?name=signer&allow_host={grant}");
+    // The second version reuses instances.
+    for (grant, reuse) in
+        [("http%3A%2F%2F127.0.0.1%3A%2A", ""), ("http%3A%2F%2F127.0.0.2%3A%2A", "&calls_per_instance=16")]
+    {
+        let path = format!("/plugins?name=signer&allow_host={grant}{reuse}");
         let installed = api.send_raw(reqwest::Method::POST, &path, Some("application/wasm"), bytes.clone()).await;
         assert_eq!(installed.status, 201, "{}", installed.text);
     }
@@ -375,7 +378,14 @@ async fn the_dashboard_in_a_real_browser() {
     }
     open(browser, &base, "/ui/plugins").await;
     let page = text(browser).await;
-    for shown in ["signed-pinned (version 1)", "signed-newest (newest)", "http://127.0.0.2:*", "transport-plugin"] {
+    for shown in [
+        "signed-pinned (version 1)",
+        "signed-newest (newest)",
+        "http://127.0.0.2:*",
+        "transport-plugin",
+        "fresh per delivery",
+        "reused, up to 16 deliveries per endpoint",
+    ] {
         assert!(page.contains(shown), "{shown} not on the plugins page: {page}");
     }
 

@@ -18,6 +18,7 @@ use crate::support::{eventually, Backend, Client, Receiver, Server, ServerOption
 both_backends!(
     registry_installs_checks_and_refuses,
     versions_are_pinned_rolled_back_and_removed,
+    instances_are_reused_only_within_one_endpoint_version,
     a_classifier_overrules_the_transport_on_the_answers_body,
     a_schedule_plugin_fires_a_cron_job_on_its_own_calendar
 );
@@ -481,7 +482,8 @@ async fn a_granted_name_cannot_reach_a_loopback_address() {
 }
 
 /// The plugin runtime as the worker uses it, without a server: `webhook-signed` installed as
-/// `signed` and `hostile` as `quiet`, both allowed to reach 127.0.0.1.
+/// `signed` and `hostile` as `quiet` and as `kept` (an instance making up to 1000 deliveries),
+/// all allowed to reach 127.0.0.1.
 async fn plugin_host() -> (tempfile::TempDir, taskexec::plugin::PluginHost) {
     use taskexec::plugin::{PluginHost, PluginLimits, PluginRuntime};
     use taskexec::store::{PluginWrite, Store};
@@ -490,7 +492,9 @@ async fn plugin_host() -> (tempfile::TempDir, taskexec::plugin::PluginHost) {
     let store: std::sync::Arc<dyn Store> =
         std::sync::Arc::new(taskexec::store::sqlite::SqliteStore::connect(&dir.path().join("t.db"), 2).await.unwrap());
     store.migrate().await.unwrap();
-    for (name, file) in [("signed", "webhook-signed"), ("quiet", "hostile")] {
+    for (name, file, calls_per_instance) in
+        [("signed", "webhook-signed", 1), ("quiet", "hostile", 1), ("kept", "hostile", 1000)]
+    {
         let bytes = std::fs::read(component(file)).unwrap();
         store
             .plugin_insert(&PluginWrite {
@@ -499,7 +503,7 @@ async fn plugin_host() -> (tempfile::TempDir, taskexec::plugin::PluginHost) {
                 bytes,
                 world: "transport-plugin".into(),
                 grants: json!(["http://127.0.0.1:*"]),
-                limits: serde_json::to_value(PluginLimits::default()).unwrap(),
+                limits: serde_json::to_value(PluginLimits { calls_per_instance, ..Default::default() }).unwrap(),
             })
             .await
             .unwrap();
@@ -508,14 +512,15 @@ async fn plugin_host() -> (tempfile::TempDir, taskexec::plugin::PluginHost) {
     (dir, host)
 }
 
-/// One delivery through plugin `name` with `spec`, as the worker makes it.
+/// One delivery through plugin `name` with `spec`, as the worker makes it for version 1 of
+/// endpoint `id`.
 async fn deliver_through(
     host: &taskexec::plugin::PluginHost,
     name: &str,
     spec: &Value,
     id: &str,
 ) -> Result<taskexec::contract::Receipt, taskexec::contract::Failure> {
-    use taskexec::transport::{Delivery, Transport};
+    use taskexec::transport::{Delivery, EndpointVersion, Transport};
     let transport = taskexec::transport::wasm::WasmTransport {
         host: host.clone(),
         plugin: taskexec::plugin::PluginRef { name: name.into(), version: None },
@@ -527,13 +532,15 @@ async fn deliver_through(
         deadline_ms: u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap() + 10_000,
         spec_json: spec.to_string(),
     };
-    transport.deliver(message, &Delivery::default()).await
+    transport.deliver(message, &Delivery::default().for_endpoint(EndpointVersion { name: id.into(), version: 1 })).await
 }
 
 /// More calls one after another than the runtime has instance slots, through the plugin
 /// transport as the worker calls it: each call's store goes back to the pool (by a later call's
 /// upkeep), so none waits for a slot a finished call still holds. Both kinds of call: one that
 /// waits on the network (its upkeep runs during the wait) and one that never does (after it).
+/// And a plugin that reuses instances, each call for an endpoint of its own: every call parks
+/// its instance, and once they fill the pool a call takes the slot of the one parked longest.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_beyond_the_instance_pool_each_get_a_slot() {
     let (_dir, host) = plugin_host().await;
@@ -545,6 +552,7 @@ async fn calls_beyond_the_instance_pool_each_get_a_slot() {
             json!({"url": format!("{}/ok/pooled", receiver.base_url), "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}),
         ),
         ("quiet", json!({"mode": "ok"})),
+        ("kept", json!({"mode": "ok"})),
     ] {
         let all = async {
             for i in 0..calls {
@@ -558,9 +566,10 @@ async fn calls_beyond_the_instance_pool_each_get_a_slot() {
             .unwrap_or_else(|_| panic!("{name}: {calls} calls in a row did not finish: a call waited for a slot"));
     }
     assert_eq!(receiver.received().iter().filter(|r| r.path == "/ok/pooled").count(), calls);
-    // Held now: each plugin's spare, and at most the last call's store, retired.
-    let free = host.runtime.free_slots();
-    assert!(free >= 128 - 3, "{} slots are still held after the calls", 128 - free);
+    // Held now: each plugin's spare, at most the last call's store, retired, and the parked
+    // instances of the last of the 300 endpoints `kept` delivered for, which fill the rest.
+    let parked = host.runtime.parked_instances();
+    assert!((100..=128).contains(&parked), "{parked} instances parked: each of `kept`'s last calls parks its own");
 }
 
 /// The host hands a plugin the response its `handle` already has; asked for it a second time it
@@ -837,6 +846,76 @@ async fn versions_are_pinned_rolled_back_and_removed(backend: Backend) {
         .await
         .error(400, "INVALID_REQUEST");
     }
+}
+
+/// A plugin installed with `calls_per_instance` N makes up to N deliveries in one instance,
+/// and only deliveries of one endpoint version share one: what it keeps in its globals never
+/// reaches another endpoint, a new endpoint version, or the call after a trap. Installed as by
+/// default, every delivery starts fresh.
+async fn instances_are_reused_only_within_one_endpoint_version(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let server = Server::start(&db).await;
+    let api = server.client();
+    let file = component("hostile");
+    let (ok, out) =
+        cli(&server, &db, &["install", file.to_str().unwrap(), "--name", "keeper", "--calls-per-instance", "3"]);
+    assert!(ok, "{out}");
+    let (ok, out) = cli(&server, &db, &["install", file.to_str().unwrap(), "--name", "fresh"]);
+    assert!(ok, "{out}");
+    let plugin = api.get("/plugins/keeper").await.body;
+    assert_eq!(plugin["versions"][0]["limits"]["calls_per_instance"], 3, "{plugin}");
+    for bad in ["0", "1001", "some"] {
+        let bytes = std::fs::read(&file).unwrap();
+        let message =
+            upload(&api, &format!("name=keeper&calls_per_instance={bad}"), bytes).await.error(400, "INVALID_REQUEST");
+        assert!(message.starts_with("`calls_per_instance`: "), "{message}");
+    }
+
+    let retry = json!({"max_attempts": 2, "backoff": "fixed", "initial_delay_ms": 100});
+    let endpoint = |name: &str, plugin: &str, spec: Value| json!({"name": name, "type": "PLUGIN", "plugin": plugin, "retry_policy": retry, "spec": spec});
+    for (name, plugin, mark) in [("mark-a", "keeper", "a"), ("mark-b", "keeper", "b"), ("fresh-a", "fresh", "a")] {
+        api.create("/endpoints", &endpoint(name, plugin, json!({"mode": "remember", "mark": mark}))).await;
+    }
+    // One delivery at a time, each finished before the next: (calls, previous mark) as the
+    // plugin saw them.
+    let mut sequence = 0;
+    let mut deliver = async |endpoint: &str| {
+        sequence += 1;
+        let job = api.create("/jobs", &immediate(endpoint, &format!("k{sequence}"), json!({}))).await;
+        let (execution, attempts) = finished(&api, &job, "SUCCESS").await;
+        let output = &execution["output"];
+        (output["calls"].as_u64().unwrap(), output["previous"].as_str().unwrap().to_owned(), attempts.len())
+    };
+    let seen = [
+        deliver("mark-a").await,
+        deliver("mark-a").await,
+        deliver("mark-a").await,
+        // Its instance made its 3 calls: a fresh one.
+        deliver("mark-a").await,
+        // Another endpoint never gets mark-a's instance.
+        deliver("mark-b").await,
+        deliver("mark-a").await,
+        deliver("mark-b").await,
+    ];
+    let expected = [(1, ""), (2, "a"), (3, "a"), (1, ""), (1, ""), (2, "a"), (2, "b")];
+    for (i, ((calls, previous, _), (want_calls, want_previous))) in seen.iter().zip(expected).enumerate() {
+        assert_eq!((*calls, previous.as_str()), (want_calls, want_previous), "delivery {i}: {seen:?}");
+    }
+    // A new version of the endpoint is a scope of its own.
+    let updated =
+        api.put("/endpoints/mark-a", &endpoint("mark-a", "keeper", json!({"mode": "remember", "mark": "a2"}))).await;
+    assert_eq!((updated.status.as_u16(), &updated.body["version"]), (200, &json!(2)), "{}", updated.text);
+    assert_eq!(&deliver("mark-a").await.1, "", "a new endpoint version shares no instance");
+    // The default: a fresh instance for every delivery.
+    assert_eq!(deliver("fresh-a").await.0, 1);
+    assert_eq!(deliver("fresh-a").await.0, 1);
+
+    // A call that traps: its instance is dropped, and the retry starts in a fresh one.
+    api.create("/endpoints", &endpoint("trap", "keeper", json!({"mode": "remember", "mark": "t", "panic_at": 2})))
+        .await;
+    assert_eq!(deliver("trap").await.0, 1);
+    let (calls, previous, attempts) = deliver("trap").await;
+    assert_eq!((calls, previous.as_str(), attempts), (1, "", 2), "the retry after the trap ran in a fresh instance");
 }
 
 /// The execution `job` created, once it is `status`; with its attempts.

@@ -1,7 +1,7 @@
 //! `/plugins`: WebAssembly components installed at runtime.
 //!
-//! `POST /plugins?name=NAME[&world=W][&allow_host=URL…][&memory_mb=N]` with the component's
-//! bytes as the body installs a new version under NAME. The upload is compiled and
+//! `POST /plugins?name=NAME[&world=W][&allow_host=URL…][&memory_mb=N][&calls_per_instance=N]`
+//! with the component's bytes as the body installs a new version under NAME. The upload is compiled and
 //! type-checked against the world it implements (and the one it claims): a core module,
 //! garbage, a missing export, or an import the host does not offer is a 422 INVALID_PLUGIN
 //! saying what to fix; a body over `TE_PLUGIN_MAX_BYTES` is a 413. Re-uploading the bytes of
@@ -23,6 +23,7 @@ use super::pagination::{paginate, ListOut, ListParams};
 use super::state::AppState;
 use super::{conflict_in_use, Created};
 use crate::api::error::{ApiError, ApiResult, ErrorCode};
+use crate::plugin::limits::InstallLimits;
 use crate::plugin::{Grants, PluginLimits, World};
 use crate::store::{Deleted, PageKey, PluginRecord, PluginWrite};
 
@@ -97,6 +98,7 @@ static COMPILES: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(COMP
         ("world" = Option<String>, Query, description = "`transport-plugin`, `renderer-plugin`, `classifier-plugin` or `schedule-plugin`: refused if the component implements the other."),
         ("allow_host" = Option<Vec<String>>, Query, description = "A URL pattern `scheme://host[:port]` it may call, `*` per part; repeat for more."),
         ("memory_mb" = Option<u32>, Query, description = "Its linear memory limit in MiB (default 64, at most TE_PLUGIN_MEMORY_MB_MAX)."),
+        ("calls_per_instance" = Option<u32>, Query, description = "Transport plugins: deliveries one instance may make, one after another and all for one endpoint version, before a fresh one replaces it (default 1: a fresh instance for every delivery; at most 1000). More is faster, but what the plugin keeps in memory then outlives a delivery."),
     ),
     request_body(content = Vec<u8>, content_type = "application/octet-stream", description = "The component's bytes (any content type is accepted; `application/wasm` is usual)."),
     responses(
@@ -109,7 +111,7 @@ async fn install(
     ApiBytes(body): ApiBytes,
 ) -> ApiResult<Created<PluginOut>> {
     let host = state.plugins.clone();
-    let (mut name, mut world, mut allow, mut memory_mb) = (None, None, Vec::new(), None);
+    let (mut name, mut world, mut allow, mut asked) = (None, None, Vec::new(), InstallLimits::default());
     for (key, value) in url::form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
         match key.as_ref() {
             "name" => name = Some(value.into_owned()),
@@ -123,16 +125,21 @@ async fn install(
             }
             "allow_host" => allow.push(value.into_owned()),
             "memory_mb" => {
-                memory_mb = Some(
+                asked.memory_mb = Some(
                     value
                         .parse::<u32>()
                         .map_err(|_| ApiError::invalid_field("memory_mb", "must be a whole number of MiB"))?,
                 )
             }
+            "calls_per_instance" => {
+                asked.calls_per_instance = Some(value.parse::<u32>().map_err(|_| {
+                    ApiError::invalid_field("calls_per_instance", "must be a whole number of deliveries")
+                })?)
+            }
             other => {
                 return Err(ApiError::invalid_field(
                     other,
-                    "is not a parameter of POST /plugins (name, world, allow_host, memory_mb)",
+                    "is not a parameter of POST /plugins (name, world, allow_host, memory_mb, calls_per_instance)",
                 ))
             }
         }
@@ -140,8 +147,8 @@ async fn install(
     let name = name.ok_or_else(|| ApiError::invalid_field("name", "is required (?name=…)"))?;
     check_name("name", &name)?;
     Grants::parse(&allow).map_err(|e| ApiError::invalid_field("allow_host", e))?;
-    let limits = PluginLimits::for_install(memory_mb, host.runtime.memory_mb_max)
-        .map_err(|e| ApiError::invalid_field("memory_mb", e))?;
+    let limits = PluginLimits::for_install(asked, host.runtime.memory_mb_max)
+        .map_err(|e| ApiError::invalid_field(e.field, e.message))?;
     if body.is_empty() {
         return Err(ApiError::invalid_request("The request body must be the component's bytes."));
     }
@@ -160,8 +167,9 @@ async fn install(
 
     if let Some(current) = state.store.plugin_latest(&name).await? {
         let same_grants = current.grants == json!(allow);
-        if current.sha256 == sha256 && same_grants && current.limits == serde_json::to_value(limits).unwrap_or_default()
-        {
+        // Compared as limits, not JSON: a version stored before a limit existed has its default.
+        let same_limits = serde_json::from_value::<PluginLimits>(current.limits.clone()).ok() == Some(limits);
+        if current.sha256 == sha256 && same_grants && same_limits {
             return Ok(Created(StatusCode::OK, PluginOut::from(&current)));
         }
         if current.world != inspected.world.as_str() {

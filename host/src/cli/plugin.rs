@@ -8,12 +8,13 @@ use crate::config::PluginCommand;
 
 pub async fn run(command: PluginCommand) -> anyhow::Result<()> {
     match command {
-        PluginCommand::Install { file, name, allow_host, memory_mb, world, api } => {
+        PluginCommand::Install { file, name, allow_host, memory_mb, calls_per_instance, world, api } => {
             let bytes = std::fs::read(&file).with_context(|| format!("cannot read {}", file.display()))?;
             let api = Api::new(api)?;
             let mut query = vec![("name".to_owned(), name)];
             query.extend(allow_host.into_iter().map(|h| ("allow_host".to_owned(), h)));
             query.extend(memory_mb.map(|m| ("memory_mb".to_owned(), m.to_string())));
+            query.extend(calls_per_instance.map(|n| ("calls_per_instance".to_owned(), n.to_string())));
             query.extend(world.map(|w| ("world".to_owned(), w)));
             let request = api
                 .http

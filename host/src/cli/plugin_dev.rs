@@ -12,6 +12,7 @@ use serde_json::Value;
 
 use super::embedded;
 use crate::contract::{FailureKind, Message};
+use crate::plugin::limits::InstallLimits;
 use crate::plugin::outbound::Egress;
 use crate::plugin::{Grants, PluginLimits, PluginRuntime, World};
 use crate::secret::SecretValue;
@@ -117,7 +118,9 @@ pub async fn run(args: RunArgs<'_>) -> anyhow::Result<bool> {
         runtime.inspect(&bytes, None).map_err(|message| anyhow::anyhow!("{}: {message}", args.file.display()))?;
     let sha = format!("local-{}", bytes.len());
     let loaded = runtime.load(&sha, || Some(bytes)).map_err(anyhow::Error::msg)?;
-    let limits = PluginLimits::for_install(args.memory_mb, runtime.memory_mb_max).map_err(anyhow::Error::msg)?;
+    let asked = InstallLimits { memory_mb: args.memory_mb, calls_per_instance: None };
+    let limits = PluginLimits::for_install(asked, runtime.memory_mb_max)
+        .map_err(|e| anyhow::anyhow!("--{}: {}", e.field.replace('_', "-"), e.message))?;
 
     match inspection.world {
         World::Classifier => return classify(&runtime, &loaded, &limits, &args, &context.config).await,
@@ -159,7 +162,7 @@ pub async fn run(args: RunArgs<'_>) -> anyhow::Result<bool> {
         deadline_ms: u64::try_from(deadline.timestamp_millis()).unwrap_or(0),
         spec_json: rendered.to_string(),
     };
-    let outcome = runtime.deliver(&loaded, &Default::default(), &egress, &limits, message, timeout).await;
+    let outcome = runtime.deliver(&loaded, &Default::default(), &egress, &limits, message, timeout, None).await;
     for (level, line) in &outcome.logs.records {
         eprintln!("[plugin {level}] {line}");
     }

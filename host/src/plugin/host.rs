@@ -25,8 +25,14 @@ use crate::transport::PooledTransports;
 /// this bounds the delay only where no notification can arrive (CockroachDB).
 const NEWEST_VERSION_TTL: Duration = Duration::from_secs(1);
 
+/// Numbers each [`ReadyPlugin`] a process loads.
+static NEXT_READY_ID: AtomicU64 = AtomicU64::new(1);
+
 /// A plugin version ready to call, with its grants and limits parsed once.
 pub struct ReadyPlugin {
+    /// This process's number for it: instances may be shared only among deliveries through
+    /// one `ReadyPlugin` (one version, grants and limits), never across a reinstall.
+    pub id: u64,
     pub record: PluginRecord,
     pub loaded: Arc<Loaded>,
     /// Its grants and its own HTTP client (keep-alive connections live as long as the version).
@@ -160,6 +166,7 @@ impl PluginHost {
             }
         };
         let ready = Arc::new(ReadyPlugin {
+            id: NEXT_READY_ID.fetch_add(1, Ordering::Relaxed),
             egress: Arc::new(
                 Egress::with_policy(Arc::new(grants_of(&record)), self.egress_policy.clone())
                     .with_pooled(self.pooled.clone()),

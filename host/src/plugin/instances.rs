@@ -1,14 +1,21 @@
 //! The instance pool: the slots of the pooling allocator as permits, spare instances made
-//! before a call needs them, and finished calls' stores returned to the pool off the hot path.
+//! before a call needs them, finished calls' stores returned to the pool off the hot path, and
+//! the parked instances of plugins installed with `calls_per_instance` above 1.
 //!
-//! Every call still runs in a store and instance of its own: a spare is never called before it
-//! is handed out, and a finished store is never run again.
+//! By default every call runs in a store and instance of its own: a spare is never called
+//! before it is handed out, and a finished store is never run again. A plugin installed to
+//! reuse instances has its instance parked after a call that returned, under its
+//! [`ReuseScope`] (that plugin version, one endpoint version), for the next delivery of that
+//! scope only; an instance that trapped, ran out of time, made its last allowed call or grew
+//! past half its limits is never parked. Parked instances give their slots up to any call that
+//! finds none free, and are dropped after [`PARKED_IDLE`] unused.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::Poll;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use wasmtime::Store;
@@ -18,6 +25,7 @@ use super::limits::PluginLimits;
 use super::outbound::Egress;
 use super::sandbox::PluginState;
 use crate::contract::{Failure, TransportPlugin, TransportPluginPre};
+use crate::transport::EndpointVersion;
 
 /// Plugin calls that may run at once in one process (the pooling allocator's slots).
 pub(super) const MAX_CONCURRENT_INSTANCES: u32 = 128;
@@ -25,6 +33,10 @@ pub(super) const MAX_CONCURRENT_INSTANCES: u32 = 128;
 const MAX_RETIRED: usize = 8;
 /// Time a call may take to validate a spec at registration, and an instance to start.
 pub const VALIDATE_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a parked instance waits for its scope's next delivery before it is dropped.
+pub const PARKED_IDLE: Duration = Duration::from_secs(10);
+/// How often parked instances are looked over for ones idle past [`PARKED_IDLE`].
+const SWEEP_EVERY: Duration = Duration::from_secs(1);
 
 /// A store and instance of a transport plugin, and the slot it holds until dropped.
 pub(super) type Instance = (Store<PluginState>, TransportPlugin, OwnedSemaphorePermit);
@@ -38,16 +50,113 @@ pub(super) struct InstancePool {
     slots: Arc<Semaphore>,
     /// Finished calls' stores, for the next call's upkeep to return to the pool.
     retired: Mutex<Vec<RetiredStore>>,
+    /// Instances waiting for their scope's next delivery.
+    parked: Mutex<Parked>,
+}
+
+/// The deliveries that may share an instance: one loaded version of one plugin (with its
+/// grants and limits; [`ReadyPlugin::id`](super::host::ReadyPlugin)) and one endpoint version.
+/// Nothing a plugin keeps in memory ever reaches another endpoint's delivery.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ReuseScope {
+    pub plugin: u64,
+    pub endpoint: EndpointVersion,
+}
+
+/// A parked instance, the calls it has made, and since when it waits.
+struct ParkedInstance {
+    instance: Instance,
+    calls: u32,
+    since: Instant,
+}
+
+struct Parked {
+    /// By scope, the most recently parked last.
+    by_scope: HashMap<ReuseScope, Vec<ParkedInstance>>,
+    swept: Instant,
+}
+
+impl Parked {
+    /// Take out the instances idle past [`PARKED_IDLE`], for the caller to drop.
+    fn sweep(&mut self) -> Vec<ParkedInstance> {
+        let mut idle = Vec::new();
+        if self.swept.elapsed() < SWEEP_EVERY {
+            return idle;
+        }
+        self.swept = Instant::now();
+        self.by_scope.retain(|_, parked| {
+            // Oldest first: the idle ones are a prefix.
+            let keep_from = parked.iter().position(|p| p.since.elapsed() < PARKED_IDLE).unwrap_or(parked.len());
+            idle.extend(parked.drain(..keep_from));
+            !parked.is_empty()
+        });
+        idle
+    }
+
+    /// Take out the instance parked longest, in any scope.
+    fn oldest(&mut self) -> Option<ParkedInstance> {
+        let scope = self.by_scope.iter().min_by_key(|(_, parked)| parked[0].since).map(|(scope, _)| scope.clone())?;
+        let parked = self.by_scope.get_mut(&scope)?;
+        let oldest = parked.remove(0);
+        if parked.is_empty() {
+            self.by_scope.remove(&scope);
+        }
+        Some(oldest)
+    }
 }
 
 impl InstancePool {
     pub(super) fn new() -> Self {
-        Self { slots: Arc::new(Semaphore::new(MAX_CONCURRENT_INSTANCES as usize)), retired: Mutex::default() }
+        Self {
+            slots: Arc::new(Semaphore::new(MAX_CONCURRENT_INSTANCES as usize)),
+            retired: Mutex::default(),
+            parked: Mutex::new(Parked { by_scope: HashMap::new(), swept: Instant::now() }),
+        }
     }
 
-    /// A permit for one instance slot, waiting for one to be free.
+    /// A permit for one instance slot: a free one, else one a parked instance gives up, else
+    /// waiting for one to be free.
     pub(super) async fn slot(&self) -> OwnedSemaphorePermit {
+        loop {
+            if let Ok(permit) = self.slots.clone().try_acquire_owned() {
+                return permit;
+            }
+            let evicted = self.parked.lock().expect("parked instances lock").oldest();
+            match evicted {
+                // Dropped here, outside the lock: its slot is free for the next try.
+                Some(parked) => drop(parked),
+                None => break,
+            }
+        }
         self.slots.clone().acquire_owned().await.expect("the instance semaphore is never closed")
+    }
+
+    /// The instance parked last for `scope`, and the calls it has made.
+    pub(super) fn take_parked(&self, scope: &ReuseScope) -> Option<(Instance, u32)> {
+        let mut parked = self.parked.lock().expect("parked instances lock");
+        let instances = parked.by_scope.get_mut(scope)?;
+        let taken = instances.pop()?;
+        if instances.is_empty() {
+            parked.by_scope.remove(scope);
+        }
+        Some((taken.instance, taken.calls))
+    }
+
+    /// Keep `instance`, which has made `calls` calls, for the next delivery of `scope`.
+    pub(super) fn park(&self, scope: ReuseScope, instance: Instance, calls: u32) {
+        let idle = {
+            let mut parked = self.parked.lock().expect("parked instances lock");
+            parked.by_scope.entry(scope).or_default().push(ParkedInstance { instance, calls, since: Instant::now() });
+            parked.sweep()
+        };
+        if !idle.is_empty() {
+            drop_in_background(idle);
+        }
+    }
+
+    /// Instances parked now, in all scopes.
+    pub(super) fn parked(&self) -> usize {
+        self.parked.lock().expect("parked instances lock").by_scope.values().map(Vec::len).sum()
     }
 
     /// Slots neither a call, a spare nor a retired store holds.
@@ -88,10 +197,7 @@ impl InstancePool {
             retired.push((store, slot));
         } else {
             drop(retired);
-            tokio::spawn(async move {
-                drop(store);
-                drop(slot);
-            });
+            drop_in_background((store, slot));
         }
     }
 
@@ -125,6 +231,8 @@ impl InstancePool {
         tokio::task::yield_now().await;
         let finished = std::mem::take(&mut *self.retired.lock().expect("retired stores lock"));
         drop(finished);
+        let idle = self.parked.lock().expect("parked instances lock").sweep();
+        drop(idle);
         if let Some(mut claim) = refill {
             if let (store, Ok(plugin)) = instantiate_transport(engine, pre, egress.clone(), limits).await {
                 let slot = claim.slot.take().expect("a claim has its slot until used");
@@ -132,6 +240,12 @@ impl InstancePool {
             }
         }
     }
+}
+
+/// Drop stores (and free their slots) on another task: dropping one resets its memory, which
+/// the call that let it go should not wait for.
+fn drop_in_background<T: Send + 'static>(stores: T) {
+    tokio::spawn(async move { drop(stores) });
 }
 
 /// A fresh instance of one transport plugin version, made before a call needs it.

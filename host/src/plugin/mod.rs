@@ -5,7 +5,8 @@
 //!   - `engine`: the wasmtime engine, the linker of what the host offers, compiling and
 //!     type-checking components, stores and their CPU deadline;
 //!   - `artifacts`: linked components by sha256 in memory, compiled artifacts on disk;
-//!   - `instances`: the pooling allocator's slots, spare instances and retired stores.
+//!   - `instances`: the pooling allocator's slots, spare instances, retired stores, and the
+//!     parked instances of plugins installed to reuse them (`calls_per_instance`).
 //! - [`sandbox`]: a call's store data — WASI with nothing granted, wasi:http behind the grants,
 //!   captured output and `host.log` records.
 //! - [`outbound`]: the policy every plugin request passes (grants, the operator's egress
@@ -17,7 +18,7 @@
 //!   built-in Kafka and Redis transports (the process's own pooled clients) do the work.
 //! - [`grants`]: where a plugin may send (URLs, Kafka brokers, Redis servers), checked again
 //!   after DNS.
-//! - [`limits`]: memory and I/O limits per plugin.
+//! - [`limits`]: memory, I/O and instance-reuse limits per plugin.
 //! - [`host`]: the plugin host: the runtime, the plugin store, and each plugin's newest version.
 //!
 //! A transport plugin is called through the same [`Transport`](crate::transport::Transport)
@@ -44,6 +45,7 @@ pub use engine::{Inspection, Loaded, World};
 pub use error::PluginError;
 pub use grants::{Grant, Grants};
 pub use host::PluginHost;
+pub use instances::ReuseScope;
 pub use limits::PluginLimits;
 pub use reference::PluginRef;
 pub use runtime::PluginRuntime;

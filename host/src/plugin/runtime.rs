@@ -1,7 +1,9 @@
 //! The plugin runtime: the calls the host makes into plugins, each in a fresh store from a
 //! cached, pre-linked component, so a plugin keeps no state between calls and a new version
-//! applies to the next call. Built from the engine (`engine.rs`: wasmtime, the linker, the CPU
-//! deadline), the artifact cache (`artifacts.rs`) and the instance pool (`instances.rs`).
+//! applies to the next call — except deliveries of a transport plugin installed with
+//! `calls_per_instance` above 1, which may share an instance within one endpoint version.
+//! Built from the engine (`engine.rs`: wasmtime, the linker, the CPU deadline), the artifact
+//! cache (`artifacts.rs`) and the instance pool (`instances.rs`).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -13,7 +15,7 @@ use wasmtime::Store;
 use super::artifacts::ArtifactCache;
 use super::engine::{arm_cpu_deadline, trap_failure, Inspection, Loaded, PluginEngine, World};
 use super::error::PluginError;
-use super::instances::{while_waiting, InstancePool, SpareInstance, VALIDATE_TIMEOUT};
+use super::instances::{while_waiting, InstancePool, ReuseScope, SpareInstance, VALIDATE_TIMEOUT};
 use super::limits::PluginLimits;
 use super::outbound::Egress;
 use super::sandbox::{CallLogs, PluginState};
@@ -31,6 +33,8 @@ pub struct CallOutcome<T> {
     pub ungranted: Vec<String>,
     /// The call trapped or ran past its deadline (not a failure the plugin returned).
     pub trapped: bool,
+    /// The call ran in an instance an earlier call of its reuse scope made.
+    pub reused: bool,
 }
 
 pub struct PluginRuntime {
@@ -73,12 +77,20 @@ impl PluginRuntime {
         self.instances.free_slots()
     }
 
+    /// Instances parked for their scope's next delivery.
+    pub fn parked_instances(&self) -> usize {
+        self.instances.parked()
+    }
+
     /// Run `transport.deliver` in a fresh instance: the CPU deadline is `timeout` (epoch
     /// interruption), and the host stops waiting at `timeout` plus a second (wall clock).
     ///
     /// The instance is `spare`'s when one is ready, and the next spare is made while this call
     /// waits on the network (the instance pool's upkeep), so a call rarely pays for
-    /// instantiation.
+    /// instantiation. With a `reuse` scope (a plugin installed with `calls_per_instance` above
+    /// 1), the instance is one parked by an earlier delivery of that scope when there is one,
+    /// and is parked again after a call that returned.
+    #[allow(clippy::too_many_arguments)]
     pub async fn deliver(
         &self,
         loaded: &Arc<Loaded>,
@@ -87,6 +99,7 @@ impl PluginRuntime {
         limits: &PluginLimits,
         message: Message,
         timeout: Duration,
+        reuse: Option<&ReuseScope>,
     ) -> CallOutcome<Result<Receipt, Failure>> {
         let Loaded::Transport(pre) = &**loaded else {
             return outcome_without_call(Err(Failure::invalid_spec(format!(
@@ -100,14 +113,22 @@ impl PluginRuntime {
                 limits.max_io_bytes
             ))));
         }
-        let (mut store, plugin, slot) =
-            match self.instances.take_or_instantiate(&self.engine, spare, pre, egress, limits).await {
-                Ok(instance) => instance,
+        let parked = reuse.and_then(|scope| self.instances.take_parked(scope));
+        let reused = parked.is_some();
+        let ((mut store, plugin, slot), calls_before) = match parked {
+            Some(((mut store, plugin, slot), calls)) => {
+                store.data_mut().begin_another_call();
+                ((store, plugin, slot), calls)
+            }
+            None => match self.instances.take_or_instantiate(&self.engine, spare, pre, egress, limits).await {
+                Ok(instance) => (instance, 0),
                 Err((mut store, failure)) => {
                     return CallOutcome { trapped: true, ..finish_call(&mut store, Err(failure)) }
                 }
-            };
-        let refill = self.instances.claim_refill(spare);
+            },
+        };
+        // A scope that finds parked instances needs no spare.
+        let refill = if reused { None } else { self.instances.claim_refill(spare) };
         arm_cpu_deadline(&mut store, timeout);
         store.data_mut().outbound.set_deadline(std::time::Instant::now() + timeout);
         // Called inside the attempt's span: the plugin's requests continue its trace.
@@ -132,8 +153,14 @@ impl PluginRuntime {
                 f
             }),
         };
-        let outcome = CallOutcome { trapped, ..finish_call(&mut store, result) };
-        self.instances.retire(store, slot);
+        let outcome = CallOutcome { trapped, reused, ..finish_call(&mut store, result) };
+        let calls = calls_before + 1;
+        match reuse {
+            Some(scope) if !trapped && calls < limits.calls_per_instance && store.data().fit_for_another_call() => {
+                self.instances.park(scope.clone(), (store, plugin, slot), calls)
+            }
+            _ => self.instances.retire(store, slot),
+        }
         outcome
     }
 
@@ -283,7 +310,14 @@ impl PluginRuntime {
 }
 
 fn outcome_without_call<T>(result: T) -> CallOutcome<T> {
-    CallOutcome { result, logs: CallLogs::default(), denials: Vec::new(), ungranted: Vec::new(), trapped: false }
+    CallOutcome {
+        result,
+        logs: CallLogs::default(),
+        denials: Vec::new(),
+        ungranted: Vec::new(),
+        trapped: false,
+        reused: false,
+    }
 }
 
 fn finish_call<T>(store: &mut Store<PluginState>, result: T) -> CallOutcome<T> {
@@ -291,6 +325,6 @@ fn finish_call<T>(store: &mut Store<PluginState>, result: T) -> CallOutcome<T> {
     state.collect_output();
     let denials = state.outbound.denials();
     let ungranted = state.outbound.ungranted();
-    let logs = std::mem::take(&mut state.logs);
-    CallOutcome { result, logs, denials, ungranted, trapped: false }
+    let logs = state.take_logs();
+    CallOutcome { result, logs, denials, ungranted, trapped: false, reused: false }
 }

@@ -1,6 +1,7 @@
 //! The store data of one plugin call: WASI with nothing granted (no files, environment,
 //! arguments or sockets; stdout and stderr captured), wasi:http limited by the plugin's grants,
-//! the memory cap, and the `host` interface the WIT contract offers.
+//! the memory cap, and the `host` interface the WIT contract offers. A store whose plugin may
+//! make several deliveries (`calls_per_instance`) starts each with this per-call state afresh.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -8,7 +9,7 @@ use std::sync::Arc;
 use axum::http;
 
 use wasmtime::component::ResourceTable;
-use wasmtime::{StoreLimits, StoreLimitsBuilder};
+use wasmtime::{ResourceLimiter, StoreLimits, StoreLimitsBuilder};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiBody, WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
@@ -54,10 +55,54 @@ pub struct PluginState {
     /// Responses `handle` received before returning, by their future's resource number, until
     /// the plugin takes them with `get` (see `outbound::future_response_get`).
     pub(super) answered: HashMap<u32, http::Response<WasiBody>>,
-    pub limits: StoreLimits,
+    pub limits: MemoryLimits,
     pub logs: CallLogs,
     stdout: MemoryOutputPipe,
     stderr: MemoryOutputPipe,
+    /// Bytes of stdout and of stderr earlier calls of this store already logged.
+    output_logged: [usize; 2],
+}
+
+/// The store's limits, and the most linear memory it has grown to (what a reused instance
+/// carries into its next call).
+pub struct MemoryLimits {
+    limits: StoreLimits,
+    cap: usize,
+    grown_to: usize,
+}
+
+impl ResourceLimiter for MemoryLimits {
+    fn memory_growing(&mut self, current: usize, desired: usize, maximum: Option<usize>) -> wasmtime::Result<bool> {
+        let allowed = self.limits.memory_growing(current, desired, maximum)?;
+        if allowed {
+            self.grown_to = self.grown_to.max(desired);
+        }
+        Ok(allowed)
+    }
+
+    fn memory_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
+        self.limits.memory_grow_failed(error)
+    }
+
+    fn table_growing(&mut self, current: usize, desired: usize, maximum: Option<usize>) -> wasmtime::Result<bool> {
+        self.limits.table_growing(current, desired, maximum)
+    }
+
+    fn table_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
+        self.limits.table_grow_failed(error)
+    }
+
+    fn instances(&self) -> usize {
+        self.limits.instances()
+    }
+
+    fn tables(&self) -> usize {
+        self.limits.tables()
+    }
+
+    fn memories(&self) -> usize {
+        self.limits.memories()
+    }
 }
 
 impl PluginState {
@@ -79,27 +124,57 @@ impl PluginState {
             http: WasiHttpCtx::new(),
             outbound: Outbound::new(egress),
             answered: HashMap::new(),
-            limits: StoreLimitsBuilder::new()
-                .memory_size(limits.memory_mb as usize * 1024 * 1024)
-                .instances(16)
-                .tables(64)
-                .memories(16)
-                .trap_on_grow_failure(true)
-                .build(),
+            limits: MemoryLimits {
+                limits: StoreLimitsBuilder::new()
+                    .memory_size(limits.memory_mb as usize * 1024 * 1024)
+                    .instances(16)
+                    .tables(64)
+                    .memories(16)
+                    .trap_on_grow_failure(true)
+                    .build(),
+                cap: limits.memory_mb as usize * 1024 * 1024,
+                grown_to: 0,
+            },
             logs: CallLogs::new(limits.max_log_records),
             stdout,
             stderr,
+            output_logged: [0; 2],
         }
     }
 
-    /// Move captured stdout/stderr lines into the logs (after the call).
+    /// Move the stdout/stderr lines this call wrote into the logs (after the call).
     pub fn collect_output(&mut self) {
-        for (pipe, level) in [(self.stdout.contents(), "INFO"), (self.stderr.contents(), "WARN")] {
-            let text = String::from_utf8_lossy(&pipe).into_owned();
+        for (i, (pipe, level)) in
+            [(self.stdout.contents(), "INFO"), (self.stderr.contents(), "WARN")].into_iter().enumerate()
+        {
+            let written = pipe.get(self.output_logged[i]..).unwrap_or_default();
+            self.output_logged[i] = pipe.len();
+            let text = String::from_utf8_lossy(written).into_owned();
             for line in text.lines().filter(|l| !l.trim().is_empty()) {
                 self.logs.push(level, line);
             }
         }
+    }
+
+    /// The call's logs, leaving an empty record for the store's next call.
+    pub fn take_logs(&mut self) -> CallLogs {
+        let fresh = CallLogs::new(self.logs.limit as u32);
+        std::mem::replace(&mut self.logs, fresh)
+    }
+
+    /// Whether this store, after a call that returned, can make another as well as a fresh one
+    /// would: at most half its memory grown and half its output capture used. Past either, a
+    /// later call could fail where a fresh instance would not.
+    pub fn fit_for_another_call(&self) -> bool {
+        let half_full = |pipe: &MemoryOutputPipe| pipe.contents().len() > OUTPUT_CAPTURE_BYTES / 2;
+        self.limits.grown_to <= self.limits.cap / 2 && !half_full(&self.stdout) && !half_full(&self.stderr)
+    }
+
+    /// Start another call in this store: what the last call sent, was refused and answered
+    /// is forgotten. Its guest memory is the plugin's own and stays.
+    pub fn begin_another_call(&mut self) {
+        self.outbound = Outbound::new(self.outbound.egress.clone());
+        self.answered.clear();
     }
 }
 

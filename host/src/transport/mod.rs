@@ -74,6 +74,16 @@ pub struct Delivery {
     /// Present when the endpoint has a classifier: the transport keeps the receiver's raw
     /// answer here for it (only then: copying headers and body costs every delivery).
     answer: Option<std::sync::Mutex<Option<ReceiverAnswer>>>,
+    /// The endpoint version delivered for, when the worker knows it: deliveries of one
+    /// endpoint version may share a plugin instance (`calls_per_instance`), others never do.
+    pub endpoint: Option<EndpointVersion>,
+}
+
+/// One version of an endpoint, by name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct EndpointVersion {
+    pub name: String,
+    pub version: i32,
 }
 
 /// A receiver's answer as a classifier sees it (HTTP: the status, headers and first bytes of
@@ -96,7 +106,13 @@ impl Delivery {
 
     /// A delivery that continues the trace `traceparent` names.
     pub fn traced(traceparent: Option<crate::trace::TraceParent>) -> Self {
-        Self { traceparent, lines: Default::default(), answer: None }
+        Self { traceparent, lines: Default::default(), answer: None, endpoint: None }
+    }
+
+    /// A delivery for `endpoint`.
+    pub fn for_endpoint(mut self, endpoint: EndpointVersion) -> Self {
+        self.endpoint = Some(endpoint);
+        self
     }
 
     /// Ask the transport to keep the receiver's answer (for a classifier).

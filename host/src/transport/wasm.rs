@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 
 use super::{error_json, Delivery, SpecError, Transport};
 use crate::contract::{Failure, Message, Receipt};
-use crate::plugin::{PluginHost, PluginRef};
+use crate::plugin::{PluginHost, PluginRef, ReuseScope};
 
 /// A spec's top-level `url` (the field plugins conventionally send to), when it is a literal
 /// URL none of the plugin's grants allows: `scheme://host:port`. A templated `url` is known
@@ -77,12 +77,19 @@ impl Transport for WasmTransport {
         );
         let now_ms = u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or(0);
         let timeout = Duration::from_millis(message.deadline_ms.saturating_sub(now_ms).max(1));
+        // Only a plugin installed to reuse instances, and only within one endpoint version.
+        let reuse = match &delivery.endpoint {
+            Some(endpoint) if plugin.limits.reuses_instances() => {
+                Some(ReuseScope { plugin: plugin.id, endpoint: endpoint.clone() })
+            }
+            _ => None,
+        };
         let outcome = self
             .host
             .runtime
-            .deliver(&plugin.loaded, &plugin.spare, &plugin.egress, &plugin.limits, message, timeout)
+            .deliver(&plugin.loaded, &plugin.spare, &plugin.egress, &plugin.limits, message, timeout, reuse.as_ref())
             .await;
-        crate::metrics::plugin_call(&record.name, outcome.trapped);
+        crate::metrics::plugin_call(&record.name, outcome.trapped, outcome.reused);
         for (level, line) in &outcome.logs.records {
             delivery.push(level, format!("[plugin {}] {line}", record.name));
         }

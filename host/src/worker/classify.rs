@@ -87,7 +87,7 @@ pub async fn judge(
         config_json: config.map_or_else(|| "{}".to_owned(), Value::to_string),
     };
     let outcome = plugins.runtime.classify(&plugin.loaded, &plugin.limits, call, CLASSIFY_CPU).await;
-    crate::metrics::plugin_call(&plugin.record.name, outcome.result.is_err());
+    crate::metrics::plugin_call(&plugin.record.name, outcome.result.is_err(), false);
     for (level, line) in &outcome.logs.records {
         delivery.push(level, format!("[classifier {}] {line}", plugin.record.name));
     }

@@ -35,7 +35,7 @@ use crate::secret::{SecretCipher, SecretValue};
 use crate::store::{now, AttemptFinish, Endpoint, Execution, LogWrite, Store, StoreError};
 use crate::template::{self, RenderContext, Renderers, TemplateKey};
 use crate::trace::TraceParent;
-use crate::transport::{Delivery, Transports};
+use crate::transport::{Delivery, EndpointVersion, Transports};
 
 /// The longest a receiver's `Retry-After` pauses its endpoint.
 const MAX_ENDPOINT_PAUSE: Duration = Duration::from_secs(3600);
@@ -376,7 +376,8 @@ impl Pipeline {
         let sent = Instant::now();
         crate::metrics::fire_lateness((now() - execution.run_at).to_std().unwrap_or_default());
         let classifier = endpoint.classifier_ref();
-        let mut delivery = Delivery::traced(traceparent);
+        let mut delivery = Delivery::traced(traceparent)
+            .for_endpoint(EndpointVersion { name: endpoint.name.clone(), version: endpoint.version });
         if classifier.is_some() {
             delivery = delivery.keeping_answer();
         }

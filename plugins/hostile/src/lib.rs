@@ -14,6 +14,10 @@
 //! - `one-call`: sends through `http-client` what a well-behaved SDK never would — to
 //!   `spec.url` (a mirror) 100 bytes with `max-response-bytes` 10, then with a `Connection`
 //!   header, then to `spec.ungranted` — and returns what each got, for the test to judge;
+//! - `remember`: keeps what a plugin should not rely on — a count of its calls and the last
+//!   call's `spec.mark` — in globals, and returns both (`{"calls": n, "previous": mark}`);
+//!   panics on the call numbered `spec.panic_at`. Shows what an instance carries from one
+//!   delivery to the next when it is reused (`calls_per_instance`);
 //! - `ok`: delivers nothing and succeeds (a control).
 
 wit_bindgen::generate!({
@@ -35,10 +39,10 @@ impl Guest for Hostile {
         let spec: Value = serde_json::from_str(&spec_json).map_err(|e| e.to_string())?;
         match spec.get("mode").and_then(Value::as_str) {
             Some(
-                "loop" | "alloc" | "panic" | "forbidden-host" | "log-flood" | "deny-flood" | "stream-body" | "answer-twice" | "one-call" | "ok",
+                "loop" | "alloc" | "panic" | "forbidden-host" | "log-flood" | "deny-flood" | "stream-body" | "answer-twice" | "one-call" | "remember" | "ok",
             ) => Ok(()),
             _ => {
-                Err("`mode` must be loop, alloc, panic, forbidden-host, log-flood, deny-flood, stream-body, answer-twice, one-call or ok"
+                Err("`mode` must be loop, alloc, panic, forbidden-host, log-flood, deny-flood, stream-body, answer-twice, one-call, remember or ok"
                     .into())
             }
         }
@@ -107,6 +111,7 @@ impl Guest for Hostile {
             "stream-body" => stream_body(&spec),
             "answer-twice" => answer_twice(&spec),
             "one-call" => one_call(&spec),
+            "remember" => remember(&spec),
             "log-flood" => {
                 for i in 0..100_000 {
                     log(LogLevel::Info, &format!("flood {i}"));
@@ -119,6 +124,20 @@ impl Guest for Hostile {
             _ => Ok(Receipt { output_json: format!(r#"{{"ok":"{}"}}"#, message.execution_id) }),
         }
     }
+}
+
+/// Calls this instance has made, and the `mark` of the last one.
+static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+static LAST_MARK: std::sync::Mutex<String> = std::sync::Mutex::new(String::new());
+
+fn remember(spec: &Value) -> Result<Receipt, Failure> {
+    let calls = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+    let mark = spec.get("mark").and_then(Value::as_str).unwrap_or_default().to_owned();
+    let previous = std::mem::replace(&mut *LAST_MARK.lock().unwrap(), mark);
+    if spec.get("panic_at").and_then(Value::as_u64) == Some(calls) {
+        panic!("hostile plugin panicked on call {calls}, on purpose");
+    }
+    Ok(Receipt { output_json: serde_json::json!({"calls": calls, "previous": previous}).to_string() })
 }
 
 /// `scheme://authority/path` of `spec.url`, split for wasi:http.
