@@ -17,15 +17,20 @@
 //!
 //! To compare two builds on a noisy machine, where one process's figures differ from the next
 //! by more than most changes: `BENCH_INTERLEAVED=ROUNDS` runs only the plugin comparison, one
-//! at a time, in ROUNDS rounds of 250 deliveries each through native, the plugin, and — when
-//! `BENCH_OTHER_WASM=PATH` names another build of webhook-signed — that build, all in one
-//! process, and prints each one's p50. `BENCH_INTERLEAVED_CONCURRENCY=64` makes the rounds 64
+//! at a time, in ROUNDS rounds of 250 deliveries each through native, the plugin (as by default
+//! and reusing instances), and — when `BENCH_OTHER_WASM=PATH` names another build of
+//! webhook-signed — that build, all in one process, and prints each one's p50. `BENCH_INTERLEAVED_CONCURRENCY=64` makes the rounds 64
 //! concurrent (2,000 deliveries each) and prints each one's rate. To profile one path alone:
 //! `BENCH_PROFILE=native` or `BENCH_PROFILE=plugin` runs only that transport, 64 concurrent.
 //! `BENCH_PROFILE=ntfy` runs the `ntfy` example plugin instead — a POST with a few headers and
 //! no signature, so the guest does little besides parsing its spec and sending — and
 //! `BENCH_PROFILE=ntfy-native` the native transport sending the same request: the sandbox's
 //! own cost, without webhook-signed's HMAC-SHA256 (which native does not compute).
+//! `BENCH_PROFILE=plugin-reuse` and `ntfy-reuse` run those plugins installed with
+//! `calls_per_instance` 128 (an instance makes up to 128 deliveries of one endpoint).
+//!
+//! Each plugin is measured both ways: installed as by default (a fresh instance for every
+//! delivery) and with `calls_per_instance` 128 ("reused" in the rows).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -41,7 +46,10 @@ use taskexec::store::{PluginWrite, Store};
 use taskexec::template::{MinijinjaRenderer, RenderContext, Renderer, TemplateKey};
 use taskexec::transport::http::HttpTransport;
 use taskexec::transport::wasm::WasmTransport;
-use taskexec::transport::{normalize_spec, Delivery, EndpointType, Transport};
+use taskexec::transport::{normalize_spec, Delivery, EndpointType, EndpointVersion, Transport};
+
+/// Deliveries one instance of a "reused" plugin makes.
+const CALLS_PER_INSTANCE: u32 = 128;
 
 struct Bench {
     renderer: MinijinjaRenderer,
@@ -246,12 +254,26 @@ fn component(file: &str) -> Vec<u8> {
 
 /// Install transport component `bytes` as plugin `name` with `grants` and default limits.
 async fn install(store: &Arc<dyn Store>, name: &str, bytes: Vec<u8>, grants: Value) {
-    install_world(store, name, bytes, grants, "transport-plugin").await
+    install_world(store, name, bytes, grants, "transport-plugin", 1).await
 }
 
-async fn install_world(store: &Arc<dyn Store>, name: &str, bytes: Vec<u8>, grants: Value, world: &str) {
+/// Install transport component `bytes` as plugin `name`, an instance making up to
+/// [`CALLS_PER_INSTANCE`] deliveries.
+async fn install_reused(store: &Arc<dyn Store>, name: &str, bytes: Vec<u8>, grants: Value) {
+    install_world(store, name, bytes, grants, "transport-plugin", CALLS_PER_INSTANCE).await
+}
+
+async fn install_world(
+    store: &Arc<dyn Store>,
+    name: &str,
+    bytes: Vec<u8>,
+    grants: Value,
+    world: &str,
+    calls_per_instance: u32,
+) {
     let sha256 = <sha2::Sha256 as sha2::Digest>::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect();
-    let limits = serde_json::to_value(taskexec::plugin::PluginLimits::default()).unwrap();
+    let limits = taskexec::plugin::PluginLimits { calls_per_instance, ..Default::default() };
+    let limits = serde_json::to_value(limits).unwrap();
     let plugin = PluginWrite { name: name.into(), sha256, bytes, world: world.into(), grants, limits };
     store.plugin_insert(&plugin).await.unwrap();
 }
@@ -265,7 +287,7 @@ async fn classifier_overhead(url: &str, n: usize) -> Value {
     let store: Arc<dyn Store> =
         Arc::new(taskexec::store::sqlite::SqliteStore::connect(&dir.path().join("bench.db"), 2).await.unwrap());
     store.migrate().await.unwrap();
-    install_world(&store, "json-status", component("json_status"), json!([]), "classifier-plugin").await;
+    install_world(&store, "json-status", component("json_status"), json!([]), "classifier-plugin", 1).await;
     let host = PluginHost::new(PluginRuntime::new(Some(dir.path().join("cache")), 512).unwrap(), store);
     let native = Arc::new(HttpTransport::new());
     let spec =
@@ -346,14 +368,15 @@ async fn classifier_overhead(url: &str, n: usize) -> Value {
             "p50_overhead_us_64": (p50[&("classified", 64)] - p50[&("native", 64)]).round() })
 }
 
-/// `BENCH_PROFILE=native|plugin|ntfy|ntfy-native`: only that transport, 64 concurrent
+/// `BENCH_PROFILE=native|plugin|plugin-reuse|ntfy|ntfy-reuse|ntfy-native`: only that
+/// transport, 64 concurrent
 /// (BENCH_PLUGIN_N, default 30,000 deliveries), so a profiler attached to the process sees one
 /// path alone.
 fn profiled() -> Option<String> {
     let which = std::env::var("BENCH_PROFILE").ok()?;
     assert!(
-        ["native", "plugin", "ntfy", "ntfy-native"].contains(&which.as_str()),
-        "BENCH_PROFILE is native, plugin, ntfy or ntfy-native"
+        ["native", "plugin", "plugin-reuse", "ntfy", "ntfy-reuse", "ntfy-native"].contains(&which.as_str()),
+        "BENCH_PROFILE is native, plugin, plugin-reuse, ntfy, ntfy-reuse or ntfy-native"
     );
     Some(which)
 }
@@ -362,19 +385,23 @@ fn interleaved_rounds() -> Option<usize> {
     std::env::var("BENCH_INTERLEAVED").ok().map(|v| v.parse().expect("BENCH_INTERLEAVED is a number of rounds"))
 }
 
-/// Native, the plugin and (with BENCH_OTHER_WASM) another build of it, one at a time, in
-/// alternating rounds within this one process; each one's p50, p90 and mean.
+/// Native, the plugin (installed as by default, and reusing instances) and (with
+/// BENCH_OTHER_WASM) another build of it, one at a time, in alternating rounds within this one
+/// process; each one's p50, p90 and mean.
 async fn interleaved(
     store: &Arc<dyn Store>,
     runtime: &Arc<PluginRuntime>,
-    plugin: &Arc<dyn Transport>,
+    plugins: [&Arc<dyn Transport>; 2],
     plugin_spec: &Value,
     native: &Arc<dyn Transport>,
     native_spec: &Value,
     rounds: usize,
 ) -> Value {
-    let mut contenders =
-        vec![("native", native.clone(), native_spec.clone()), ("plugin", plugin.clone(), plugin_spec.clone())];
+    let mut contenders = vec![
+        ("native", native.clone(), native_spec.clone()),
+        ("plugin", plugins[0].clone(), plugin_spec.clone()),
+        ("reused", plugins[1].clone(), plugin_spec.clone()),
+    ];
     if let Ok(path) = std::env::var("BENCH_OTHER_WASM") {
         let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("BENCH_OTHER_WASM {path}: {e}"));
         install(store, "other", bytes, json!(["http://127.0.0.1:*"])).await;
@@ -438,7 +465,11 @@ async fn run_deliveries(
                         spec_json: spec.to_string(),
                     };
                     let t0 = Instant::now();
-                    transport.deliver(message, &Delivery::default()).await.expect("delivers");
+                    // As the worker delivers: for one endpoint version (what reused instances
+                    // are scoped to).
+                    let delivery =
+                        Delivery::default().for_endpoint(EndpointVersion { name: "bench".into(), version: 1 });
+                    transport.deliver(message, &delivery).await.expect("delivers");
                     latencies.push(t0.elapsed());
                 }
                 latencies
@@ -461,6 +492,7 @@ async fn plugin_versus_native(url: &str, n: usize) -> Value {
         Arc::new(taskexec::store::sqlite::SqliteStore::connect(&dir.path().join("bench.db"), 2).await.unwrap());
     store.migrate().await.unwrap();
     install(&store, "webhook", webhook_signed_component(), json!(["http://127.0.0.1:*"])).await;
+    install_reused(&store, "webhook-reused", webhook_signed_component(), json!(["http://127.0.0.1:*"])).await;
     let hostile = std::fs::read(
         std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
             .join("../plugins/target/wasm32-wasip2/release/hostile.wasm"),
@@ -472,19 +504,27 @@ async fn plugin_versus_native(url: &str, n: usize) -> Value {
     let noop: Arc<dyn Transport> = Arc::new(WasmTransport { host: host_for_breakdown.clone(), plugin: "noop".into() });
     let plugin: Arc<dyn Transport> =
         Arc::new(WasmTransport { host: PluginHost::new(runtime.clone(), store.clone()), plugin: "webhook".into() });
+    let plugin_reused: Arc<dyn Transport> = Arc::new(WasmTransport {
+        host: PluginHost::new(runtime.clone(), store.clone()),
+        plugin: "webhook-reused".into(),
+    });
     let native: Arc<dyn Transport> = Arc::new(HttpTransport::new());
     let body = json!({"user_id": "u_1", "amount": 12.5, "sender": "noreply@example.com"});
     let plugin_spec = json!({"url": url, "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "body_template": body, "timeout_ms": 10000});
     let native_spec = normalize_spec(EndpointType::Http, &json!({"url": url, "method": "POST", "body_template": body,
         "headers": {"webhook-signature": "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=", "webhook-timestamp": "1614265330"}})).unwrap();
     if let Some(rounds) = interleaved_rounds() {
-        return interleaved(&store, &runtime, &plugin, &plugin_spec, &native, &native_spec, rounds).await;
+        let plugins = [&plugin, &plugin_reused];
+        return interleaved(&store, &runtime, plugins, &plugin_spec, &native, &native_spec, rounds).await;
     }
     // The `ntfy` example plugin and the native transport sending the same request: the
     // sandbox's own cost, without webhook-signed's HMAC (which native does not compute).
     install(&store, "ntfy", component("ntfy"), json!(["http://127.0.0.1:*"])).await;
+    install_reused(&store, "ntfy-reused", component("ntfy"), json!(["http://127.0.0.1:*"])).await;
     let ntfy: Arc<dyn Transport> =
         Arc::new(WasmTransport { host: PluginHost::new(runtime.clone(), store.clone()), plugin: "ntfy".into() });
+    let ntfy_reused: Arc<dyn Transport> =
+        Arc::new(WasmTransport { host: PluginHost::new(runtime.clone(), store.clone()), plugin: "ntfy-reused".into() });
     let server = url.rsplit_once('/').expect("the receiver's URL has a path").0;
     let message = body.to_string();
     let ntfy_spec = json!({"server": server, "topic": "u", "message": message, "title": "Payment"});
@@ -497,7 +537,9 @@ async fn plugin_versus_native(url: &str, n: usize) -> Value {
     if let Some(which) = profiled() {
         let (transport, spec) = match which.as_str() {
             "plugin" => (&plugin, &plugin_spec),
+            "plugin-reuse" => (&plugin_reused, &plugin_spec),
             "ntfy" => (&ntfy, &ntfy_spec),
+            "ntfy-reuse" => (&ntfy_reused, &ntfy_spec),
             "ntfy-native" => (&native, &ntfy_native_spec),
             _ => (&native, &native_spec),
         };
@@ -509,6 +551,7 @@ async fn plugin_versus_native(url: &str, n: usize) -> Value {
     }
     // Warm both: connection pools, the compiled component, the instance pool.
     run_deliveries(plugin.clone(), plugin_spec.clone(), 500, 8).await;
+    run_deliveries(plugin_reused.clone(), plugin_spec.clone(), 500, 8).await;
     run_deliveries(native.clone(), native_spec.clone(), 500, 8).await;
 
     println!("\nthe same HTTP delivery: webhook-signed plugin versus native ({n} per scenario)");
@@ -517,7 +560,12 @@ async fn plugin_versus_native(url: &str, n: usize) -> Value {
     let mut p50 = std::collections::HashMap::new();
     let mut rates = std::collections::HashMap::new();
     for concurrency in [1usize, 64] {
-        for (name, transport, spec) in [("native", &native, &native_spec), ("plugin", &plugin, &plugin_spec)] {
+        let contenders = [
+            ("native", &native, &native_spec),
+            ("plugin", &plugin, &plugin_spec),
+            ("reused", &plugin_reused, &plugin_spec),
+        ];
+        for (name, transport, spec) in contenders {
             let (per_second, latencies) = run_deliveries(transport.clone(), spec.clone(), n, concurrency).await;
             let label = format!("{name}, {concurrency} concurrent");
             let row = summarize(&label, latencies.clone(), Duration::from_secs_f64(n as f64 / per_second));
@@ -528,7 +576,13 @@ async fn plugin_versus_native(url: &str, n: usize) -> Value {
     }
     // At 64 concurrent also the ntfy pair (after a warm-up of its own).
     run_deliveries(ntfy.clone(), ntfy_spec.clone(), 500, 8).await;
-    for (name, transport, spec) in [("ntfy-native", &native, &ntfy_native_spec), ("ntfy", &ntfy, &ntfy_spec)] {
+    run_deliveries(ntfy_reused.clone(), ntfy_spec.clone(), 500, 8).await;
+    let contenders = [
+        ("ntfy-native", &native, &ntfy_native_spec),
+        ("ntfy", &ntfy, &ntfy_spec),
+        ("ntfy-reused", &ntfy_reused, &ntfy_spec),
+    ];
+    for (name, transport, spec) in contenders {
         let (per_second, latencies) = run_deliveries(transport.clone(), spec.clone(), n, 64).await;
         rows.push(summarize(
             &format!("{name}, 64 concurrent"),
@@ -539,14 +593,19 @@ async fn plugin_versus_native(url: &str, n: usize) -> Value {
     }
     for concurrency in [1usize, 64] {
         let overhead = p50[&("plugin", concurrency)] - p50[&("native", concurrency)];
-        println!("plugin overhead at p50, {concurrency} concurrent: {overhead:.1} µs");
+        let reused = p50[&("reused", concurrency)] - p50[&("native", concurrency)];
+        println!("plugin overhead at p50, {concurrency} concurrent: {overhead:.1} µs ({reused:.1} µs reused)");
     }
-    let webhook_share = rates[&("plugin", 64)] / rates[&("native", 64)];
-    let ntfy_share = rates[&("ntfy", 64)] / rates[&("ntfy-native", 64)];
+    let share = |plugin: &str, native: &str| rates[&(plugin, 64)] / rates[&(native, 64)];
+    let webhook_share = share("plugin", "native");
+    let ntfy_share = share("ntfy", "ntfy-native");
+    let (webhook_reused_share, ntfy_reused_share) = (share("reused", "native"), share("ntfy-reused", "ntfy-native"));
     println!(
-        "plugin's share of native at 64 concurrent: webhook-signed {:.1}%, ntfy (the same request) {:.1}%",
+        "plugin's share of native at 64 concurrent: webhook-signed {:.1}% ({:.1}% reused), ntfy (the same request) {:.1}% ({:.1}% reused)",
         webhook_share * 100.0,
-        ntfy_share * 100.0
+        webhook_reused_share * 100.0,
+        ntfy_share * 100.0,
+        ntfy_reused_share * 100.0
     );
 
     // Where a plugin delivery's time goes, one at a time: the registry lookup, then
@@ -568,7 +627,9 @@ async fn plugin_versus_native(url: &str, n: usize) -> Value {
     );
     json!({ "rows": rows, "p50_overhead_us_1": (p50[&("plugin", 1)] - p50[&("native", 1)]).round(),
             "p50_overhead_us_64": (p50[&("plugin", 64)] - p50[&("native", 64)]).round(),
-            "share_of_native_64": {"webhook_signed": webhook_share, "ntfy": ntfy_share} })
+            "reused_p50_overhead_us_1": (p50[&("reused", 1)] - p50[&("native", 1)]).round(),
+            "share_of_native_64": {"webhook_signed": webhook_share, "ntfy": ntfy_share,
+                                    "webhook_signed_reused": webhook_reused_share, "ntfy_reused": ntfy_reused_share} })
 }
 
 /// One `next` of the business-days schedule plugin (as the scheduler asks it for each tick of a
@@ -579,7 +640,7 @@ async fn schedule_next_cost(n: usize) -> Value {
     let store: Arc<dyn Store> =
         Arc::new(taskexec::store::sqlite::SqliteStore::connect(&dir.path().join("bench.db"), 2).await.unwrap());
     store.migrate().await.unwrap();
-    install_world(&store, "workdays", component("business_days"), json!([]), "schedule-plugin").await;
+    install_world(&store, "workdays", component("business_days"), json!([]), "schedule-plugin", 1).await;
     let host = PluginHost::new(PluginRuntime::new(Some(dir.path().join("cache")), 512).unwrap(), store);
     let plugin = host.latest("workdays").await.unwrap();
     let spec = json!({"times": ["09:30", "16:00"], "holidays": ["2026-12-25", "2027-01-01"]}).to_string();
