@@ -9,8 +9,9 @@
 //! - create: BENCH_CREATE (10,000) `POST /jobs` IMMEDIATE from 32 keep-alive clients: jobs/second;
 //!   the server has every role (it delivers what is created meanwhile) unless BENCH_CREATE_ROLES
 //!   says otherwise (`api`: the API alone, as when workers run in processes of their own);
-//! - batch: the same number of jobs by `POST /jobs/batch`, 1,000 a request, from 4 clients:
-//!   jobs/second, against single creates (BENCH_CREATE_ROLES as for create);
+//! - batch: the same number of jobs by `POST /jobs/batch`, 1,000 a request, from 4 clients
+//!   (BENCH_BATCH_CLIENTS): jobs/second, against single creates (BENCH_CREATE_ROLES as for
+//!   create);
 //! - fire latency: BENCH_DELAYED (1,000) DELAYED jobs with run_at spread over 30 s: delay from
 //!   run_at to the receiver seeing the request, p50/p99/max;
 //! - purge (PostgreSQL): BENCH_PURGE_ROWS (1,000,000) finished executions, each with an attempt,
@@ -246,7 +247,7 @@ async fn create_batched(backend: Backend, n: usize) -> Value {
     let server = start_server(&db, &create_roles(), &[]).await;
     let api = Arc::new(server.client());
     register(&api, &receiver).await;
-    let (clients, size) = (4, 1000);
+    let (clients, size) = (env_usize("BENCH_BATCH_CLIENTS", 4), 1000);
     let batches: Vec<Vec<usize>> = (0..n).collect::<Vec<_>>().chunks(size).map(<[usize]>::to_vec).collect();
     let started = std::time::Instant::now();
     let tasks: Vec<_> = (0..clients)
