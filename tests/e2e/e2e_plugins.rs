@@ -870,6 +870,9 @@ async fn instances_are_reused_only_within_one_endpoint_version(backend: Backend)
             upload(&api, &format!("name=keeper&calls_per_instance={bad}"), bytes).await.error(400, "INVALID_REQUEST");
         assert!(message.starts_with("`calls_per_instance`: "), "{message}");
     }
+    let renderer = std::fs::read(component("dollar-renderer")).unwrap();
+    let message = upload(&api, "name=dollars&calls_per_instance=2", renderer).await.error(400, "INVALID_REQUEST");
+    assert!(message.contains("transport plugins only") && message.contains("renderer-plugin"), "{message}");
 
     let retry = json!({"max_attempts": 2, "backoff": "fixed", "initial_delay_ms": 100});
     let endpoint = |name: &str, plugin: &str, spec: Value| json!({"name": name, "type": "PLUGIN", "plugin": plugin, "retry_policy": retry, "spec": spec});

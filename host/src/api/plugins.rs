@@ -1,11 +1,11 @@
 //! `/plugins`: WebAssembly components installed at runtime.
 //!
 //! `POST /plugins?name=NAME[&world=W][&allow_host=URL…][&memory_mb=N][&calls_per_instance=N]`
-//! with the component's bytes as the body installs a new version under NAME. The upload is compiled and
-//! type-checked against the world it implements (and the one it claims): a core module,
-//! garbage, a missing export, or an import the host does not offer is a 422 INVALID_PLUGIN
-//! saying what to fix; a body over `TE_PLUGIN_MAX_BYTES` is a 413. Re-uploading the bytes of
-//! the current version is an idempotent repeat (200).
+//! with the component's bytes as the body installs a new version under NAME. The upload is
+//! compiled and type-checked against the world it implements (and the one it claims): a core
+//! module, garbage, a missing export, or an import the host does not offer is a 422
+//! INVALID_PLUGIN saying what to fix; a body over `TE_PLUGIN_MAX_BYTES` is a 413. Re-uploading
+//! the bytes of the current version is an idempotent repeat (200).
 
 use axum::extract::{DefaultBodyLimit, Path, RawQuery, State};
 use axum::http::StatusCode;
@@ -164,6 +164,15 @@ async fn install(
         .map_err(|e| ApiError::internal(&e))?
         .map_err(|e| ApiError::new(ErrorCode::InvalidPlugin, e.to_string()))?;
     drop(_turn);
+    if limits.reuses_instances() && inspected.world != World::Transport {
+        return Err(ApiError::invalid_field(
+            "calls_per_instance",
+            format!(
+                "applies to transport plugins only; this component is a {}, which gets a fresh instance for every call",
+                inspected.world.as_str()
+            ),
+        ));
+    }
 
     if let Some(current) = state.store.plugin_latest(&name).await? {
         let same_grants = current.grants == json!(allow);
