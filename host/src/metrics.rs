@@ -33,6 +33,7 @@ pub const RESULT_WRITE_RETRIES: &str = "taskexec_result_write_retries_total";
 pub const PLUGIN_CALLS: &str = "taskexec_plugin_calls_total";
 pub const PLUGIN_TRAPS: &str = "taskexec_plugin_traps_total";
 pub const PLUGIN_REUSED: &str = "taskexec_plugin_reused_instances_total";
+pub const PLUGIN_PARKED: &str = "taskexec_plugin_parked_instances";
 pub const PLUGIN_INSTANTIATE_SECONDS: &str = "taskexec_plugin_instantiate_seconds";
 pub const DB_POOL_CONNECTIONS: &str = "taskexec_db_pool_connections";
 pub const PURGED: &str = "taskexec_retention_purged_total";
@@ -77,6 +78,7 @@ fn describe() {
     describe_counter!(RESULT_WRITE_RETRIES, "Attempt-result batch writes retried after a transient database error.");
     describe_counter!(PLUGIN_CALLS, "Plugin deliveries, by plugin.");
     describe_counter!(PLUGIN_TRAPS, "Plugin calls that trapped or ran out of time, by plugin.");
+    describe_gauge!(PLUGIN_PARKED, "Plugin instances kept for their endpoint's next delivery (calls_per_instance).");
     describe_counter!(
         PLUGIN_REUSED,
         "Plugin deliveries made by an instance an earlier delivery made (calls_per_instance), by plugin."
@@ -204,6 +206,10 @@ pub fn plugin_call(plugin: &str, trapped: bool, reused: bool) {
     if reused {
         counter!(PLUGIN_REUSED, "plugin" => plugin.to_owned()).increment(1);
     }
+}
+
+pub fn plugin_instances_parked(parked: usize) {
+    gauge!(PLUGIN_PARKED).set(parked as f64);
 }
 
 pub fn plugin_instantiated(took: Duration) {

@@ -570,6 +570,11 @@ async fn calls_beyond_the_instance_pool_each_get_a_slot() {
     // instances of the last of the 300 endpoints `kept` delivered for, which fill the rest.
     let parked = host.runtime.parked_instances();
     assert!((100..=128).contains(&parked), "{parked} instances parked: each of `kept`'s last calls parks its own");
+    // Unused for 10 s, they are dropped and their slots freed, with no call to prompt it.
+    eventually("the parked instances dropped after 10 s unused", Duration::from_secs(30), || async {
+        host.runtime.parked_instances() == 0 && host.runtime.free_slots() > 100
+    })
+    .await;
 }
 
 /// The host hands a plugin the response its `handle` already has; asked for it a second time it

@@ -50,8 +50,10 @@ pub(super) struct InstancePool {
     slots: Arc<Semaphore>,
     /// Finished calls' stores, for the next call's upkeep to return to the pool.
     retired: Mutex<Vec<RetiredStore>>,
-    /// Instances waiting for their scope's next delivery.
-    parked: Mutex<Parked>,
+    /// Instances waiting for their scope's next delivery; swept by a task of their own,
+    /// started by the first instance parked.
+    parked: Arc<Mutex<Parked>>,
+    sweeping: AtomicBool,
 }
 
 /// The deliveries that may share an instance: one loaded version of one plugin (with its
@@ -70,20 +72,16 @@ struct ParkedInstance {
     since: Instant,
 }
 
+#[derive(Default)]
 struct Parked {
     /// By scope, the most recently parked last.
     by_scope: HashMap<ReuseScope, Vec<ParkedInstance>>,
-    swept: Instant,
 }
 
 impl Parked {
     /// Take out the instances idle past [`PARKED_IDLE`], for the caller to drop.
     fn sweep(&mut self) -> Vec<ParkedInstance> {
         let mut idle = Vec::new();
-        if self.swept.elapsed() < SWEEP_EVERY {
-            return idle;
-        }
-        self.swept = Instant::now();
         self.by_scope.retain(|_, parked| {
             // Oldest first: the idle ones are a prefix.
             let keep_from = parked.iter().position(|p| p.since.elapsed() < PARKED_IDLE).unwrap_or(parked.len());
@@ -110,7 +108,8 @@ impl InstancePool {
         Self {
             slots: Arc::new(Semaphore::new(MAX_CONCURRENT_INSTANCES as usize)),
             retired: Mutex::default(),
-            parked: Mutex::new(Parked { by_scope: HashMap::new(), swept: Instant::now() }),
+            parked: Arc::default(),
+            sweeping: AtomicBool::new(false),
         }
     }
 
@@ -144,13 +143,10 @@ impl InstancePool {
 
     /// Keep `instance`, which has made `calls` calls, for the next delivery of `scope`.
     pub(super) fn park(&self, scope: ReuseScope, instance: Instance, calls: u32) {
-        let idle = {
-            let mut parked = self.parked.lock().expect("parked instances lock");
-            parked.by_scope.entry(scope).or_default().push(ParkedInstance { instance, calls, since: Instant::now() });
-            parked.sweep()
-        };
-        if !idle.is_empty() {
-            drop_in_background(idle);
+        let parked = ParkedInstance { instance, calls, since: Instant::now() };
+        self.parked.lock().expect("parked instances lock").by_scope.entry(scope).or_default().push(parked);
+        if !self.sweeping.swap(true, Ordering::AcqRel) {
+            tokio::spawn(sweep_parked(Arc::downgrade(&self.parked)));
         }
     }
 
@@ -231,14 +227,30 @@ impl InstancePool {
         tokio::task::yield_now().await;
         let finished = std::mem::take(&mut *self.retired.lock().expect("retired stores lock"));
         drop(finished);
-        let idle = self.parked.lock().expect("parked instances lock").sweep();
-        drop(idle);
         if let Some(mut claim) = refill {
             if let (store, Ok(plugin)) = instantiate_transport(engine, pre, egress.clone(), limits).await {
                 let slot = claim.slot.take().expect("a claim has its slot until used");
                 *claim.spare.ready.lock().expect("spare instance lock") = Some((store, plugin, slot));
             }
         }
+    }
+}
+
+/// Every [`SWEEP_EVERY`], drop the parked instances idle past [`PARKED_IDLE`] and report how
+/// many are parked; ends with the pool.
+async fn sweep_parked(parked: std::sync::Weak<Mutex<Parked>>) {
+    let mut tick = tokio::time::interval(SWEEP_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let Some(parked) = parked.upgrade() else { return };
+        let (idle, left) = {
+            let mut parked = parked.lock().expect("parked instances lock");
+            let idle = parked.sweep();
+            (idle, parked.by_scope.values().map(Vec::len).sum::<usize>())
+        };
+        drop(idle);
+        crate::metrics::plugin_instances_parked(left);
     }
 }
 
