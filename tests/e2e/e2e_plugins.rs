@@ -482,8 +482,8 @@ async fn a_granted_name_cannot_reach_a_loopback_address() {
 }
 
 /// The plugin runtime as the worker uses it, without a server: `webhook-signed` installed as
-/// `signed` and `hostile` as `quiet` and as `kept` (an instance making up to 1000 deliveries),
-/// all allowed to reach 127.0.0.1.
+/// `signed` and `hostile` as `quiet`, and each as `signed-kept` and `kept` (an instance making
+/// up to 1000 deliveries), all allowed to reach 127.0.0.1.
 async fn plugin_host() -> (tempfile::TempDir, taskexec::plugin::PluginHost) {
     use taskexec::plugin::{PluginHost, PluginLimits, PluginRuntime};
     use taskexec::store::{PluginWrite, Store};
@@ -492,9 +492,12 @@ async fn plugin_host() -> (tempfile::TempDir, taskexec::plugin::PluginHost) {
     let store: std::sync::Arc<dyn Store> =
         std::sync::Arc::new(taskexec::store::sqlite::SqliteStore::connect(&dir.path().join("t.db"), 2).await.unwrap());
     store.migrate().await.unwrap();
-    for (name, file, calls_per_instance) in
-        [("signed", "webhook-signed", 1), ("quiet", "hostile", 1), ("kept", "hostile", 1000)]
-    {
+    for (name, file, calls_per_instance) in [
+        ("signed", "webhook-signed", 1),
+        ("quiet", "hostile", 1),
+        ("signed-kept", "webhook-signed", 1000),
+        ("kept", "hostile", 1000),
+    ] {
         let bytes = std::fs::read(component(file)).unwrap();
         store
             .plugin_insert(&PluginWrite {
@@ -575,6 +578,31 @@ async fn calls_beyond_the_instance_pool_each_get_a_slot() {
         host.runtime.parked_instances() == 0 && host.runtime.free_slots() > 100
     })
     .await;
+}
+
+/// More calls at once than the pool has slots, of a plugin that reuses instances: a call that
+/// finishes while others wait for a slot frees its slot for them instead of parking its
+/// instance on it (which would hold them until the parked instance had been idle for 10 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_waiting_for_a_slot_gets_one_before_calls_park() {
+    let (_dir, host) = plugin_host().await;
+    let receiver = Receiver::start().await;
+    let spec =
+        json!({"url": format!("{}/slow/200", receiver.base_url), "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"});
+    let calls = 150; // the pool has 128 slots
+    let mut all = tokio::task::JoinSet::new();
+    for i in 0..calls {
+        let (host, spec) = (host.clone(), spec.clone());
+        all.spawn(async move { deliver_through(&host, "signed-kept", &spec, &format!("exec_wait_{i}")).await });
+    }
+    // Two waves of 200 ms deliveries; held behind parked instances they would take over 10 s.
+    let results = tokio::time::timeout(Duration::from_secs(8), all.join_all())
+        .await
+        .expect("calls waiting for a slot were held up by parked instances");
+    for result in &results {
+        assert!(result.is_ok(), "{result:?}");
+    }
+    assert_eq!(receiver.received().len(), calls);
 }
 
 /// The host hands a plugin the response its `handle` already has; asked for it a second time it

@@ -8,11 +8,12 @@
 //! [`ReuseScope`] (that plugin version, one endpoint version), for the next delivery of that
 //! scope only; an instance that trapped, ran out of time, made its last allowed call or grew
 //! past half its limits is never parked. Parked instances give their slots up to any call that
-//! finds none free, and are dropped after [`PARKED_IDLE`] unused.
+//! finds none free; a call that finishes while another waits for a slot frees its own instead
+//! of parking; and a parked instance is dropped after [`PARKED_IDLE`] unused.
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::Poll;
 use std::time::{Duration, Instant};
@@ -54,6 +55,9 @@ pub(super) struct InstancePool {
     /// started by the first instance parked.
     parked: Arc<Mutex<Parked>>,
     sweeping: AtomicBool,
+    /// Calls waiting for a slot: while there are any, a finished call frees its slot instead
+    /// of parking its instance on it.
+    waiting: AtomicUsize,
 }
 
 /// The deliveries that may share an instance: one loaded version of one plugin (with its
@@ -110,11 +114,12 @@ impl InstancePool {
             retired: Mutex::default(),
             parked: Arc::default(),
             sweeping: AtomicBool::new(false),
+            waiting: AtomicUsize::new(0),
         }
     }
 
     /// A permit for one instance slot: a free one, else one a parked instance gives up, else
-    /// waiting for one to be free.
+    /// waiting for one to be freed (calls that finish meanwhile free theirs, see `park`).
     pub(super) async fn slot(&self) -> OwnedSemaphorePermit {
         loop {
             if let Ok(permit) = self.slots.clone().try_acquire_owned() {
@@ -127,6 +132,8 @@ impl InstancePool {
                 None => break,
             }
         }
+        self.waiting.fetch_add(1, Ordering::AcqRel);
+        let _counted = Waiting(&self.waiting);
         self.slots.clone().acquire_owned().await.expect("the instance semaphore is never closed")
     }
 
@@ -141,8 +148,13 @@ impl InstancePool {
         Some((taken.instance, taken.calls))
     }
 
-    /// Keep `instance`, which has made `calls` calls, for the next delivery of `scope`.
+    /// Keep `instance`, which has made `calls` calls, for the next delivery of `scope` — unless
+    /// a call is waiting for a slot: then it is retired, and its slot goes to that call.
     pub(super) fn park(&self, scope: ReuseScope, instance: Instance, calls: u32) {
+        if self.waiting.load(Ordering::Acquire) > 0 {
+            let (store, _, slot) = instance;
+            return self.retire(store, slot);
+        }
         let parked = ParkedInstance { instance, calls, since: Instant::now() };
         self.parked.lock().expect("parked instances lock").by_scope.entry(scope).or_default().push(parked);
         if !self.sweeping.swap(true, Ordering::AcqRel) {
@@ -233,6 +245,16 @@ impl InstancePool {
                 *claim.spare.ready.lock().expect("spare instance lock") = Some((store, plugin, slot));
             }
         }
+    }
+}
+
+/// Counts a call among those waiting for a slot for as long as it lives (the wait may be
+/// cancelled with its call).
+struct Waiting<'a>(&'a AtomicUsize);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
