@@ -310,6 +310,11 @@ async fn hostile_plugins_fail_their_attempts_and_the_worker_carries_on() {
                     .collect();
                 assert!(numbers.len() > 10 && numbers.windows(2).all(|w| w[0] < w[1]), "{numbers:?}");
                 assert!(log_text.iter().any(|l| l.contains("more log records not kept (at most")), "{log_text:?}");
+                // 100,000 bytes to stdout: the call still succeeded, and the excess is counted.
+                assert!(
+                    log_text.iter().any(|l| l.contains("more bytes of stdout/stderr not kept (at most 64 KiB")),
+                    "{log_text:?}"
+                );
                 continue;
             }
             "deny-flood" => {

@@ -8,7 +8,7 @@
 //!   - `instances`: the pooling allocator's slots, spare instances, retired stores, and the
 //!     parked instances of plugins installed to reuse them (`calls_per_instance`).
 //! - [`sandbox`]: a call's store data — WASI with nothing granted, wasi:http behind the grants,
-//!   captured output and `host.log` records.
+//!   captured output (`output`: bounded per call, the excess counted) and `host.log` records.
 //! - [`outbound`]: the policy every plugin request passes (grants, the operator's egress
 //!   policy, checked on the address connected to) and the pooled client it goes through.
 //! - [`wasi_http`]: the host's own `outgoing-handler.handle` and `future-incoming-response.get`,
@@ -36,6 +36,7 @@ pub mod http_client;
 mod instances;
 pub mod limits;
 pub mod outbound;
+mod output;
 pub mod reference;
 pub mod runtime;
 pub mod sandbox;

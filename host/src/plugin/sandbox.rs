@@ -10,16 +10,16 @@ use axum::http;
 
 use wasmtime::component::ResourceTable;
 use wasmtime::{ResourceLimiter, StoreLimits, StoreLimitsBuilder};
-use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiBody, WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::limits::PluginLimits;
 use super::outbound::{Egress, Outbound};
+use super::output::OutputCapture;
 use crate::contract::{host_imports, LogLevel};
 
 /// Bytes of stdout and of stderr kept per call.
-const OUTPUT_CAPTURE_BYTES: usize = 64 * 1024;
+pub const OUTPUT_CAPTURE_BYTES: usize = 64 * 1024;
 /// Longest log record kept, in characters.
 const MAX_LOG_CHARS: usize = 1024;
 
@@ -28,12 +28,14 @@ const MAX_LOG_CHARS: usize = 1024;
 pub struct CallLogs {
     pub records: Vec<(&'static str, String)>,
     pub suppressed: u64,
+    /// Bytes of stdout and stderr written past [`OUTPUT_CAPTURE_BYTES`] each, let go.
+    pub output_not_kept: u64,
     limit: usize,
 }
 
 impl CallLogs {
     fn new(limit: u32) -> Self {
-        Self { records: Vec::new(), suppressed: 0, limit: limit as usize }
+        Self { records: Vec::new(), suppressed: 0, output_not_kept: 0, limit: limit as usize }
     }
 
     pub fn push(&mut self, level: &'static str, message: &str) {
@@ -57,10 +59,8 @@ pub struct PluginState {
     pub(super) answered: HashMap<u32, http::Response<WasiBody>>,
     pub limits: MemoryLimits,
     pub logs: CallLogs,
-    stdout: MemoryOutputPipe,
-    stderr: MemoryOutputPipe,
-    /// Bytes of stdout and of stderr earlier calls of this store already logged.
-    output_logged: [usize; 2],
+    stdout: OutputCapture,
+    stderr: OutputCapture,
 }
 
 /// The store's limits, and the most linear memory it has grown to (what a reused instance
@@ -107,8 +107,8 @@ impl ResourceLimiter for MemoryLimits {
 
 impl PluginState {
     pub fn new(egress: Arc<Egress>, limits: &PluginLimits) -> Self {
-        let stdout = MemoryOutputPipe::new(OUTPUT_CAPTURE_BYTES);
-        let stderr = MemoryOutputPipe::new(OUTPUT_CAPTURE_BYTES);
+        let stdout = OutputCapture::new(OUTPUT_CAPTURE_BYTES);
+        let stderr = OutputCapture::new(OUTPUT_CAPTURE_BYTES);
         let mut wasi = WasiCtx::builder();
         // Nothing is granted: no preopened directories, no environment, no arguments, no
         // sockets. Outbound HTTP goes only through wasi:http, past the grant hook.
@@ -138,21 +138,18 @@ impl PluginState {
             logs: CallLogs::new(limits.max_log_records),
             stdout,
             stderr,
-            output_logged: [0; 2],
         }
     }
 
     /// Move the stdout/stderr lines this call wrote into the logs (after the call).
     pub fn collect_output(&mut self) {
-        for (i, (pipe, level)) in
-            [(self.stdout.contents(), "INFO"), (self.stderr.contents(), "WARN")].into_iter().enumerate()
-        {
-            let written = pipe.get(self.output_logged[i]..).unwrap_or_default();
-            self.output_logged[i] = pipe.len();
-            let text = String::from_utf8_lossy(written).into_owned();
+        for (capture, level) in [(&self.stdout, "INFO"), (&self.stderr, "WARN")] {
+            let (written, dropped) = capture.take();
+            let text = String::from_utf8_lossy(&written);
             for line in text.lines().filter(|l| !l.trim().is_empty()) {
                 self.logs.push(level, line);
             }
+            self.logs.output_not_kept += dropped;
         }
     }
 
@@ -162,12 +159,11 @@ impl PluginState {
         std::mem::replace(&mut self.logs, fresh)
     }
 
-    /// Whether this store, after a call that returned, can make another as well as a fresh one
-    /// would: at most half its memory grown and half its output capture used. Past either, a
-    /// later call could fail where a fresh instance would not.
+    /// Whether this store, after a call that returned, can make another much as a fresh one
+    /// would: at most half its memory grown (past that, a later call could run out where a
+    /// fresh instance would not).
     pub fn fit_for_another_call(&self) -> bool {
-        let half_full = |pipe: &MemoryOutputPipe| pipe.contents().len() > OUTPUT_CAPTURE_BYTES / 2;
-        self.limits.grown_to <= self.limits.cap / 2 && !half_full(&self.stdout) && !half_full(&self.stderr)
+        self.limits.grown_to <= self.limits.cap / 2
     }
 
     /// Start another call in this store: what the last call sent, was refused and answered

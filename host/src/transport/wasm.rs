@@ -102,6 +102,17 @@ impl Transport for WasmTransport {
                 ),
             );
         }
+        if outcome.logs.output_not_kept > 0 {
+            delivery.push(
+                "WARN",
+                format!(
+                    "[plugin {}] {} more bytes of stdout/stderr not kept (at most {} KiB of each per call).",
+                    record.name,
+                    outcome.logs.output_not_kept,
+                    crate::plugin::sandbox::OUTPUT_CAPTURE_BYTES / 1024
+                ),
+            );
+        }
         for denial in &outcome.denials {
             delivery.push("WARN", format!("[plugin {}] outbound request denied: {denial}", record.name));
         }

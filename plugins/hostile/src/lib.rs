@@ -5,7 +5,8 @@
 //! - `alloc`: allocates without bound (the memory cap must stop it);
 //! - `panic`: panics (a trap, not a crash of the host);
 //! - `forbidden-host`: calls `spec.url` over wasi:http, a host it was not granted;
-//! - `log-flood`: writes 100,000 log records and 1,000 stderr lines (the host must cap them);
+//! - `log-flood`: writes 100,000 log records, 1,000 stderr lines and 100,000 bytes to stdout
+//!   (the host must cap them, and the call must not fail for it);
 //! - `stream-body`: POSTs `spec.size` bytes to `spec.url`, written in 4 KiB pieces *after*
 //!   calling `handle`, more than the host buffers before sending (the streamed-body path);
 //! - `answer-twice`: POSTs twice to `spec.url` (bodies finished before `handle`), leaves the
@@ -119,6 +120,9 @@ impl Guest for Hostile {
                         eprintln!("stderr flood {i}");
                     }
                 }
+                // More than the host keeps of stdout, in one line: `println!` panics if the
+                // stream says it is closed.
+                println!("{}", "x".repeat(100_000));
                 Ok(Receipt { output_json: r#"{"flooded":true}"#.into() })
             }
             _ => Ok(Receipt { output_json: format!(r#"{{"ok":"{}"}}"#, message.execution_id) }),
