@@ -7,9 +7,9 @@
 //! reuse instances has its instance parked after a call that returned, under its
 //! [`ReuseScope`] (that plugin version, one endpoint version), for the next delivery of that
 //! scope only; an instance that trapped, ran out of time, made its last allowed call or grew
-//! past half its limits is never parked. Parked instances give their slots up to any call that
-//! finds none free; a call that finishes while another waits for a slot frees its own instead
-//! of parking; and a parked instance is dropped after [`PARKED_IDLE`] unused.
+//! past half its memory limit is never parked. Parked instances give their slots up to any
+//! call that finds none free; a call that finishes while another waits for a slot frees its
+//! own instead of parking; and a parked instance is dropped after [`PARKED_IDLE`] unused.
 
 use std::collections::HashMap;
 use std::future::Future;
