@@ -100,6 +100,11 @@ pub async fn materialize_due(
         if due.is_empty() {
             return Ok(created);
         }
+        // Ticks are planned by the clock as of this read, not the pass's start: a job resumed
+        // while the read waited (on SQLite's lock, say) would otherwise have its catch-up
+        // planned for a moment before its resume, and under `latest` make a missed tick older
+        // than the newest one due (seen in e2e_schedules as a tick one second too old).
+        let now = crate::store::now().max(now);
         let mut advances = Vec::with_capacity(due.len());
         for job in &due {
             let version_key = (job.endpoint.clone(), job.endpoint_version);
