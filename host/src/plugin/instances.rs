@@ -83,6 +83,11 @@ struct Parked {
 }
 
 impl Parked {
+    /// Instances parked now, in all scopes.
+    fn len(&self) -> usize {
+        self.by_scope.values().map(Vec::len).sum()
+    }
+
     /// Take out the instances idle past [`PARKED_IDLE`], for the caller to drop.
     fn sweep(&mut self) -> Vec<ParkedInstance> {
         let mut idle = Vec::new();
@@ -164,7 +169,7 @@ impl InstancePool {
 
     /// Instances parked now, in all scopes.
     pub(super) fn parked(&self) -> usize {
-        self.parked.lock().expect("parked instances lock").by_scope.values().map(Vec::len).sum()
+        self.parked.lock().expect("parked instances lock").len()
     }
 
     /// Slots neither a call, a spare nor a retired store holds.
@@ -269,7 +274,7 @@ async fn sweep_parked(parked: std::sync::Weak<Mutex<Parked>>) {
         let (idle, left) = {
             let mut parked = parked.lock().expect("parked instances lock");
             let idle = parked.sweep();
-            (idle, parked.by_scope.values().map(Vec::len).sum::<usize>())
+            (idle, parked.len())
         };
         drop(idle);
         crate::metrics::plugin_instances_parked(left);

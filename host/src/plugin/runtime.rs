@@ -99,7 +99,7 @@ impl PluginRuntime {
         limits: &PluginLimits,
         message: Message,
         timeout: Duration,
-        reuse: Option<&ReuseScope>,
+        reuse: Option<ReuseScope>,
     ) -> CallOutcome<Result<Receipt, Failure>> {
         let Loaded::Transport(pre) = &**loaded else {
             return outcome_without_call(Err(Failure::invalid_spec(format!(
@@ -113,13 +113,10 @@ impl PluginRuntime {
                 limits.max_io_bytes
             ))));
         }
-        let parked = reuse.and_then(|scope| self.instances.take_parked(scope));
+        let parked = reuse.as_ref().and_then(|scope| self.instances.take_parked(scope));
         let reused = parked.is_some();
         let ((mut store, plugin, slot), calls_before) = match parked {
-            Some(((mut store, plugin, slot), calls)) => {
-                store.data_mut().begin_another_call();
-                ((store, plugin, slot), calls)
-            }
+            Some(parked) => parked,
             None => match self.instances.take_or_instantiate(&self.engine, spare, pre, egress, limits).await {
                 Ok(instance) => (instance, 0),
                 Err((mut store, failure)) => {
@@ -127,6 +124,9 @@ impl PluginRuntime {
                 }
             },
         };
+        if reused {
+            store.data_mut().begin_another_call();
+        }
         // A scope that finds parked instances needs no spare.
         let refill = if reused { None } else { self.instances.claim_refill(spare) };
         arm_cpu_deadline(&mut store, timeout);
@@ -157,7 +157,7 @@ impl PluginRuntime {
         let calls = calls_before + 1;
         match reuse {
             Some(scope) if !trapped && calls < limits.calls_per_instance && store.data().fit_for_another_call() => {
-                self.instances.park(scope.clone(), (store, plugin, slot), calls)
+                self.instances.park(scope, (store, plugin, slot), calls)
             }
             _ => self.instances.retire(store, slot),
         }

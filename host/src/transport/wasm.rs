@@ -87,7 +87,7 @@ impl Transport for WasmTransport {
         let outcome = self
             .host
             .runtime
-            .deliver(&plugin.loaded, &plugin.spare, &plugin.egress, &plugin.limits, message, timeout, reuse.as_ref())
+            .deliver(&plugin.loaded, &plugin.spare, &plugin.egress, &plugin.limits, message, timeout, reuse)
             .await;
         crate::metrics::plugin_call(&record.name, outcome.trapped, outcome.reused);
         for (level, line) in &outcome.logs.records {
