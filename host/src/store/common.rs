@@ -10,7 +10,13 @@
 //! `record_attempts()` inserting the attempts and log lines of the outcomes that won, an
 //! inherent `write_jobs()` writing and committing a batch of new jobs and their executions, and an
 //! inherent `advance_ticks()` recording a batch of cron ticks (compare-and-set, then the
-//! winners' executions).
+//! winners' executions), and three inherent constants, `LOCK_SHARED`, `LOCK_EXCLUSIVE` and
+//! `LOCK_EXCLUSIVE_SKIP_LOCKED`, the row-locking clause a SELECT ends with to hold a row as a
+//! foreign key to it would (`FOR KEY SHARE`) and to hold it for its delete (`FOR UPDATE`, and
+//! the same passing over rows another transaction holds): PostgreSQL keeps no foreign keys from
+//! jobs to endpoints or from executions to jobs (migration 0066), so the store takes those locks
+//! itself; SQLite keeps its foreign keys, and its write transactions run one at a time, so its
+//! clauses are empty.
 //!
 //! All SQL here sticks to the portable subset: `$N` placeholders (sqlx's SQLite driver reads
 //! them as positions), `ON CONFLICT … DO NOTHING`, `RETURNING`, and row-value comparison.
@@ -70,8 +76,29 @@ macro_rules! impl_store {
                 where
                     T: for<'r> sqlx::FromRow<'r, <$db as sqlx::Database>::Row> + Send + Unpin,
                 {
+                    self.list_page_where(columns, table, time_column, key, None, filters, page).await
+                }
+
+                /// [`Self::list_page`] among the rows that also meet `written`, a condition
+                /// written into the statement: a partial index whose predicate it is can then
+                /// serve the page, which a bound value never lets a generic plan prove.
+                #[allow(clippy::too_many_arguments)]
+                async fn list_page_where<T>(
+                    &self,
+                    columns: &str,
+                    table: &str,
+                    time_column: &str,
+                    key: &str,
+                    written: Option<&str>,
+                    filters: &[(&str, &str)],
+                    page: &PageRequest,
+                ) -> StoreResult<Vec<T>>
+                where
+                    T: for<'r> sqlx::FromRow<'r, <$db as sqlx::Database>::Row> + Send + Unpin,
+                {
                     let mut conditions: Vec<String> =
                         filters.iter().enumerate().map(|(i, (column, _))| format!("{column} = ${}", i + 1)).collect();
+                    conditions.extend(written.map(str::to_owned));
                     let mut next = filters.len() + 1;
                     let (beyond, direction) = if page.newest_first { ("<", "DESC") } else { (">", "ASC") };
                     if page.after.is_some() {
@@ -92,6 +119,14 @@ macro_rules! impl_store {
                         query = query.bind(DbTime(after.created_at)).bind(&after.key);
                     }
                     Ok(query.bind(page.limit).fetch_all(&self.pool).await?)
+                }
+
+                /// Whether the endpoint exists, held (`LOCK_SHARED`) until the transaction ends
+                /// so that it is not deleted under the jobs about to be written for it.
+                async fn endpoint_held(tx: &mut sqlx::Transaction<'_, $db>, name: &str) -> StoreResult<bool> {
+                    let sql = format!("SELECT name FROM endpoints WHERE name = $1{}", Self::LOCK_SHARED);
+                    let held: Option<(String,)> = sqlx::query_as(&sql).bind(name).fetch_optional(&mut **tx).await?;
+                    Ok(held.is_some())
                 }
 
                 /// Executions matching `filter` (plus `extra` conditions), in creation order,
@@ -815,9 +850,22 @@ macro_rules! impl_store {
                     // Blocked by the jobs still to deliver through it (an active cron job, a job
                     // with an unfinished execution). Its finished jobs' executions were purged
                     // beforehand in small batches (`execution_delete_finished`); the jobs go with
-                    // the endpoint. An execution finished since is purged here; one that appeared
-                    // since makes the foreign key refuse, reported as in use.
+                    // the endpoint. An execution finished since is purged here.
+                    //
+                    // The endpoint and its jobs are locked first: a create for it (which holds
+                    // the endpoint shared), a cron tick of one of its jobs (which updates the job)
+                    // or a retry (which holds the job shared) either went before, and the checks
+                    // below see what it wrote, or waits and then finds them gone.
                     let mut tx = self.begin_write().await?;
+                    let sql = format!("SELECT name FROM endpoints WHERE name = $1{}", Self::LOCK_EXCLUSIVE);
+                    let found: Option<(String,)> = sqlx::query_as(&sql).bind(name).fetch_optional(&mut *tx).await?;
+                    if found.is_none() {
+                        return Ok(Deleted::NotFound);
+                    }
+                    if !Self::LOCK_EXCLUSIVE.is_empty() {
+                        let sql = format!("SELECT job_id FROM jobs WHERE endpoint = $1{}", Self::LOCK_EXCLUSIVE);
+                        sqlx::query(&sql).bind(name).execute(&mut *tx).await?;
+                    }
                     let blocking: Vec<(String,)> = sqlx::query_as(&format!(
                         "SELECT job_id FROM jobs j WHERE endpoint = $1 AND ({ACTIVE_JOB})
                          ORDER BY created_at DESC LIMIT $2"
@@ -929,6 +977,13 @@ macro_rules! impl_store {
 
                 async fn job_delete(&self, job_id: &str) -> StoreResult<Deleted> {
                     let mut tx = self.begin_write().await?;
+                    // Locked first, as `endpoint_delete` locks: a tick or retry that wrote an
+                    // execution before is seen below; one after finds the job gone.
+                    let sql = format!("SELECT job_id FROM jobs WHERE job_id = $1{}", Self::LOCK_EXCLUSIVE);
+                    let found: Option<(String,)> = sqlx::query_as(&sql).bind(job_id).fetch_optional(&mut *tx).await?;
+                    if found.is_none() {
+                        return Ok(Deleted::NotFound);
+                    }
                     let unfinished = settled_or_running(
                         "execution_id, created_at",
                         &["job_id = $1".to_owned(), "status IN ('PENDING', 'QUEUED', 'RUNNING', 'RETRYING')".to_owned()],
@@ -954,19 +1009,31 @@ macro_rules! impl_store {
 
                 async fn job_purge_finished(&self, before: DateTime<Utc>, limit: i64) -> StoreResult<u64> {
                     // One-shot jobs and retired cron versions older than `before` whose
-                    // executions are all gone (purged before them).
-                    let done = sqlx::query(
-                        "DELETE FROM jobs WHERE job_id IN (
-                             SELECT job_id FROM jobs j
-                             WHERE created_at < $1 AND (trigger_type <> 'CRON' OR status = 'RETIRED')
-                               AND NOT EXISTS (SELECT 1 FROM executions e WHERE e.job_id = j.job_id AND e.status <> 'RUNNING')
-                               AND NOT EXISTS (SELECT 1 FROM executions e WHERE e.job_id = j.job_id AND e.status = 'RUNNING')
-                             ORDER BY created_at LIMIT $2)",
-                    )
-                    .bind(DbTime(before))
-                    .bind(limit)
-                    .execute(&self.pool)
-                    .await?;
+                    // executions are all gone (purged before them). Locked first (passing over
+                    // those a retry holds), then asked again: a retry that wrote an execution
+                    // for one before the lock is seen by the second statement.
+                    const NO_EXECUTION: &str = "NOT EXISTS (SELECT 1 FROM executions e WHERE e.job_id = j.job_id AND e.status <> 'RUNNING')
+                         AND NOT EXISTS (SELECT 1 FROM executions e WHERE e.job_id = j.job_id AND e.status = 'RUNNING')";
+                    let mut tx = self.begin_write().await?;
+                    let sql = format!(
+                        "SELECT job_id FROM jobs j
+                         WHERE created_at < $1 AND (trigger_type <> 'CRON' OR status = 'RETIRED') AND {NO_EXECUTION}
+                         ORDER BY created_at LIMIT $2{}",
+                        Self::LOCK_EXCLUSIVE_SKIP_LOCKED
+                    );
+                    let candidates: Vec<(String,)> =
+                        sqlx::query_as(&sql).bind(DbTime(before)).bind(limit).fetch_all(&mut *tx).await?;
+                    if candidates.is_empty() {
+                        return Ok(0);
+                    }
+                    let list = (1..=candidates.len()).map(|i| format!("${i}")).collect::<Vec<_>>().join(", ");
+                    let sql = format!("DELETE FROM jobs AS j WHERE job_id IN ({list}) AND {NO_EXECUTION}");
+                    let mut query = sqlx::query(&sql);
+                    for (id,) in &candidates {
+                        query = query.bind(id);
+                    }
+                    let done = query.execute(&mut *tx).await?;
+                    tx.commit().await?;
                     Ok(done.rows_affected())
                 }
 
@@ -992,6 +1059,9 @@ macro_rules! impl_store {
 
                 async fn job_insert(&self, job: &JobWrite, execution: Option<&ExecutionWrite>) -> StoreResult<Inserted<Job>> {
                     let mut tx = self.begin_write().await?;
+                    if !Self::endpoint_held(&mut tx, &job.endpoint).await? {
+                        return Err(StoreError::ForeignKeyViolation);
+                    }
                     let Some(created) = Self::job_insert_row(&mut tx, job).await? else {
                         drop(tx);
                         let sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE endpoint = $1 AND idempotency_key = $2");
@@ -1009,25 +1079,43 @@ macro_rules! impl_store {
                     Ok(Inserted::Created(created))
                 }
 
-                async fn job_insert_many(&self, jobs: &[(&JobWrite, Option<&ExecutionWrite>)]) -> StoreResult<Vec<Inserted<Job>>> {
+                async fn job_insert_many(
+                    &self,
+                    jobs: &[(&JobWrite, Option<&ExecutionWrite>)],
+                ) -> StoreResult<Vec<StoreResult<Inserted<Job>>>> {
                     let mut stored = Vec::with_capacity(jobs.len());
                     let existing_sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE endpoint = $1 AND idempotency_key = $2");
                     // Per backend: the jobs, and the executions of those inserted, committed.
                     let inserted = self.write_jobs(jobs).await?;
                     for ((job, _), inserted) in jobs.iter().zip(inserted) {
-                        match inserted {
-                            Some(created) => stored.push(Inserted::Created(created)),
-                            None => {
-                                // Taken before, or earlier in this batch: the job that has the key
-                                // (committed: a key taken by a transaction still open was waited on).
-                                let row = sqlx::query_as::<$db, Job>(&existing_sql)
+                        let Some(created) = inserted else {
+                            // Passed over: its key was taken before, or earlier in this batch (the
+                            // job that has it, committed: a key taken by a transaction still open
+                            // was waited on), or its endpoint was gone.
+                            let row = match &job.idempotency_key {
+                                Some(key) => sqlx::query_as::<$db, Job>(&existing_sql)
                                     .bind(&job.endpoint)
-                                    .bind(&job.idempotency_key)
+                                    .bind(key)
+                                    .fetch_optional(&self.pool)
+                                    .await?,
+                                None => None,
+                            };
+                            let endpoint_gone = || async {
+                                let found: Option<(String,)> = sqlx::query_as("SELECT name FROM endpoints WHERE name = $1")
+                                    .bind(&job.endpoint)
                                     .fetch_optional(&self.pool)
                                     .await?;
-                                stored.push(existing(row)?);
-                            }
-                        }
+                                StoreResult::Ok(found.is_none())
+                            };
+                            stored.push(match row {
+                                Some(row) => Ok(Inserted::Existing(row)),
+                                None if endpoint_gone().await? => Err(StoreError::ForeignKeyViolation),
+                                // The job that took the key was deleted since (as `existing`).
+                                None => Err(StoreError::UniqueViolation),
+                            });
+                            continue;
+                        };
+                        stored.push(Ok(Inserted::Created(created)));
                     }
                     Ok(stored)
                 }
@@ -1042,13 +1130,13 @@ macro_rules! impl_store {
                     if let Some(endpoint) = &filter.endpoint {
                         filters.push(("endpoint", endpoint));
                     }
-                    if let Some(status) = filter.status {
-                        filters.push(("status", status.as_str()));
-                    }
                     if let Some(trigger) = filter.trigger_type {
                         filters.push(("trigger_type", trigger.as_str()));
                     }
-                    self.list_page(JOB_COLUMNS, "jobs", "created_at", "job_id", &filters, page).await
+                    // The status is one of two words, written in: `RETIRED` pages read the index
+                    // of the retired jobs alone (migration 0066), `ACTIVE` ones the list of all.
+                    let status = filter.status.map(|s| format!("status = '{}'", s.as_str()));
+                    self.list_page_where(JOB_COLUMNS, "jobs", "created_at", "job_id", status.as_deref(), &filters, page).await
                 }
 
                 async fn job_replace(&self, old_job_id: &str, new: &JobWrite) -> StoreResult<Option<Job>> {
@@ -1067,6 +1155,9 @@ macro_rules! impl_store {
                         return Ok(None);
                     }
                     Self::cancel_ticks_ahead(&mut tx, old_job_id, new.created_at).await?;
+                    if !Self::endpoint_held(&mut tx, &new.endpoint).await? {
+                        return Err(StoreError::ForeignKeyViolation);
+                    }
                     let created = Self::job_insert_row(&mut tx, new).await?.ok_or(StoreError::UniqueViolation)?;
                     tx.commit().await?;
                     Ok(Some(created))
@@ -1282,22 +1373,38 @@ macro_rules! impl_store {
                     self.execution_filtered(filter, &[finished, &unretried], None, limit, false).await
                 }
 
-                async fn execution_retry_many(&self, retries: &[ExecutionWrite]) -> StoreResult<Vec<Inserted<Execution>>> {
+                async fn execution_retry_many(&self, retries: &[ExecutionWrite]) -> StoreResult<Vec<Option<Inserted<Execution>>>> {
                     let mut tx = self.begin_write().await?;
+                    // Each retry's job held (`LOCK_SHARED`), as a foreign key to it would: a
+                    // job deleted meanwhile gets no retry.
+                    let held_sql = format!("SELECT job_id FROM jobs WHERE job_id = $1{}", Self::LOCK_SHARED);
+                    let mut held = std::collections::HashMap::new();
                     let mut created = Vec::with_capacity(retries.len());
                     for retry in retries {
-                        created.push(Self::execution_insert(&mut tx, retry).await?);
+                        let job = retry.job_id.as_str();
+                        if !held.contains_key(job) {
+                            let found: Option<(String,)> = sqlx::query_as(&held_sql).bind(job).fetch_optional(&mut *tx).await?;
+                            held.insert(job, found.is_some());
+                        }
+                        created.push(match held[job] {
+                            true => Some(Self::execution_insert(&mut tx, retry).await?),
+                            false => None,
+                        });
                     }
                     let mut stored = Vec::with_capacity(retries.len());
                     let sql = format!("SELECT {EXECUTION_COLUMNS} FROM executions WHERE job_id = $1 AND idempotency_key = $2");
                     for (retry, created) in retries.iter().zip(created) {
+                        let Some(created) = created else {
+                            stored.push(None);
+                            continue;
+                        };
                         let row = sqlx::query_as::<$db, Execution>(&sql)
                             .bind(&retry.job_id)
                             .bind(&retry.idempotency_key)
                             .fetch_optional(&mut *tx)
                             .await?
                             .ok_or(StoreError::UniqueViolation)?;
-                        stored.push(if created { Inserted::Created(row) } else { Inserted::Existing(row) });
+                        stored.push(Some(if created { Inserted::Created(row) } else { Inserted::Existing(row) }));
                     }
                     tx.commit().await?;
                     Ok(stored)

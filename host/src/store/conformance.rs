@@ -312,10 +312,175 @@ on_every_backend!(
     batch_results_write_winners_with_their_attempts_and_logs,
     an_open_circuit_is_passed_by_and_a_half_open_one_lets_one_probe_through,
     a_disabled_endpoint_is_passed_by_announced_once_and_enabled,
+    writes_for_a_deleted_endpoint_or_job_find_it_gone,
 );
+
+/// PostgreSQL keeps no foreign keys from jobs to endpoints or from executions to jobs (0066):
+/// the locks that stand in for them order a create and an endpoint delete that overlap, either
+/// way round, so that no job outlives its endpoint and no create fails as anything but "gone".
+/// Each side's other half is a transaction held open here, as a request in flight holds it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_and_an_endpoint_delete_that_overlap_leave_no_job_without_its_endpoint() {
+    let (store, guard) = new_stores(None).await.swap_remove(0);
+    store.migrate().await.unwrap();
+    let guard = guard.downcast::<DropDatabase>().expect("the first store is PostgreSQL's");
+    let url = format!("{}/{}", guard.admin.rsplit_once('/').unwrap().0, guard.name);
+    let pool = sqlx::PgPool::connect(&url).await.unwrap();
+    let jobs_of = |name: &'static str| {
+        let pool = pool.clone();
+        async move {
+            let (n,): (i64,) = sqlx::query_as("SELECT count(*) FROM jobs WHERE endpoint = $1")
+                .bind(name)
+                .fetch_one(&pool)
+                .await
+                .unwrap();
+            n
+        }
+    };
+    // Until another backend is seen waiting on a lock (the write under test has reached it).
+    let until_waiting = || async {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let (waiting,): (i64,) = sqlx::query_as(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()",
+            )
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+            if waiting > 0 {
+                return;
+            }
+            assert!(std::time::Instant::now() < deadline, "the write never waited on the held row");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    let at = now() - chrono::Duration::seconds(1);
+
+    // A delete that went first: the creates wait on it, then find the endpoint gone.
+    endpoint(&*store, "a").await;
+    let mut delete = pool.begin().await.unwrap();
+    sqlx::query("SELECT name FROM endpoints WHERE name = 'a' FOR UPDATE").execute(&mut *delete).await.unwrap();
+    let (one, two) = (job("a", Trigger::Immediate, None, at), job("a", Trigger::Immediate, Some("k"), at));
+    let creates = tokio::spawn({
+        let store = store.clone();
+        let (e1, e2) = (execution(&one, ExecutionStatus::Queued, at), execution(&two, ExecutionStatus::Queued, at));
+        async move { store.job_insert_many(&[(&one, Some(&e1)), (&two, Some(&e2))]).await.unwrap() }
+    });
+    until_waiting().await;
+    sqlx::query("DELETE FROM endpoints WHERE name = 'a'").execute(&mut *delete).await.unwrap();
+    delete.commit().await.unwrap();
+    let answered = creates.await.unwrap();
+    assert!(
+        answered.iter().all(|a| matches!(a, Err(StoreError::ForeignKeyViolation))),
+        "each create found its endpoint gone: {:?}",
+        answered.iter().map(|a| a.as_ref().map(|_| "written")).collect::<Vec<_>>()
+    );
+    assert_eq!(jobs_of("a").await, 0, "no job was written for the deleted endpoint");
+
+    // A create that went first: the delete waits on it, then sees its job and refuses.
+    endpoint(&*store, "b").await;
+    let mut create = pool.begin().await.unwrap();
+    sqlx::query("SELECT name FROM endpoints WHERE name = 'b' FOR KEY SHARE").execute(&mut *create).await.unwrap();
+    let j = job("b", Trigger::Immediate, None, at);
+    sqlx::query(
+        "INSERT INTO jobs (job_id, endpoint, endpoint_type, trigger_type, created_at) VALUES ($1, 'b', 'HTTP', 'IMMEDIATE', now())",
+    )
+    .bind(j.job_id.as_str())
+    .execute(&mut *create)
+    .await
+    .unwrap();
+    sqlx::query(
+        "INSERT INTO executions (execution_id, job_id, endpoint, endpoint_type, status) VALUES ($1, $2, 'b', 'HTTP', 'QUEUED')",
+    )
+    .bind(ExecutionId::new().as_str())
+    .bind(j.job_id.as_str())
+    .execute(&mut *create)
+    .await
+    .unwrap();
+    let deleted = tokio::spawn({
+        let store = store.clone();
+        async move { store.endpoint_delete("b").await.unwrap() }
+    });
+    until_waiting().await;
+    create.commit().await.unwrap();
+    match deleted.await.unwrap() {
+        Deleted::InUse(jobs) => assert_eq!(jobs, [j.job_id.to_string()], "the refusal names the job written meanwhile"),
+        other => panic!("the endpoint was deleted under a job created meanwhile: {other:?}"),
+    }
+    assert_eq!(jobs_of("b").await, 1);
+    assert!(store.endpoint_get("b").await.unwrap().is_some());
+}
 
 mod checks {
     use super::*;
+
+    pub async fn writes_for_a_deleted_endpoint_or_job_find_it_gone(store: Arc<dyn Store>) {
+        let at = now() - chrono::Duration::seconds(1);
+        endpoint(&*store, "kept").await;
+        endpoint(&*store, "gone").await;
+        assert!(matches!(store.endpoint_delete("gone").await.unwrap(), Deleted::Deleted));
+        // A create whose endpoint went while the request was checked: gone, not a failed write.
+        let orphan = job("gone", Trigger::Immediate, None, at);
+        let outcome = store.job_insert(&orphan, Some(&execution(&orphan, ExecutionStatus::Queued, at))).await;
+        assert!(matches!(outcome, Err(StoreError::ForeignKeyViolation)), "{:?}", outcome.map(|_| "written"));
+        // In a batch, that job alone (keyed or not); the rest are written.
+        let jobs = [
+            job("kept", Trigger::Immediate, None, at),
+            job("gone", Trigger::Immediate, None, at),
+            job("gone", Trigger::Immediate, Some("k"), at),
+            job("kept", Trigger::Immediate, Some("k"), at),
+        ];
+        let executions: Vec<ExecutionWrite> = jobs.iter().map(|j| execution(j, ExecutionStatus::Queued, at)).collect();
+        let writes: Vec<_> = jobs.iter().zip(&executions).map(|(j, e)| (j, Some(e))).collect();
+        let written = store.job_insert_many(&writes).await.unwrap();
+        let outcomes: Vec<&str> = written
+            .iter()
+            .map(|w| match w {
+                Ok(Inserted::Created(_)) => "created",
+                Ok(Inserted::Existing(_)) => "existing",
+                Err(StoreError::ForeignKeyViolation) => "gone",
+                Err(_) => "failed",
+            })
+            .collect();
+        assert_eq!(outcomes, ["created", "gone", "gone", "created"]);
+        for (job, expected) in jobs.iter().zip([true, false, false, true]) {
+            assert_eq!(store.job_get(job.job_id.as_str()).await.unwrap().is_some(), expected, "{}", job.endpoint);
+        }
+        // A new version for an endpoint that is gone: refused the same way, the old one kept.
+        let mut cron = job("kept", Trigger::Cron, None, at);
+        cron.cron_expression = Some("0 * * * *".to_owned());
+        store.job_insert(&cron, None).await.unwrap();
+        let next = JobWrite {
+            version: 2,
+            previous_version_id: Some(cron.job_id.clone()),
+            ..job("gone", Trigger::Cron, None, at)
+        };
+        assert!(matches!(store.job_replace(cron.job_id.as_str(), &next).await, Err(StoreError::ForeignKeyViolation)));
+        let old = store.job_get(cron.job_id.as_str()).await.unwrap().unwrap();
+        assert_eq!(old.status, crate::domain::JobStatus::Active, "the refused replace retired nothing");
+        // A retry of an execution whose job was deleted meanwhile is passed over.
+        let failed = job("kept", Trigger::Immediate, None, at);
+        let mut done = execution(&failed, ExecutionStatus::Failed, at);
+        done.idempotency_key = None;
+        store.job_insert(&failed, Some(&done)).await.unwrap();
+        let retry = |of: &ExecutionWrite, job: &JobWrite| ExecutionWrite {
+            execution_id: ExecutionId::new(),
+            idempotency_key: Some(format!("{RETRY_KEY_PREFIX}{}", of.execution_id)),
+            status: ExecutionStatus::Queued,
+            retry_of: Some(of.execution_id.clone()),
+            ..execution(job, ExecutionStatus::Queued, at)
+        };
+        let other = job("kept", Trigger::Immediate, None, at);
+        let mut other_done = execution(&other, ExecutionStatus::Failed, at);
+        other_done.idempotency_key = None;
+        store.job_insert(&other, Some(&other_done)).await.unwrap();
+        assert!(matches!(store.job_delete(failed.job_id.as_str()).await.unwrap(), Deleted::Deleted));
+        let retried = store.execution_retry_many(&[retry(&done, &failed), retry(&other_done, &other)]).await.unwrap();
+        assert!(retried[0].is_none(), "no retry for a deleted job");
+        assert!(matches!(retried[1], Some(Inserted::Created(_))), "the other job's retry is written");
+        let page = PageRequest { after: None, limit: 10, ..Default::default() };
+        assert!(store.execution_list(failed.job_id.as_str(), None, &page).await.unwrap().is_empty());
+    }
 
     pub async fn endpoints_are_read_many_at_once(store: Arc<dyn Store>) {
         endpoint(&*store, "a").await;

@@ -42,7 +42,9 @@ pub enum StoreError {
     /// A row with the same key exists (a unique constraint fired).
     #[error("a row with this key already exists")]
     UniqueViolation,
-    /// A referenced row does not exist, or a row is still referenced (a foreign key fired).
+    /// A referenced row does not exist, or a row is still referenced: a foreign key fired, or
+    /// the store's own check where PostgreSQL has none (a job's endpoint, an execution's job;
+    /// migration 0066).
     #[error("a foreign key constraint was violated")]
     ForeignKeyViolation,
     #[error("database error")]
@@ -424,14 +426,20 @@ pub trait Store: Send + Sync + 'static {
 
     /// Insert a job and, for a one-shot job, its execution, in one transaction. When a job with
     /// the same (endpoint, idempotency_key) exists, nothing is written and it is returned.
+    /// [`StoreError::ForeignKeyViolation`] when its endpoint is gone (deleted meanwhile).
     async fn job_insert(&self, job: &JobWrite, execution: Option<&ExecutionWrite>) -> StoreResult<Inserted<Job>>;
-    /// [`Store::job_insert`] for many jobs in one transaction; each answered in order. A key
-    /// used twice in the batch: the second finds the first.
-    async fn job_insert_many(&self, jobs: &[(&JobWrite, Option<&ExecutionWrite>)]) -> StoreResult<Vec<Inserted<Job>>>;
+    /// [`Store::job_insert`] for many jobs in one write; each answered in order, on its own (a
+    /// job whose endpoint is gone is `Err(ForeignKeyViolation)`, the others are written). A key
+    /// used twice in the batch: the second finds the first. The outer error: nothing written.
+    async fn job_insert_many(
+        &self,
+        jobs: &[(&JobWrite, Option<&ExecutionWrite>)],
+    ) -> StoreResult<Vec<StoreResult<Inserted<Job>>>>;
     async fn job_get(&self, job_id: &str) -> StoreResult<Option<Job>>;
     async fn job_list(&self, filter: &JobFilter, page: &PageRequest) -> StoreResult<Vec<Job>>;
     /// Retire `old_job_id` (if still ACTIVE) and insert `new` as its next version, linked both
-    /// ways, in one transaction. None when the old job was no longer active.
+    /// ways, in one transaction. None when the old job was no longer active;
+    /// [`StoreError::ForeignKeyViolation`] when `new`'s endpoint is gone.
     async fn job_replace(&self, old_job_id: &str, new: &JobWrite) -> StoreResult<Option<Job>>;
     /// ACTIVE to RETIRED; whether it changed.
     async fn job_retire(&self, job_id: &str) -> StoreResult<bool>;
@@ -483,8 +491,8 @@ pub trait Store: Send + Sync + 'static {
     async fn execution_unretried(&self, filter: &ExecutionFilter, limit: i64) -> StoreResult<Vec<Execution>>;
     /// Insert retries (each keyed [`RETRY_KEY_PREFIX`] + the execution it retries) in one
     /// transaction; each as stored: `Created`, or `Existing` when that execution was retried
-    /// before (that retry, unchanged).
-    async fn execution_retry_many(&self, retries: &[ExecutionWrite]) -> StoreResult<Vec<Inserted<Execution>>>;
+    /// before (that retry, unchanged), or None when its job was deleted meanwhile.
+    async fn execution_retry_many(&self, retries: &[ExecutionWrite]) -> StoreResult<Vec<Option<Inserted<Execution>>>>;
     /// PENDING, QUEUED or RETRYING to CANCELLED; whether it changed.
     async fn execution_cancel(&self, execution_id: &str) -> StoreResult<bool>;
     async fn attempt_list(&self, execution_id: &str, page: &PageRequest) -> StoreResult<Vec<Attempt>>;

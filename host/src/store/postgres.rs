@@ -92,6 +92,12 @@ impl PgStore {
         self
     }
 
+    /// Row locks in place of foreign keys (store::common; migration 0066): a row held so as a
+    /// foreign key to it would hold it, and held to be deleted (or passed over if another holds it).
+    const LOCK_SHARED: &str = " FOR KEY SHARE";
+    const LOCK_EXCLUSIVE: &str = " FOR UPDATE";
+    const LOCK_EXCLUSIVE_SKIP_LOCKED: &str = " FOR UPDATE SKIP LOCKED";
+
     async fn begin_write(&self) -> StoreResult<Transaction<'_, Postgres>> {
         Ok(self.pool.begin().await?)
     }
@@ -426,17 +432,19 @@ impl PgStore {
     }
 
     /// Jobs (and the executions of those inserted), committed. A job whose (endpoint,
-    /// idempotency key) is taken, before or earlier in the batch, is passed over (None).
+    /// idempotency key) is taken, before or earlier in the batch, or whose endpoint is gone, is
+    /// passed over (None). The statement that inserts the jobs first holds their endpoints
+    /// (`FOR KEY SHARE`, once each: what `fk_jobs_endpoint` did for every row; migration 0066).
     ///
     /// A batch of up to [`ONE_STATEMENT_MAX_JOBS`] is one statement, committed on its own: the
     /// executions' INSERT is a data-modifying CTE fed by the jobs' `RETURNING`, so the batch
     /// costs one round trip where BEGIN, two INSERTs and COMMIT cost four. That is what
     /// concurrent `POST /jobs` requests make (`JobWriter` writes them together, ~15 at a time
     /// with 32 clients): +10% creates/s, interleaved A/B on 2026-11-26. Larger batches take the
-    /// two INSERTs in a transaction: `auto_explain` showed the executions' foreign-key check
-    /// twice as slow when the jobs it reads were inserted by the same statement (29 against 14
-    /// ms for 1,000 rows), and `POST /jobs/batch` of 1,000 lost 8% written the one way.
-    /// CockroachDB always takes the transaction.
+    /// two INSERTs in a transaction: while executions had a foreign key to jobs (until migration
+    /// 0066), `auto_explain` showed its check twice as slow when the jobs it read were inserted
+    /// by the same statement (29 against 14 ms for 1,000 rows), and `POST /jobs/batch` of 1,000
+    /// lost 8% written the one way. CockroachDB always takes the transaction.
     async fn write_jobs(
         &self,
         jobs: &[(&super::JobWrite, Option<&super::ExecutionWrite>)],
@@ -511,8 +519,13 @@ fn array_parameters(first: usize, types: &[&str]) -> String {
     parameters.join(", ")
 }
 
+/// The batch's endpoints (`$2`, the jobs' endpoint array) held as a foreign key to them would
+/// hold them, as the CTE `held`, for `jobs_from_arrays`.
+const HELD_ENDPOINTS: &str =
+    "held AS MATERIALIZED (SELECT name FROM endpoints WHERE name = ANY($2::text[]) FOR KEY SHARE)";
+
 /// The INSERT of a job batch from its arrays (`$1` onwards), in the batch's order, passing
-/// over a taken (endpoint, idempotency key).
+/// over a taken (endpoint, idempotency key) and an endpoint not in `held`.
 fn jobs_from_arrays() -> String {
     format!(
         "INSERT INTO jobs ({})
@@ -526,6 +539,7 @@ fn jobs_from_arrays() -> String {
                    input, run_at, cron_expression, cron_timezone, cron_starts_at, cron_ends_at, cron_next_run_at,
                    created_at, endpoint_version, trace_parent, paused_at, overlap_policy, catchup_policy,
                    catchup_window_sec, sla_ms, on_failure, schedule_plugin, schedule_plugin_version, schedule_spec, n)
+         WHERE v.endpoint IN (SELECT name FROM held)
          ORDER BY v.n
          ON CONFLICT (endpoint, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING",
         super::engine::JOB_WRITE_COLUMNS,
@@ -550,13 +564,14 @@ static INSERT_EXECUTIONS: LazyLock<String> =
 
 /// New jobs from their arrays (`$1` onwards), returning those inserted.
 static INSERT_JOBS: LazyLock<String> =
-    LazyLock::new(|| format!("{} RETURNING {}", jobs_from_arrays(), super::engine::JOB_COLUMNS));
+    LazyLock::new(|| format!("WITH {HELD_ENDPOINTS} {} RETURNING {}", jobs_from_arrays(), super::engine::JOB_COLUMNS));
 
 /// New jobs from their arrays, then the executions of those inserted from theirs, in one
 /// statement; returning the jobs inserted.
 static INSERT_JOBS_WITH_EXECUTIONS: LazyLock<String> = LazyLock::new(|| {
     format!(
-        "WITH inserted AS ({jobs} RETURNING {columns}),
+        "WITH {HELD_ENDPOINTS},
+              inserted AS ({jobs} RETURNING {columns}),
               executions_inserted AS (
                   {EXECUTION_INSERT} {executions} WHERE v.job_id IN (SELECT job_id FROM inserted)
                   {EXECUTION_CONFLICT})

@@ -38,6 +38,12 @@ impl SqliteStore {
         Ok(Self { pool })
     }
 
+    /// No row locks (store::common): SQLite keeps its foreign keys, and a write transaction
+    /// holds the one write lock from its start.
+    const LOCK_SHARED: &str = "";
+    const LOCK_EXCLUSIVE: &str = "";
+    const LOCK_EXCLUSIVE_SKIP_LOCKED: &str = "";
+
     /// `BEGIN IMMEDIATE` takes the write lock up front: a deferred transaction that reads and
     /// then writes cannot wait for the lock under WAL and fails with SQLITE_BUSY instead.
     async fn begin_write(&self) -> StoreResult<Transaction<'_, Sqlite>> {
@@ -140,15 +146,24 @@ impl SqliteStore {
 
 impl SqliteStore {
     /// Jobs (and the executions of those inserted) in one transaction, one row at a time: in
-    /// process, each statement is cheap. A job whose (endpoint, idempotency key) is taken is
-    /// passed over.
+    /// process, each statement is cheap. A job whose (endpoint, idempotency key) is taken, or
+    /// whose endpoint is gone, is passed over.
     async fn write_jobs(
         &self,
         jobs: &[(&super::JobWrite, Option<&super::ExecutionWrite>)],
     ) -> StoreResult<Vec<Option<super::Job>>> {
         let mut tx = self.begin_write().await?;
         let mut created = Vec::with_capacity(jobs.len());
+        let mut endpoints = std::collections::HashMap::new();
         for (job, execution) in jobs {
+            let endpoint = job.endpoint.as_str();
+            if !endpoints.contains_key(endpoint) {
+                endpoints.insert(endpoint, Self::endpoint_held(&mut tx, endpoint).await?);
+            }
+            if !endpoints[endpoint] {
+                created.push(None);
+                continue;
+            }
             let inserted = Self::job_insert_row(&mut tx, job).await?;
             if let (Some(_), Some(execution)) = (&inserted, execution) {
                 Self::execution_insert(&mut tx, execution).await?;

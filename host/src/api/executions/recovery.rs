@@ -17,7 +17,7 @@ use axum::Json;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::{load, ExecutionOut};
+use super::{load, not_found, ExecutionOut};
 use crate::api::error::{ApiError, ApiResult, ErrorCode};
 use crate::api::extract::{ApiJson, ApiQuery};
 use crate::api::pagination::{paginate, ListOut, ListParams};
@@ -155,7 +155,8 @@ pub(super) async fn retry(State(state): State<AppState>, Path(id): Path<String>)
     let write = retry_of(&execution, &endpoint, TraceParent::current().map(|t| t.to_string()));
     // One write in, one answer out.
     let stored = state.store.execution_retry_many(std::slice::from_ref(&write)).await?.pop();
-    let (status, retried) = match stored.ok_or(StoreError::UniqueViolation)? {
+    // None: its job (and so this execution) was deleted while the retry was made.
+    let (status, retried) = match stored.ok_or(StoreError::UniqueViolation)?.ok_or_else(|| not_found(&id))? {
         Inserted::Created(e) => (StatusCode::CREATED, e),
         Inserted::Existing(e) => (StatusCode::OK, e),
     };
@@ -217,8 +218,8 @@ pub(super) async fn replay(
     let execution_ids: Vec<ExecutionId> = stored
         .into_iter()
         .filter_map(|s| match s {
-            Inserted::Created(e) => Some(e.execution_id),
-            Inserted::Existing(_) => None,
+            Some(Inserted::Created(e)) => Some(e.execution_id),
+            Some(Inserted::Existing(_)) | None => None,
         })
         .collect();
     if !execution_ids.is_empty() {

@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use super::requests::JobIn;
 use super::responses::JobOut;
-use super::{answer, endpoint_not_found, prepare, wake, Prepared};
+use super::{answer, endpoint_gone, endpoint_not_found, prepare, wake, Prepared};
 use crate::api::error::{ApiError, ApiResult};
 use crate::api::extract::{parse_json, ApiJson};
 use crate::api::state::AppState;
@@ -104,7 +104,11 @@ pub(super) async fn create_batch(
     let inserted = state.store.job_insert_many(&writes).await?;
     let mut created = Vec::new();
     for ((index, prepared), inserted) in ready.iter().zip(inserted) {
-        items[*index] = Some(match answer(&state, prepared, inserted).await {
+        let answered = match inserted {
+            Ok(inserted) => answer(&state, prepared, inserted).await,
+            Err(error) => Err(endpoint_gone(error, &prepared.job.endpoint)),
+        };
+        items[*index] = Some(match answered {
             Ok(Created(status, job)) => {
                 let result = if status == StatusCode::CREATED {
                     created.push(prepared);

@@ -45,7 +45,7 @@ use crate::api::error::{ApiError, ApiResult, ErrorCode};
 use crate::domain::{CatchupPolicy, ExecutionStatus, JobStatus, OverlapPolicy, Trigger};
 use crate::ids::{ExecutionId, JobId};
 use crate::retry::RetryPolicy;
-use crate::store::{now, Deleted, Execution, ExecutionWrite, Inserted, Job, JobFilter, JobWrite, PageKey};
+use crate::store::{now, Deleted, Execution, ExecutionWrite, Inserted, Job, JobFilter, JobWrite, PageKey, StoreError};
 use crate::trace::TraceParent;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -84,7 +84,7 @@ async fn create(State(state): State<AppState>, ApiJson(body): ApiJson<JobIn>) ->
     let endpoint =
         state.endpoint_reader.get(&body.endpoint).await?.ok_or_else(|| endpoint_not_found(&body.endpoint))?;
     let prepared = prepare(&state, body, &endpoint).await?;
-    let (prepared, inserted) = state.job_writer.insert(prepared).await?;
+    let (prepared, inserted) = state.job_writer.insert(prepared).await.map_err(|e| endpoint_gone(e, &endpoint.name))?;
     let answer = answer(&state, &prepared, inserted).await?;
     if answer.0 == StatusCode::CREATED {
         wake(&state, &[&prepared]).await;
@@ -112,6 +112,15 @@ fn queue_closed() -> crate::store::StoreError {
 
 fn endpoint_not_found(name: &str) -> ApiError {
     ApiError::new(ErrorCode::EndpointNotFound, format!("Endpoint '{name}' does not exist."))
+}
+
+/// A write's error, where the store found the endpoint `name` gone (deleted while the request
+/// ran) answered as the endpoint not found.
+fn endpoint_gone(error: StoreError, name: &str) -> ApiError {
+    match error {
+        StoreError::ForeignKeyViolation => endpoint_not_found(name),
+        other => other.into(),
+    }
 }
 
 /// A create, checked and ready to write.
@@ -491,9 +500,10 @@ async fn update(
         schedule,
         schedule_spec,
     };
-    let created = state.store.job_replace(&job_id, &new).await?.ok_or_else(|| {
-        ApiError::new(ErrorCode::JobNotUpdatable, format!("Job '{job_id}' was retired while this update ran."))
-    })?;
+    let created =
+        state.store.job_replace(&job_id, &new).await.map_err(|e| endpoint_gone(e, &new.endpoint))?.ok_or_else(
+            || ApiError::new(ErrorCode::JobNotUpdatable, format!("Job '{job_id}' was retired while this update ran.")),
+        )?;
     state.wakeups.cron_changed.notify_one();
     Ok(Json(JobOut::new(&created, None)))
 }

@@ -64,7 +64,7 @@ async fn write_all(store: Arc<dyn Store>, mut waiting: mpsc::UnboundedReceiver<R
         match store.job_insert_many(&writes).await {
             Ok(inserted) => {
                 for ((prepared, answer), inserted) in batch.drain(..).zip(inserted) {
-                    let _ = answer.send(Ok((prepared, inserted)));
+                    let _ = answer.send(inserted.map(|inserted| (prepared, inserted)));
                 }
             }
             // One create's failure must not become the others': each is written alone, and
