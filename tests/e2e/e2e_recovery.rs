@@ -269,6 +269,27 @@ async fn a_batch_creates_each_job_or_says_why_not(backend: Backend) {
     let large = api.post("/jobs/batch", &json!({"jobs": large})).await.body;
     assert_eq!((large["created"].as_u64(), large["existing"].as_u64()), (Some(40), Some(1)), "{large}");
     assert_eq!(large["items"][40]["job"]["job_id"], large["items"][0]["job"]["job_id"]);
+    // A created job answers as it reads back (the create does not read its row again): times
+    // at the precision kept, the input as stored, the cron schedule as planned.
+    let tomorrow = chrono::Utc::now() + chrono::Duration::days(1);
+    let later = json!({"endpoint": "hook", "trigger": "DELAYED", "run_at": tomorrow.format("%Y-%m-%dT%H:%M:%S%.9fZ").to_string(),
+                       "idempotency_key": "t-1", "input": {"user_id": "u-t", "amount": 0.1, "big": 12345678901234567u64, "nested": {"b": [1, 2.5]}, "a": null}});
+    let created = api.post("/jobs/batch", &json!({"jobs": [later]})).await.body;
+    assert_eq!(created["created"], 1, "{created}");
+    let single = api.create("/jobs", &immediate("hook", "t-2", input(1))).await;
+    for mut job in [created["items"][0]["job"].clone(), item(7)["job"].clone(), single] {
+        let mut read = api.get(&format!("/jobs/{}", job["job_id"].as_str().unwrap())).await.body;
+        // The execution's status moves on; the job's own fields do not.
+        for answer in [&mut job, &mut read] {
+            answer.as_object_mut().unwrap().remove("execution");
+        }
+        assert_eq!(read, job, "as created, then as read back");
+    }
+    assert_eq!(
+        created["items"][0]["job"]["run_at"],
+        tomorrow.format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string(),
+        "{created}"
+    );
     // Bounds of the batch itself.
     api.post("/jobs/batch", &json!({"jobs": []})).await.error(400, "INVALID_REQUEST");
     let too_many: Vec<Value> = (0..1001).map(|i| immediate("hook", &format!("m-{i}"), input(1))).collect();

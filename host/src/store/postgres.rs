@@ -462,7 +462,7 @@ impl PgStore {
         let mut args = PgArguments::default();
         push_job_arrays(&mut args, jobs)?;
         push_execution_arrays(&mut args, &executions)?;
-        let inserted: Vec<super::Job> =
+        let inserted: Vec<(String,)> =
             sqlx::query_as_with(&INSERT_JOBS_WITH_EXECUTIONS, args).fetch_all(&self.pool).await?;
         Ok(created_in_order(jobs, inserted))
     }
@@ -474,7 +474,7 @@ impl PgStore {
     ) -> StoreResult<Vec<Option<super::Job>>> {
         let mut args = PgArguments::default();
         push_job_arrays(&mut args, jobs)?;
-        let inserted: Vec<super::Job> = sqlx::query_as_with(&INSERT_JOBS, args).fetch_all(&mut **tx).await?;
+        let inserted: Vec<(String,)> = sqlx::query_as_with(&INSERT_JOBS, args).fetch_all(&mut **tx).await?;
         let created = created_in_order(jobs, inserted);
         let executions: Vec<&super::ExecutionWrite> =
             jobs.iter().zip(&created).filter(|(_, c)| c.is_some()).filter_map(|((_, e), _)| *e).collect();
@@ -562,22 +562,21 @@ fn executions_from_arrays(first: usize) -> String {
 static INSERT_EXECUTIONS: LazyLock<String> =
     LazyLock::new(|| format!("{EXECUTION_INSERT} {} {EXECUTION_CONFLICT}", executions_from_arrays(1)));
 
-/// New jobs from their arrays (`$1` onwards), returning those inserted.
+/// New jobs from their arrays (`$1` onwards), returning the ids of those inserted.
 static INSERT_JOBS: LazyLock<String> =
-    LazyLock::new(|| format!("WITH {HELD_ENDPOINTS} {} RETURNING {}", jobs_from_arrays(), super::engine::JOB_COLUMNS));
+    LazyLock::new(|| format!("WITH {HELD_ENDPOINTS} {} RETURNING job_id", jobs_from_arrays()));
 
 /// New jobs from their arrays, then the executions of those inserted from theirs, in one
-/// statement; returning the jobs inserted.
+/// statement; returning the ids of the jobs inserted.
 static INSERT_JOBS_WITH_EXECUTIONS: LazyLock<String> = LazyLock::new(|| {
     format!(
         "WITH {HELD_ENDPOINTS},
-              inserted AS ({jobs} RETURNING {columns}),
+              inserted AS ({jobs} RETURNING job_id),
               executions_inserted AS (
                   {EXECUTION_INSERT} {executions} WHERE v.job_id IN (SELECT job_id FROM inserted)
                   {EXECUTION_CONFLICT})
          SELECT * FROM inserted",
         jobs = jobs_from_arrays(),
-        columns = super::engine::JOB_COLUMNS,
         executions = executions_from_arrays(JOB_ARRAYS.len() + 1),
     )
 });
@@ -649,14 +648,14 @@ fn push_execution_arrays(args: &mut PgArguments, executions: &[&super::Execution
     push(args, executions.iter().map(|e| e.sla_ms).collect::<Vec<_>>())
 }
 
-/// Each job of the batch as inserted, or None where its key was taken.
+/// Each job of the batch as written (`JobWrite::as_written`: its row is not read back), or
+/// None where it was passed over; `inserted` holds the ids the INSERT returned.
 fn created_in_order(
     jobs: &[(&super::JobWrite, Option<&super::ExecutionWrite>)],
-    inserted: Vec<super::Job>,
+    inserted: Vec<(String,)>,
 ) -> Vec<Option<super::Job>> {
-    let mut by_id: std::collections::HashMap<String, super::Job> =
-        inserted.into_iter().map(|job| (job.job_id.to_string(), job)).collect();
-    jobs.iter().map(|(j, _)| by_id.remove(j.job_id.as_str())).collect()
+    let inserted: std::collections::HashSet<String> = inserted.into_iter().map(|(id,)| id).collect();
+    jobs.iter().map(|(j, _)| inserted.contains(j.job_id.as_str()).then(|| j.as_written())).collect()
 }
 
 impl_store!(PgStore, Postgres, {

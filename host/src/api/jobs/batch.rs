@@ -7,6 +7,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::Value;
 
 use super::requests::JobIn;
@@ -26,8 +27,10 @@ pub const MAX_BATCH: usize = 1000;
 pub struct BatchIn {
     /// 1 to 1,000 job bodies, each as `POST /jobs` takes it (each with its own
     /// `idempotency_key`).
+    // Kept as the text given until each is checked on its own (as `POST /jobs` parses its
+    // body), so a batch is parsed once, not read into a tree and written out again per job.
     #[schema(value_type = Vec<JobIn>)]
-    pub jobs: Vec<Value>,
+    pub jobs: Vec<Box<RawValue>>,
 }
 
 /// How one job of a batch fared.
@@ -95,7 +98,7 @@ pub(super) async fn create_batch(
     let mut endpoints: HashMap<String, Option<Endpoint>> = HashMap::new();
     let mut ready: Vec<(usize, Prepared)> = Vec::new();
     for (index, job) in body.jobs.into_iter().enumerate() {
-        match check(&state, job, &mut endpoints).await {
+        match check(&state, &job, &mut endpoints).await {
             Ok(prepared) => ready.push((index, prepared)),
             Err(error) => items[index] = Some(error_item(index, &error)),
         }
@@ -133,12 +136,18 @@ pub(super) async fn create_batch(
 }
 
 /// One item parsed and checked as a single create is.
-async fn check(state: &AppState, job: Value, endpoints: &mut HashMap<String, Option<Endpoint>>) -> ApiResult<Prepared> {
-    let body: JobIn = parse_json(job.to_string().as_bytes())?;
+async fn check(
+    state: &AppState,
+    job: &RawValue,
+    endpoints: &mut HashMap<String, Option<Endpoint>>,
+) -> ApiResult<Prepared> {
+    let body: JobIn = parse_json(job.get().as_bytes())?;
     if !endpoints.contains_key(&body.endpoint) {
         let endpoint = state.store.endpoint_get(&body.endpoint).await?;
         endpoints.insert(body.endpoint.clone(), endpoint);
     }
-    let endpoint = endpoints[&body.endpoint].clone().ok_or_else(|| endpoint_not_found(&body.endpoint))?;
-    prepare(state, body, &endpoint).await
+    let Some(endpoint) = endpoints[&body.endpoint].as_ref() else {
+        return Err(endpoint_not_found(&body.endpoint));
+    };
+    prepare(state, body, endpoint).await
 }
