@@ -862,6 +862,7 @@ macro_rules! impl_store {
                     if found.is_none() {
                         return Ok(Deleted::NotFound);
                     }
+                    // (Without a locking clause, as on SQLite, this would only read every id.)
                     if !Self::LOCK_EXCLUSIVE.is_empty() {
                         let sql = format!("SELECT job_id FROM jobs WHERE endpoint = $1{}", Self::LOCK_EXCLUSIVE);
                         sqlx::query(&sql).bind(name).execute(&mut *tx).await?;
