@@ -864,7 +864,7 @@ macro_rules! impl_store {
                     }
                     // (Without a locking clause, as on SQLite, this would only read every id.)
                     if !Self::LOCK_EXCLUSIVE.is_empty() {
-                        let sql = format!("SELECT job_id FROM jobs WHERE endpoint = $1{}", Self::LOCK_EXCLUSIVE);
+                        let sql = format!("SELECT job_id FROM jobs WHERE endpoint = $1 ORDER BY job_id{}", Self::LOCK_EXCLUSIVE);
                         sqlx::query(&sql).bind(name).execute(&mut *tx).await?;
                     }
                     let blocking: Vec<(String,)> = sqlx::query_as(&format!(
@@ -1377,17 +1377,23 @@ macro_rules! impl_store {
                 async fn execution_retry_many(&self, retries: &[ExecutionWrite]) -> StoreResult<Vec<Option<Inserted<Execution>>>> {
                     let mut tx = self.begin_write().await?;
                     // Each retry's job held (`LOCK_SHARED`), as a foreign key to it would: a
-                    // job deleted meanwhile gets no retry.
+                    // job deleted meanwhile gets no retry. Held in job id order, the order
+                    // `endpoint_delete` locks an endpoint's jobs in, so that the two never wait
+                    // on each other in a cycle.
                     let held_sql = format!("SELECT job_id FROM jobs WHERE job_id = $1{}", Self::LOCK_SHARED);
-                    let mut held = std::collections::HashMap::new();
+                    let mut jobs: Vec<&str> = retries.iter().map(|r| r.job_id.as_str()).collect();
+                    jobs.sort_unstable();
+                    jobs.dedup();
+                    let mut held = std::collections::HashSet::new();
+                    for job in jobs {
+                        let found: Option<(String,)> = sqlx::query_as(&held_sql).bind(job).fetch_optional(&mut *tx).await?;
+                        if found.is_some() {
+                            held.insert(job);
+                        }
+                    }
                     let mut created = Vec::with_capacity(retries.len());
                     for retry in retries {
-                        let job = retry.job_id.as_str();
-                        if !held.contains_key(job) {
-                            let found: Option<(String,)> = sqlx::query_as(&held_sql).bind(job).fetch_optional(&mut *tx).await?;
-                            held.insert(job, found.is_some());
-                        }
-                        created.push(match held[job] {
+                        created.push(match held.contains(retry.job_id.as_str()) {
                             true => Some(Self::execution_insert(&mut tx, retry).await?),
                             false => None,
                         });
