@@ -121,11 +121,18 @@ macro_rules! impl_store {
                     Ok(query.bind(page.limit).fetch_all(&self.pool).await?)
                 }
 
-                /// Whether the endpoint exists, held (`LOCK_SHARED`) until the transaction ends
-                /// so that it is not deleted under the jobs about to be written for it.
-                async fn endpoint_held(tx: &mut sqlx::Transaction<'_, $db>, name: &str) -> StoreResult<bool> {
-                    let sql = format!("SELECT name FROM endpoints WHERE name = $1{}", Self::LOCK_SHARED);
+                /// Whether the endpoint exists, held by `lock` until the transaction ends
+                /// (`LOCK_SHARED`: not deleted under the jobs about to be written for it).
+                async fn endpoint_held(tx: &mut sqlx::Transaction<'_, $db>, name: &str, lock: &str) -> StoreResult<bool> {
+                    let sql = format!("SELECT name FROM endpoints WHERE name = $1{lock}");
                     let held: Option<(String,)> = sqlx::query_as(&sql).bind(name).fetch_optional(&mut **tx).await?;
+                    Ok(held.is_some())
+                }
+
+                /// Whether the job exists, held by `lock` until the transaction ends.
+                async fn job_held(tx: &mut sqlx::Transaction<'_, $db>, job_id: &str, lock: &str) -> StoreResult<bool> {
+                    let sql = format!("SELECT job_id FROM jobs WHERE job_id = $1{lock}");
+                    let held: Option<(String,)> = sqlx::query_as(&sql).bind(job_id).fetch_optional(&mut **tx).await?;
                     Ok(held.is_some())
                 }
 
@@ -857,9 +864,7 @@ macro_rules! impl_store {
                     // or a retry (which holds the job shared) either went before, and the checks
                     // below see what it wrote, or waits and then finds them gone.
                     let mut tx = self.begin_write().await?;
-                    let sql = format!("SELECT name FROM endpoints WHERE name = $1{}", Self::LOCK_EXCLUSIVE);
-                    let found: Option<(String,)> = sqlx::query_as(&sql).bind(name).fetch_optional(&mut *tx).await?;
-                    if found.is_none() {
+                    if !Self::endpoint_held(&mut tx, name, Self::LOCK_EXCLUSIVE).await? {
                         return Ok(Deleted::NotFound);
                     }
                     // (Without a locking clause, as on SQLite, this would only read every id.)
@@ -980,9 +985,7 @@ macro_rules! impl_store {
                     let mut tx = self.begin_write().await?;
                     // Locked first, as `endpoint_delete` locks: a tick or retry that wrote an
                     // execution before is seen below; one after finds the job gone.
-                    let sql = format!("SELECT job_id FROM jobs WHERE job_id = $1{}", Self::LOCK_EXCLUSIVE);
-                    let found: Option<(String,)> = sqlx::query_as(&sql).bind(job_id).fetch_optional(&mut *tx).await?;
-                    if found.is_none() {
+                    if !Self::job_held(&mut tx, job_id, Self::LOCK_EXCLUSIVE).await? {
                         return Ok(Deleted::NotFound);
                     }
                     let unfinished = settled_or_running(
@@ -1060,7 +1063,7 @@ macro_rules! impl_store {
 
                 async fn job_insert(&self, job: &JobWrite, execution: Option<&ExecutionWrite>) -> StoreResult<Inserted<Job>> {
                     let mut tx = self.begin_write().await?;
-                    if !Self::endpoint_held(&mut tx, &job.endpoint).await? {
+                    if !Self::endpoint_held(&mut tx, &job.endpoint, Self::LOCK_SHARED).await? {
                         return Err(StoreError::ForeignKeyViolation);
                     }
                     let Some(created) = Self::job_insert_row(&mut tx, job).await? else {
@@ -1156,7 +1159,7 @@ macro_rules! impl_store {
                         return Ok(None);
                     }
                     Self::cancel_ticks_ahead(&mut tx, old_job_id, new.created_at).await?;
-                    if !Self::endpoint_held(&mut tx, &new.endpoint).await? {
+                    if !Self::endpoint_held(&mut tx, &new.endpoint, Self::LOCK_SHARED).await? {
                         return Err(StoreError::ForeignKeyViolation);
                     }
                     let created = Self::job_insert_row(&mut tx, new).await?.ok_or(StoreError::UniqueViolation)?;
@@ -1380,14 +1383,12 @@ macro_rules! impl_store {
                     // job deleted meanwhile gets no retry. Held in job id order, the order
                     // `endpoint_delete` locks an endpoint's jobs in, so that the two never wait
                     // on each other in a cycle.
-                    let held_sql = format!("SELECT job_id FROM jobs WHERE job_id = $1{}", Self::LOCK_SHARED);
                     let mut jobs: Vec<&str> = retries.iter().map(|r| r.job_id.as_str()).collect();
                     jobs.sort_unstable();
                     jobs.dedup();
                     let mut held = std::collections::HashSet::new();
                     for job in jobs {
-                        let found: Option<(String,)> = sqlx::query_as(&held_sql).bind(job).fetch_optional(&mut *tx).await?;
-                        if found.is_some() {
+                        if Self::job_held(&mut tx, job, Self::LOCK_SHARED).await? {
                             held.insert(job);
                         }
                     }

@@ -1,7 +1,7 @@
 //! The engine's rows: jobs, executions, attempts and execution logs, and what the scheduler
 //! and worker write.
 
-use chrono::{DateTime, SubsecRound, Utc};
+use chrono::{DateTime, Utc};
 use serde_json::Value;
 
 use crate::domain::{AttemptStatus, CatchupPolicy, EndpointType, ExecutionStatus, JobStatus, OverlapPolicy, Trigger};
@@ -226,7 +226,7 @@ impl JobWrite {
     /// reading its row back (`RETURNING` every column of 1,000 jobs, and decoding them, was a
     /// sixth of the API's time for a batch; `perf`, 2026-11-27).
     pub fn as_written(&self) -> Job {
-        let stored = |t: DateTime<Utc>| t.trunc_subsecs(6);
+        use super::time::stored;
         Job {
             job_id: self.job_id.clone(),
             endpoint: self.endpoint.clone(),

@@ -158,7 +158,7 @@ impl SqliteStore {
         for (job, execution) in jobs {
             let endpoint = job.endpoint.as_str();
             if !endpoints.contains_key(endpoint) {
-                endpoints.insert(endpoint, Self::endpoint_held(&mut tx, endpoint).await?);
+                endpoints.insert(endpoint, Self::endpoint_held(&mut tx, endpoint, Self::LOCK_SHARED).await?);
             }
             if !endpoints[endpoint] {
                 created.push(None);

@@ -15,7 +15,12 @@ use sqlx::{Encode, Postgres, Sqlite, Type};
 /// The current time at the precision both backends keep, so a value read back equals the one
 /// written (and a pagination cursor built from it matches exactly).
 pub fn now() -> DateTime<Utc> {
-    Utc::now().trunc_subsecs(6)
+    stored(Utc::now())
+}
+
+/// `t` as the store keeps it: whole microseconds.
+pub fn stored(t: DateTime<Utc>) -> DateTime<Utc> {
+    t.trunc_subsecs(6)
 }
 
 /// A timestamp bound as a query parameter.
