@@ -9,6 +9,11 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+mod limits;
+mod server;
+pub use limits::InputLimitArgs;
+pub use server::ServerArgs;
+
 #[derive(Debug, Parser)]
 #[command(
     name = "taskexec",
@@ -610,16 +615,10 @@ pub struct ServeArgs {
     #[arg(long, env = "TE_API_KEYS", value_name = "TE_API_KEYS", hide_env_values = true)]
     pub api_keys: Option<String>,
 
-    /// Seconds a client may take to send a request's head before its connection is closed
-    /// (against clients that drip their request to hold a connection).
-    #[arg(long, env = "TE_HEADER_READ_TIMEOUT_SEC", value_name = "TE_HEADER_READ_TIMEOUT_SEC", default_value_t = 10,
-          value_parser = clap::value_parser!(u64).range(1..=300))]
-    pub header_read_timeout_sec: u64,
-
-    /// Connections the API (or health) server serves at once; more wait in the listen backlog.
-    #[arg(long, env = "TE_MAX_CONNECTIONS", value_name = "TE_MAX_CONNECTIONS", default_value_t = 4096,
-          value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
-    pub max_connections: u64,
+    #[command(flatten)]
+    pub server: ServerArgs,
+    #[command(flatten)]
+    pub input_limits: InputLimitArgs,
 
     /// Requests per second each API key may make (a token bucket); 0 (the default) is no limit.
     /// Over it, the API answers 429 RATE_LIMITED with Retry-After. /healthz, /readyz and
@@ -647,12 +646,13 @@ pub struct ServeArgs {
     pub no_migrate: bool,
 
     /// Addresses deliveries may always reach, comma-separated CIDRs: exceptions to
-    /// TE_EGRESS_DENY and to the built-in refusals (link-local and cloud metadata addresses).
+    /// TE_EGRESS_DENY and to the built-in refusals (loopback, 0.0.0.0/8, link-local and cloud
+    /// metadata addresses). 127.0.0.0/8,::1/128 lets deliveries reach this machine.
     #[arg(long, env = "TE_EGRESS_ALLOW", value_name = "TE_EGRESS_ALLOW")]
     pub egress_allow: Option<String>,
 
     /// Addresses deliveries may not reach, comma-separated CIDRs, checked on the address
-    /// connected to (e.g. 127.0.0.0/8,::1/128,10.0.0.0/8,172.16.0.0/12,192.168.0.0/16 in a
+    /// connected to (e.g. 10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,100.64.0.0/10,fc00::/7 in a
     /// shared deployment). Applies to every transport (HTTP, Redis Streams, Kafka bootstrap
     /// servers and advertised brokers) and to plugins.
     #[arg(long, env = "TE_EGRESS_DENY", value_name = "TE_EGRESS_DENY")]
@@ -683,6 +683,12 @@ pub struct PluginRuntimeArgs {
     #[arg(long, env = "TE_PLUGIN_MEMORY_MB_MAX", value_name = "TE_PLUGIN_MEMORY_MB_MAX", default_value_t = 512,
           value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub plugin_memory_mb_max: u32,
+    /// The linear memory all plugin instances of this process may use together, in MiB: each
+    /// instance holds its plugin's memory limit of it while it lives, and calls wait for room
+    /// (`taskexec_plugin_memory_wait_seconds`). Default: a quarter of the machine's memory.
+    #[arg(long, env = "TE_PLUGIN_MEMORY_TOTAL_MB", value_name = "TE_PLUGIN_MEMORY_TOTAL_MB",
+          value_parser = clap::value_parser!(u32).range(16..))]
+    pub plugin_memory_total_mb: Option<u32>,
     /// Where compiled plugins are cached (by sha256 and engine), so a restart does not recompile.
     /// Default: `plugin-cache` beside the SQLite database, or in the working directory.
     #[arg(long, env = "TE_PLUGIN_CACHE_DIR", value_name = "TE_PLUGIN_CACHE_DIR")]
@@ -709,7 +715,8 @@ pub struct WorkerArgs {
     /// How long a worker caches a decrypted secret, in seconds.
     #[arg(long, env = "TE_SECRET_CACHE_TTL_SEC", value_name = "TE_SECRET_CACHE_TTL_SEC", default_value_t = 300)]
     pub secret_cache_ttl_sec: u64,
-    /// How long shutdown waits for in-flight deliveries, in seconds.
+    /// How long shutdown waits for in-flight deliveries, in seconds. 5 s after it, the process
+    /// exits whatever it is still doing (every role, the API's open streams too).
     #[arg(
         long,
         env = "TE_WORKER_SHUTDOWN_TIMEOUT_SEC",
@@ -779,12 +786,16 @@ pub struct SchedulerArgs {
 }
 
 impl ServeArgs {
+    /// How long the process has, from SIGTERM, to stop by itself before it exits whatever it
+    /// is doing: the in-flight deliveries' `TE_WORKER_SHUTDOWN_TIMEOUT_SEC` and 5 s to write
+    /// their results.
+    pub fn shutdown_deadline(&self) -> Duration {
+        Duration::from_secs(self.worker.worker_shutdown_timeout_sec) + Duration::from_secs(5)
+    }
+
     /// What the API and health servers allow their clients.
     pub fn server_limits(&self) -> crate::api::server::ServerLimits {
-        crate::api::server::ServerLimits {
-            header_read_timeout: std::time::Duration::from_secs(self.header_read_timeout_sec),
-            max_connections: usize::try_from(self.max_connections).unwrap_or(usize::MAX),
-        }
+        self.server.limits()
     }
 
     /// Rules across settings, checked once at start-up; an error names every variable involved.

@@ -5,20 +5,27 @@
 //! names are resolved by our own resolver ([`PolicyResolver`]), which drops every address the
 //! policy refuses, and a URL whose host is an address is first put in the form a connector
 //! reads it in ([`host_address`]: `127.1`, `2130706433`, `0x7f000001` and `127.0.0.1.` are
-//! all 127.0.0.1, `0` is 0.0.0.0), then checked. The rules, first match wins:
+//! all 127.0.0.1, `0` is 0.0.0.0), then checked. An IPv4 address carried in an IPv6 one is
+//! checked as that IPv4 address: IPv4-mapped `::ffff:a.b.c.d`, IPv4-compatible `::a.b.c.d`,
+//! NAT64 `64:ff9b::a.b.c.d` and 6to4 `2002:AABB:CCDD::` (a gateway may turn each into a
+//! connection to the IPv4 address). The rules, first match wins:
 //!
 //! 1. an address in `TE_EGRESS_ALLOW` (CIDR list) is allowed;
 //! 2. an address in `TE_EGRESS_DENY` (CIDR list) is refused;
-//! 3. addresses that are never a delivery target are refused: unspecified (0.0.0.0 and ::,
-//!    which reach this host), broadcast and multicast, link-local (169.254.0.0/16, fe80::/10,
-//!    where cloud metadata services live) and the other cloud metadata addresses
-//!    (100.100.100.200, fd00:ec2::254);
-//! 4. everything else is allowed — loopback and private ranges included, so a service
-//!    delivering to its neighbours works out of the box; a shared deployment denies them with
-//!    `TE_EGRESS_DENY=127.0.0.0/8,::1/128,10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,fc00::/7`.
+//! 3. addresses that are never a delivery target are refused: `0.0.0.0/8` and `::` (which
+//!    reach this host), broadcast and multicast, link-local (169.254.0.0/16, fe80::/10, where
+//!    cloud metadata services live) and the other cloud metadata addresses (100.100.100.200,
+//!    fd00:ec2::254);
+//! 4. the service's policy ([`EgressPolicy::parse`]) refuses loopback (127.0.0.0/8, ::1): the
+//!    host's own services, the taskexec API among them, are not for key holders to reach;
+//! 5. everything else is allowed — private ranges included (RFC 1918, ULA, CGNAT
+//!    100.64.0.0/10), so a team's service delivering to its neighbours works out of the box; a
+//!    deployment shared by several teams denies them with
+//!    `TE_EGRESS_DENY=10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,100.64.0.0/10,fc00::/7`.
 //!
-//! An IPv4 address written as IPv6 (`::ffff:127.0.0.1`) is checked as the IPv4 address it is.
-//! Plugins are also held to their grants (`plugin::grants`), on top of this policy.
+//! Deliveries also carry a mark ([`DELIVERY_MARK`]) that the API refuses, so no
+//! delivery reaches the service's own API by whatever address or proxy. Plugins are also held
+//! to their grants (`plugin::grants`), on top of this policy.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
@@ -28,12 +35,24 @@ use ipnet::IpNet;
 use crate::config::ConfigError;
 use crate::transport::http::client::{BoxError, Resolve, Resolving};
 
-/// Where deliveries may connect.
+/// Where deliveries may connect. `Default` refuses only what is never a target (rule 3): for
+/// code that runs without the service (a local `taskexec plugin run`, tests); the service's
+/// own policy comes from [`EgressPolicy::parse`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EgressPolicy {
     allow: Vec<IpNet>,
     deny: Vec<IpNet>,
+    /// Refuse loopback unless allowed (rule 4).
+    protect_host: bool,
+    /// The value of [`DELIVERY_MARK`] every HTTP request of a delivery carries (the native
+    /// transport's and plugins'), and the API refuses.
+    mark: Option<String>,
 }
+
+/// The header that marks a request as one of this service's deliveries. Its value is derived
+/// from the secret encryption key, so each deployment knows its own mark (and a delivery to
+/// another deployment's API is not refused); a spec's own header of that name is replaced.
+pub const DELIVERY_MARK: &str = "taskexec-delivery";
 
 /// Why an address was refused, for the attempt's error.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -46,8 +65,25 @@ pub struct EgressDenied {
 impl EgressPolicy {
     /// The policy from `TE_EGRESS_ALLOW` and `TE_EGRESS_DENY` (comma-separated CIDRs or
     /// addresses); an error names the variable and the entry.
+    /// This is the service's policy: loopback is refused unless `TE_EGRESS_ALLOW` names it.
     pub fn parse(allow: Option<&str>, deny: Option<&str>) -> Result<Self, ConfigError> {
-        Ok(Self { allow: parse_list("TE_EGRESS_ALLOW", allow)?, deny: parse_list("TE_EGRESS_DENY", deny)? })
+        Ok(Self {
+            allow: parse_list("TE_EGRESS_ALLOW", allow)?,
+            deny: parse_list("TE_EGRESS_DENY", deny)?,
+            protect_host: true,
+            mark: None,
+        })
+    }
+
+    /// Mark every request of a delivery with `mark` ([`DELIVERY_MARK`]).
+    pub fn with_delivery_mark(mut self, mark: String) -> Self {
+        self.mark = Some(mark);
+        self
+    }
+
+    /// The mark deliveries carry, if one is set.
+    pub fn delivery_mark(&self) -> Option<&str> {
+        self.mark.as_deref()
     }
 
     /// Whether a connection to `address` is allowed.
@@ -63,6 +99,9 @@ impl EgressPolicy {
         }
         if let Some(why) = never_a_target(ip) {
             return denied(format!("{why} (allow it with TE_EGRESS_ALLOW)"));
+        }
+        if self.protect_host && ip.is_loopback() {
+            return denied("it is loopback: this host's own services (allow it with TE_EGRESS_ALLOW)".to_owned());
         }
         Ok(())
     }
@@ -81,20 +120,34 @@ fn parse_list(variable: &'static str, text: Option<&str>) -> Result<Vec<IpNet>, 
         .collect()
 }
 
-/// An IPv4 address written as IPv6 (`::ffff:a.b.c.d`) as the IPv4 address it is.
+/// An IPv6 address that carries an IPv4 one, as that IPv4 address: IPv4-mapped
+/// (`::ffff:0:0/96`), IPv4-compatible (`::/96`, but `::` and `::1`), NAT64 (`64:ff9b::/96`)
+/// and 6to4 (`2002::/16`, the IPv4 address in bits 16–47).
 fn canonical_ip(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
-        v4 => v4,
+    let IpAddr::V6(v6) = ip else { return ip };
+    if let Some(v4) = v6.to_ipv4_mapped() {
+        return IpAddr::V4(v4);
     }
+    let s = v6.segments();
+    let low = |a: u16, b: u16| IpAddr::V4(Ipv4Addr::new((a >> 8) as u8, a as u8, (b >> 8) as u8, b as u8));
+    if s[..6] == [0; 6] && !(s[6] == 0 && s[7] <= 1) {
+        return low(s[6], s[7]);
+    }
+    if s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
+        return low(s[6], s[7]);
+    }
+    if s[0] == 0x2002 {
+        return low(s[1], s[2]);
+    }
+    ip
 }
 
 /// Why an address is never a delivery target, if it is one of those.
 fn never_a_target(ip: IpAddr) -> Option<&'static str> {
     match ip {
         IpAddr::V4(v4) => {
-            if v4.is_unspecified() {
-                Some("0.0.0.0 is not a destination (it reaches this host)")
+            if v4.octets()[0] == 0 {
+                Some("0.0.0.0/8 is not a destination (it reaches this host)")
             } else if v4.is_broadcast() || v4.is_multicast() {
                 Some("it is a broadcast or multicast address")
             } else if v4.is_link_local() {
@@ -254,6 +307,39 @@ mod tests {
         for allowed in ["127.0.0.1", "::1", "10.1.2.3", "192.168.0.10", "8.8.8.8", "2606:4700::1111"] {
             assert!(p.check(ip(allowed)).is_ok(), "{allowed}");
         }
+    }
+
+    #[test]
+    fn the_services_policy_refuses_loopback_in_every_form_and_keeps_private_ranges() {
+        let p = EgressPolicy::parse(None, None).unwrap();
+        for refused in [
+            "127.0.0.1",
+            "127.255.0.9",
+            "::1",
+            "::ffff:127.0.0.1",
+            "::127.0.0.1",
+            "64:ff9b::127.0.0.1",
+            "64:ff9b::a9fe:a9fe",
+            "2002:7f00:1::",
+            "2002:a9fe:a9fe::1",
+            "0.0.0.1",
+            "0.255.255.255",
+            "169.254.169.254",
+        ] {
+            let error = p.check(ip(refused)).expect_err(refused);
+            assert!(error.to_string().contains("TE_EGRESS_ALLOW"), "{refused}: {error}");
+        }
+        for allowed in
+            ["10.1.2.3", "172.16.0.1", "192.168.0.10", "100.64.0.1", "fd12::1", "8.8.8.8", "2002:0808:0808::"]
+        {
+            assert!(p.check(ip(allowed)).is_ok(), "{allowed}");
+        }
+        let open = EgressPolicy::parse(Some("127.0.0.0/8,::1/128"), None).unwrap();
+        assert!(
+            open.check(ip("127.0.0.1")).is_ok() && open.check(ip("::1")).is_ok(),
+            "loopback, allowed by the operator"
+        );
+        assert!(open.check(ip("0.0.0.1")).is_err(), "0.0.0.0/8 stays refused");
     }
 
     #[test]

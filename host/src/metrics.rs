@@ -39,6 +39,8 @@ pub const DB_POOL_CONNECTIONS: &str = "taskexec_db_pool_connections";
 pub const PURGED: &str = "taskexec_retention_purged_total";
 pub const CIRCUIT_STATE: &str = "taskexec_endpoint_circuit_state";
 pub const CIRCUIT_TRANSITIONS: &str = "taskexec_endpoint_circuit_transitions_total";
+pub const PLUGIN_MEMORY_WAIT_SECONDS: &str = "taskexec_plugin_memory_wait_seconds";
+pub const CONNECTIONS_REFUSED: &str = "taskexec_http_connections_refused_total";
 
 /// Buckets for durations: from 1 ms to 5 minutes (the longest a delivery may take).
 const SECONDS_BUCKETS: [f64; 16] =
@@ -92,6 +94,15 @@ fn describe() {
     describe_counter!(
         CIRCUIT_TRANSITIONS,
         "Circuit-breaker changes this process made, by endpoint and the state entered (open, closed, disabled)."
+    );
+    describe_histogram!(
+        PLUGIN_MEMORY_WAIT_SECONDS,
+        Unit::Seconds,
+        "Time plugin calls waited for room in the plugin memory budget (TE_PLUGIN_MEMORY_TOTAL_MB)."
+    );
+    describe_counter!(
+        CONNECTIONS_REFUSED,
+        "Connections closed on arrival because their client address held TE_MAX_CONNECTIONS_PER_CLIENT, by reason."
     );
     describe_counter!(PURGED, "Rows deleted by the retention purge (TE_RETENTION), by kind (executions, jobs).");
 }
@@ -214,4 +225,9 @@ pub fn plugin_instances_parked(parked: usize) {
 
 pub fn plugin_instantiated(took: Duration) {
     histogram!(PLUGIN_INSTANTIATE_SECONDS).record(took.as_secs_f64());
+}
+
+/// A plugin call waited `took` for room in the plugin memory budget.
+pub fn plugin_memory_waited(took: Duration) {
+    histogram!(PLUGIN_MEMORY_WAIT_SECONDS).record(took.as_secs_f64());
 }

@@ -174,10 +174,11 @@ async fn bad_input_with_nul_is_a_400_naming_the_field(backend: Backend) {
     assert_eq!(api.get("/configs").await.status, 200);
 }
 
-/// Secrets with quotes, backslashes, a newline and URL-special characters, sent raw, upper-
-/// and lower-cased, and in a URL to a receiver that quotes the whole request back in a 500: nothing
+/// Secrets with quotes, backslashes, a newline and URL-special characters, sent raw in a
+/// header, a body and a URL to a receiver that quotes the whole request back in a 500: nothing
 /// stored or answered holds any 8-character run of them, in raw, JSON-escaped, URL-encoded
-/// or base64 form, in any case.
+/// or base64 form, in any case. A template that would change a secret's form (`|upper`,
+/// `|list|join`, `|reverse`) is refused at registration.
 async fn secrets_are_never_stored_in_any_form(backend: Backend) {
     let db = TestDb::new(backend).await;
     let server = Server::start(&db).await;
@@ -195,17 +196,26 @@ async fn secrets_are_never_stored_in_any_form(backend: Backend) {
                 // Raw in the query: the URL parser percent-encodes what it must.
                 "url": format!("{}/echo/500?t={{{{secret.header_secret}}}}", receiver.base_url),
                 "method": "POST",
-                "headers": {
-                    "Authorization": "Bearer {{secret.header_secret}}",
-                    "X-Upper": "{{secret.header_secret|upper}}",
-                    "X-Lower": "{{secret.header_secret|lower}}"
-                },
-                "body_template": {"token": "{{secret.body_secret}}", "shout": "{{secret.body_secret|upper}}"}
+                "headers": {"Authorization": "Bearer {{secret.header_secret}}"},
+                "body_template": {"token": "{{secret.body_secret}}"}
             },
             "retry_policy": {"max_attempts": 2, "initial_delay_ms": 10}
         }),
     )
     .await;
+    for changed in
+        ["{{secret.header_secret|upper}}", "{{secret.body_secret|list|join(' ')}}", "{{secret.body_secret|reverse}}"]
+    {
+        let message = api
+            .post(
+                "/endpoints",
+                &json!({"name": "changed", "type": "HTTP",
+                        "spec": {"url": receiver.base_url.clone(), "method": "POST", "headers": {"X-Leak": changed}}}),
+            )
+            .await
+            .error(422, "INVALID_TEMPLATE");
+        assert!(message.contains("spec.headers.X-Leak") && message.contains("as it is"), "{changed}: {message}");
+    }
     let job = api.create("/jobs", &immediate("echo", "leak", json!({}))).await;
     let execution_id = job["execution"]["execution_id"].as_str().unwrap().to_owned();
     let execution = wait_for_status(&api, &execution_id, "FAILED").await;

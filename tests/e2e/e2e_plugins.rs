@@ -516,7 +516,10 @@ async fn plugin_host() -> (tempfile::TempDir, taskexec::plugin::PluginHost) {
             .await
             .unwrap();
     }
-    let host = PluginHost::new(PluginRuntime::new(Some(dir.path().join("cache")), 64).unwrap(), store);
+    // A memory budget that holds every slot at 64 MiB, so these tests are about the slots (the
+    // budget has unit tests of its own in plugin::instances).
+    let runtime = PluginRuntime::with_memory_total(Some(dir.path().join("cache")), 64, 128 * 64).unwrap();
+    let host = PluginHost::new(runtime, store);
     (dir, host)
 }
 

@@ -270,6 +270,10 @@ async fn the_api_document_and_its_viewer_are_served() {
 
     let page = reqwest::get(format!("{}/docs/", server.base_url)).await.unwrap();
     assert_eq!(page.status(), 200);
+    // The same kind of headers as the dashboard's pages: this origin's scripts only, no framing.
+    let csp = page.headers()["content-security-policy"].to_str().unwrap().to_owned();
+    assert!(csp.contains("script-src 'self'") && csp.contains("frame-ancestors 'none'"), "{csp}");
+    assert_eq!(page.headers()["x-content-type-options"], "nosniff");
     let html = page.text().await.unwrap();
     assert!(
         html.contains("swagger-ui-bundle.js") && !html.contains("src=\"http"),

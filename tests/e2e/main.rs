@@ -17,5 +17,6 @@ mod e2e_requests;
 mod e2e_resources;
 mod e2e_schedules;
 mod e2e_secrets;
+mod e2e_security;
 mod e2e_service;
 mod e2e_traces;

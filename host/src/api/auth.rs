@@ -17,6 +17,11 @@ use sha2::{Digest, Sha256};
 use subtle::{Choice, ConstantTimeEq};
 
 use crate::api::error::{ApiError, ErrorCode};
+use crate::api::server::ClientAddr;
+use crate::api::throttle::{retry_after_seconds, AuthThrottle};
+
+/// Failed authentications a client address may make in a minute before it is answered 429.
+pub const DEFAULT_AUTH_FAILURES_PER_MINUTE: u32 = 30;
 
 pub type KeyHash = [u8; 32];
 
@@ -35,11 +40,42 @@ pub struct ApiKeys {
     hashes: Vec<KeyHash>,
     /// One token bucket per key, when a rate is set.
     limiter: Option<governor::DefaultKeyedRateLimiter<KeyHash>>,
+    /// Failed authentications per client address (`TE_AUTH_FAILURES_PER_MINUTE`).
+    pub throttle: AuthThrottle,
+    /// The mark this deployment's deliveries carry (`egress::DELIVERY_MARK`): a request that
+    /// bears it is a delivery, and is refused whatever key it presents.
+    delivery_mark: Option<String>,
 }
 
 impl ApiKeys {
     pub fn from_hashes(hashes: Vec<KeyHash>) -> Self {
-        Self { hashes, limiter: None }
+        Self {
+            hashes,
+            limiter: None,
+            throttle: AuthThrottle::new(DEFAULT_AUTH_FAILURES_PER_MINUTE),
+            delivery_mark: None,
+        }
+    }
+
+    /// Refuse requests that bear this deployment's delivery mark.
+    pub fn with_delivery_mark(mut self, mark: String) -> Self {
+        self.delivery_mark = Some(mark);
+        self
+    }
+
+    /// Throttle a client address after `per_minute` failed authentications (0: never).
+    pub fn with_failure_limit(mut self, per_minute: u32) -> Self {
+        self.throttle = AuthThrottle::new(per_minute);
+        self
+    }
+
+    /// Whether `hash` is the hash of one of the keys (a dashboard session's key, say).
+    pub fn knows(&self, hash: &KeyHash) -> bool {
+        let mut matched = Choice::from(0);
+        for known in &self.hashes {
+            matched |= known.ct_eq(hash);
+        }
+        bool::from(matched)
     }
 
     /// Hold each key to `per_second` requests, `burst` at once (0: twice the rate).
@@ -55,11 +91,7 @@ impl ApiKeys {
     pub fn verify(&self, presented: &str) -> Option<KeyHash> {
         let presented = hash_key(presented);
         // No early exit: the time taken does not depend on which key (if any) matched.
-        let mut matched = Choice::from(0);
-        for known in &self.hashes {
-            matched |= known.ct_eq(&presented);
-        }
-        bool::from(matched).then_some(presented)
+        self.knows(&presented).then_some(presented)
     }
 
     /// How long `key` must wait before its next request, if it is over its rate.
@@ -77,21 +109,60 @@ fn bearer_token(request: &Request) -> Option<&str> {
 }
 
 pub async fn require_api_key(State(keys): State<Arc<ApiKeys>>, request: Request, next: Next) -> Response {
-    let Some(key) = bearer_token(&request).and_then(|token| keys.verify(token)) else {
+    if let Some(mark) = &keys.delivery_mark {
+        let marked =
+            request.headers().get_all(crate::egress::DELIVERY_MARK).iter().any(|v| v.as_bytes() == mark.as_bytes());
+        if marked {
+            return ApiError::new(
+                ErrorCode::DeliveryRefused,
+                "This request is a delivery of this service: deliveries cannot call its API.",
+            )
+            .into_response();
+        }
+    }
+    let client = request.extensions().get::<ClientAddr>().map(|c| c.0);
+    if let Some(wait) = client.and_then(|address| keys.throttle.blocked(address)) {
+        return too_many_failures(wait);
+    }
+    let in_process = request.extensions().get::<InProcessKey>().map(|k| k.0).filter(|hash| keys.knows(hash));
+    let Some(key) = in_process.or_else(|| bearer_token(&request).and_then(|token| keys.verify(token))) else {
+        if let Some(address) = client {
+            keys.throttle.failed(address);
+        }
         return ApiError::unauthorized().into_response();
     };
     if let Some(wait) = keys.over_rate(&key) {
         // Whole seconds, rounded up: a client that waits that long finds a token.
-        let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+        let seconds = retry_after_seconds(wait);
         let mut response = ApiError::new(
             ErrorCode::RateLimited,
             format!("This API key is over its rate limit (TE_API_RATE_LIMIT); retry in {seconds} s."),
         )
         .into_response();
-        response.headers_mut().insert(RETRY_AFTER, HeaderValue::from(seconds.max(1)));
+        response.headers_mut().insert(RETRY_AFTER, HeaderValue::from(seconds));
         return response;
     }
     next.run(request).await
+}
+
+/// A request the dashboard makes on behalf of a signed-in session: authenticated by the hash
+/// of the key the session signed in with (set in-process only; no client can send it), so the
+/// dashboard never holds the key itself.
+#[derive(Debug, Clone, Copy)]
+pub struct InProcessKey(pub KeyHash);
+
+/// 429 for a client address that failed authentication too often this minute.
+pub fn too_many_failures(wait: std::time::Duration) -> Response {
+    let seconds = retry_after_seconds(wait);
+    let mut response = ApiError::new(
+        ErrorCode::RateLimited,
+        format!(
+            "Too many failed authentications from this address (TE_AUTH_FAILURES_PER_MINUTE); retry in {seconds} s."
+        ),
+    )
+    .into_response();
+    response.headers_mut().insert(RETRY_AFTER, HeaderValue::from(seconds));
+    response
 }
 
 #[cfg(test)]

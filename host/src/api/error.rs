@@ -43,6 +43,8 @@ error_codes! {
     /// Malformed JSON, a wrong field, a bad name, `limit` or `cursor`, a NUL anywhere.
     InvalidRequest => ("INVALID_REQUEST", BAD_REQUEST),
     Unauthorized => ("UNAUTHORIZED", UNAUTHORIZED),
+    /// A request that is one of this service's own deliveries (it bears the delivery mark).
+    DeliveryRefused => ("DELIVERY_REFUSED", FORBIDDEN),
     PayloadSpecNotFound => ("PAYLOAD_SPEC_NOT_FOUND", NOT_FOUND),
     ConfigNotFound => ("CONFIG_NOT_FOUND", NOT_FOUND),
     SecretNotFound => ("SECRET_NOT_FOUND", NOT_FOUND),
@@ -62,6 +64,9 @@ error_codes! {
     /// A retry of an execution that is not FAILED or CANCELLED.
     ExecutionNotRetryable => ("EXECUTION_NOT_RETRYABLE", CONFLICT),
     PayloadTooLarge => ("PAYLOAD_TOO_LARGE", PAYLOAD_TOO_LARGE),
+    /// The body did not arrive within `TE_BODY_READ_TIMEOUT_SEC`, or the request took longer
+    /// than `TE_REQUEST_TIMEOUT_SEC`.
+    RequestTimeout => ("REQUEST_TIMEOUT", REQUEST_TIMEOUT),
     /// The API key is over `TE_API_RATE_LIMIT`; `Retry-After` says when to come back.
     RateLimited => ("RATE_LIMITED", TOO_MANY_REQUESTS),
     InvalidSchema => ("INVALID_SCHEMA", UNPROCESSABLE_ENTITY),

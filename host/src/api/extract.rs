@@ -37,7 +37,12 @@ impl<S: Send + Sync> FromRequest<S> for ApiBytes {
 
     async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
         Bytes::from_request(request, state).await.map(ApiBytes).map_err(|rejection| {
-            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            if crate::api::server::is_deadline(&rejection) {
+                ApiError::new(
+                    ErrorCode::RequestTimeout,
+                    "The request body did not arrive in time (TE_BODY_READ_TIMEOUT_SEC).",
+                )
+            } else if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
                 ApiError::new(ErrorCode::PayloadTooLarge,
                     "The request body is larger than the server accepts (TE_MAX_BODY_BYTES; TE_PLUGIN_MAX_BYTES for plugins).",
                 )

@@ -16,9 +16,11 @@ pub mod pagination;
 pub mod payload_specs;
 pub mod plugins;
 pub mod request_id;
+pub mod schema_limits;
 pub mod secrets;
 pub mod server;
 pub mod state;
+pub mod throttle;
 pub mod validators;
 
 use std::sync::Arc;
@@ -46,6 +48,7 @@ pub fn router(state: AppState, api_keys: Arc<ApiKeys>, max_body_bytes: usize, ma
             ApiError::new(ErrorCode::MethodNotAllowed, "This route does not take that method.")
         })
         .layer(middleware::from_fn(extract::reject_nul))
+        .layer(middleware::from_fn(openapi::docs_headers))
         .layer(DefaultBodyLimit::max(max_body_bytes))
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(|_| {
             ApiError::internal(&std::io::Error::other("handler panicked")).into_response()

@@ -46,6 +46,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let location = database_location(&args.database)?;
     let explicit_keys = args.api_keys.as_deref().map(parse_api_keys).transpose()?;
     let cipher = load_cipher(&location, &args.keys)?;
+    // What marks this deployment's deliveries (every process derives the same from the key).
+    let delivery_mark: String = cipher.derive("delivery-mark")[..16].iter().map(|b| format!("{b:02x}")).collect();
     let store = open_store(&location, &args.database, args.roles.contains(&Role::Api)).await?;
     if args.no_migrate {
         tracing::info!("TE_NO_MIGRATE is set: not applying migrations.");
@@ -54,20 +56,28 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
     tracing::info!(backend = ?store.backend(), "Store ready.");
 
-    let api_keys =
-        settle_api_keys(store.as_ref(), explicit_keys).await?.with_rate_limit(args.api_rate_limit, args.api_rate_burst);
+    let api_keys = settle_api_keys(store.as_ref(), explicit_keys)
+        .await?
+        .with_rate_limit(args.api_rate_limit, args.api_rate_burst)
+        .with_failure_limit(args.server.auth_failures_per_minute)
+        .with_delivery_mark(delivery_mark.clone());
     let cipher = Arc::new(cipher);
     let cache_dir = args.plugins.plugin_cache_dir.clone().unwrap_or_else(|| match &location {
         crate::store::DatabaseLocation::Sqlite(path) => path.with_file_name("plugin-cache"),
         crate::store::DatabaseLocation::Postgres(_) => "plugin-cache".into(),
     });
-    let runtime = PluginRuntime::new(Some(cache_dir), args.plugins.plugin_memory_mb_max)
+    let memory_total =
+        args.plugins.plugin_memory_total_mb.unwrap_or_else(crate::plugin::runtime::default_memory_total_mb);
+    let runtime = PluginRuntime::with_memory_total(Some(cache_dir), args.plugins.plugin_memory_mb_max, memory_total)
         .map_err(|e| anyhow::anyhow!("the plugin runtime failed to start: {e}"))?;
-    let egress = Arc::new(EgressPolicy::parse(args.egress_allow.as_deref(), args.egress_deny.as_deref())?);
+    let egress = Arc::new(
+        EgressPolicy::parse(args.egress_allow.as_deref(), args.egress_deny.as_deref())?
+            .with_delivery_mark(delivery_mark.clone()),
+    );
     let plugins = PluginHost::new(runtime, store.clone()).with_egress_policy(egress.clone());
     plugins.follow_changes().await;
     let transports = Transports::with_egress(plugins.clone(), egress);
-    let renderers = Renderers::new(plugins.clone());
+    let renderers = Renderers::new(plugins.clone(), args.input_limits.render_build_bytes());
     let wakeups = Wakeups::default();
     let shutdown = CancellationToken::new();
     let liveness = Liveness::new();
@@ -147,7 +157,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             renderers,
             wakeups,
             max_schedule_ahead: chrono::Duration::days(i64::from(args.max_schedule_ahead_days)),
-            validators: Arc::default(),
+            validators: Arc::new(args.input_limits.validators()),
             plugins,
             health: health.clone(),
             job_writer: api::jobs::JobWriter::spawn(store.clone()),
@@ -160,17 +170,18 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         let api_keys = Arc::new(api_keys);
         let app = api::router(state.clone(), api_keys.clone(), max_body_bytes, max_plugin_bytes);
         // The dashboard reads and acts through the API's own router, in-process.
-        let app = crate::dashboard::router(state, app.clone(), api_keys).merge(app);
+        let app = crate::dashboard::router(state, app.clone(), api_keys, args.server.ui_session_ttl()).merge(app);
         let listener = api_listener.expect("bound at start for the API role");
         tracing::info!(addr = %listener.local_addr()?, "Listening.");
         let stop = shutdown.clone();
+        let deadline = args.shutdown_deadline();
         api::server::serve(listener, app, args.server_limits(), async move {
-            shutdown_signal().await;
+            shutdown_signal(deadline).await;
             stop.cancel();
         })
         .await;
     } else {
-        shutdown_signal().await;
+        shutdown_signal(args.shutdown_deadline()).await;
     }
     shutdown.cancel();
     for task in background {
@@ -211,7 +222,10 @@ async fn settle_api_keys(store: &dyn Store, explicit: Option<Vec<String>>) -> an
     Ok(ApiKeys::from_hashes(vec![hash]))
 }
 
-async fn shutdown_signal() {
+/// Wait for SIGTERM or Ctrl-C; from then on the process has `deadline` to stop by itself
+/// before it is ended whatever it is doing (a stream of events held open, a database that does
+/// not answer, a loop with a long round): what was in flight is left to its lease.
+async fn shutdown_signal(deadline: Duration) {
     let ctrl_c = async {
         tokio::signal::ctrl_c().await.ok();
     };
@@ -228,8 +242,18 @@ async fn shutdown_signal() {
         () = terminate => {},
     }
     tracing::info!(
+        deadline_s = deadline.as_secs(),
         "Shutting down: no new requests or claims; finishing those in flight (Ctrl-C again to stop at once)."
     );
+    // A thread of its own, not a task: it must fire even if the runtime's threads are busy.
+    std::thread::spawn(move || {
+        std::thread::sleep(deadline);
+        tracing::error!(
+            deadline_s = deadline.as_secs(),
+            "Shutdown did not finish in time; exiting now. Executions in flight will be retried when their leases expire."
+        );
+        std::process::exit(1);
+    });
     // A second Ctrl-C means now: whatever is in flight is left to its lease.
     tokio::spawn(async {
         if tokio::signal::ctrl_c().await.is_ok() {

@@ -1,14 +1,17 @@
 //! The REST API called in-process: a page reads `GET /jobs/{id}` and a button posts
-//! `POST /jobs/{id}/pause` through the API's own router, with the session's key as the bearer
-//! token, so the dashboard applies every rule, check and error of the API and shows its output
-//! shapes, with no second implementation to drift from it.
+//! `POST /jobs/{id}/pause` through the API's own router, authenticated as the session's key
+//! (by its hash, in the request's extensions: no client can send that), so the dashboard
+//! applies every rule, check and error of the API and shows its output shapes, with no second
+//! implementation to drift from it.
 
 use axum::body::Body;
-use axum::http::header::{AUTHORIZATION, CONTENT_TYPE};
+use axum::http::header::CONTENT_TYPE;
 use axum::http::{Method, Request, StatusCode};
 use axum::Router;
 use serde_json::Value;
 use tower::ServiceExt;
+
+use crate::api::auth::{InProcessKey, KeyHash};
 
 /// The largest API answer a page reads (a page of 200 executions with their inputs and outputs
 /// fits many times over).
@@ -43,16 +46,16 @@ impl InProcessApi {
         Self { router }
     }
 
-    pub async fn get(&self, key: &str, path: &str) -> Answer {
+    pub async fn get(&self, key: &KeyHash, path: &str) -> Answer {
         self.call(key, Method::GET, path, None).await
     }
 
-    pub async fn post(&self, key: &str, path: &str, body: Option<Value>) -> Answer {
+    pub async fn post(&self, key: &KeyHash, path: &str, body: Option<Value>) -> Answer {
         self.call(key, Method::POST, path, body).await
     }
 
-    async fn call(&self, key: &str, method: Method, path: &str, body: Option<Value>) -> Answer {
-        let mut request = Request::builder().method(method).uri(path).header(AUTHORIZATION, format!("Bearer {key}"));
+    async fn call(&self, key: &KeyHash, method: Method, path: &str, body: Option<Value>) -> Answer {
+        let mut request = Request::builder().method(method).uri(path).extension(InProcessKey(*key));
         let body = match body {
             Some(body) => {
                 request = request.header(CONTENT_TYPE, "application/json");

@@ -3,11 +3,12 @@
 //! templates (minijinja, rendered on the server), the stylesheet and the one small script are
 //! in the binary, and the pages work without the script (it only keeps them live).
 //!
-//! - [`session`]: the login form and the session cookie (the API key itself, `HttpOnly`,
-//!   `SameSite=Strict`, path `/ui`), the CSRF token every form carries, and the headers every
-//!   page is sent with (a content security policy that allows only this origin's script).
-//! - [`inprocess`]: the pages read and act through the REST API, called in-process with the
-//!   session's key: one implementation of every rule, error and output shape.
+//! - [`session`]: the login form and the session (a random token in an `HttpOnly`,
+//!   `SameSite=Strict` cookie, kept hashed in the database with an expiry), the CSRF token
+//!   every form carries, and the headers every page is sent with (a content security policy
+//!   that allows only this origin's script).
+//! - [`inprocess`]: the pages read and act through the REST API, called in-process as the
+//!   session's key (by its hash): one implementation of every rule, error and output shape.
 //! - [`overview`]: the overview's figures, computed from the newest executions of the last
 //!   hour.
 //! - [`pages`]: the handlers, one per page or form; [`live`]: the server-sent events a page
@@ -35,11 +36,19 @@ pub struct Dashboard {
     pub(crate) templates: Arc<minijinja::Environment<'static>>,
     /// The fingerprint live pages follow.
     pub(crate) live: Arc<live::Feed>,
+    /// The key forms' CSRF tokens are made under (derived from the secret encryption key, so
+    /// every API process makes the same tokens).
+    pub(crate) csrf_key: [u8; 32],
+    /// How long a session lasts from signing in (`TE_UI_SESSION_TTL_SEC`).
+    pub(crate) session_ttl: chrono::Duration,
 }
 
-/// The dashboard's routes, under `/ui`, reading and acting through `api` (the API's router).
-pub fn router(state: AppState, api: Router, keys: Arc<ApiKeys>) -> Router {
+/// The dashboard's routes, under `/ui`, reading and acting through `api` (the API's router);
+/// a session lasts `session_ttl` from signing in.
+pub fn router(state: AppState, api: Router, keys: Arc<ApiKeys>, session_ttl: std::time::Duration) -> Router {
     let dashboard = Dashboard {
+        csrf_key: state.cipher.derive("dashboard-csrf"),
+        session_ttl: chrono::Duration::from_std(session_ttl).unwrap_or(chrono::Duration::hours(12)),
         state,
         api: inprocess::InProcessApi::new(api),
         keys,

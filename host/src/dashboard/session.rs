@@ -1,11 +1,16 @@
-//! Who is looking: the login form, the session cookie and the CSRF token.
+//! Who is looking: the login form, the session, and the CSRF token.
 //!
-//! Signing in checks an API key as the API does and stores it in the `te_ui` cookie: `HttpOnly`
-//! (no script reads it), `SameSite=Strict` (no other site's page sends it), scoped to `/ui`,
-//! `Secure` behind a TLS proxy that says so (`X-Forwarded-Proto: https`), and gone when the
-//! browser closes. Every request checks the key again, so a key removed from `TE_API_KEYS`
-//! ends its sessions at the next restart. Every form carries a token derived from the key,
-//! and a form posted from another site (by `Sec-Fetch-Site` or `Origin`) is refused as well.
+//! Signing in checks an API key as the API does, then makes a session: a random 256-bit token
+//! in the `te_ui` cookie (`HttpOnly`, `SameSite=Strict`, scoped to `/ui`, `Secure` behind a TLS
+//! proxy that says so with `X-Forwarded-Proto: https`, and `Max-Age` of the session's life,
+//! `TE_UI_SESSION_TTL_SEC`). The database keeps the token's SHA-256, the hash of the key that
+//! signed in and when the session ends, so every API process knows the session, and neither
+//! the cookie nor the database holds the key. Each request looks the session up: signing out
+//! deletes it, an expired one is refused, and one whose key is no longer accepted (removed from
+//! `TE_API_KEYS`) is refused too. The dashboard acts through the API in-process with the key's
+//! hash, never the key. Every form carries a token that is an HMAC of the session token under
+//! a key derived from the secret encryption key; a form posted from another site (by
+//! `Sec-Fetch-Site` or `Origin`) is refused, the sign-in form included.
 
 use axum::extract::{FromRequestParts, Query, Request, State};
 use axum::http::header::{CACHE_CONTROL, CONTENT_SECURITY_POLICY, COOKIE, LOCATION, SET_COOKIE};
@@ -13,34 +18,45 @@ use axum::http::{request::Parts, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::Form;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
+use hmac::{Hmac, Mac};
+use rand::RngCore;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use super::pages::render;
 use super::Dashboard;
+use crate::api::auth::KeyHash;
+use crate::api::server::ClientAddr;
 
 const COOKIE_NAME: &str = "te_ui";
 
-/// A signed-in browser: its API key, and the token its forms must carry.
+/// A signed-in browser: the hash of the key it signed in with, and the token its forms carry.
 pub struct Session {
-    pub key: String,
+    pub key: KeyHash,
+    token_hash: [u8; 32],
     pub csrf: String,
 }
 
+/// Whether a request says it comes from a page of another site.
+fn cross_site(headers: &HeaderMap) -> bool {
+    headers.get("sec-fetch-site").is_some_and(|v| v.as_bytes() == b"cross-site")
+        || match (headers.get("origin"), headers.get("host")) {
+            (Some(origin), Some(host)) => {
+                let origin = origin.to_str().unwrap_or_default();
+                let origin_host = origin.split_once("://").map_or(origin, |(_, rest)| rest);
+                origin != "null" && origin_host.as_bytes() != host.as_bytes()
+            }
+            _ => false,
+        }
+}
+
 impl Session {
-    /// Refuse a form posted without the token this signed-in key's pages carry, or from another site.
+    /// Refuse a form posted without the token this session's pages carry, or from another site.
     pub fn check_form(&self, headers: &HeaderMap, token: &str) -> Result<(), StaleForm> {
-        let cross_site = headers.get("sec-fetch-site").is_some_and(|v| v.as_bytes() == b"cross-site")
-            || match (headers.get("origin"), headers.get("host")) {
-                (Some(origin), Some(host)) => {
-                    let origin = origin.to_str().unwrap_or_default();
-                    let origin_host = origin.split_once("://").map_or(origin, |(_, rest)| rest);
-                    origin != "null" && origin_host.as_bytes() != host.as_bytes()
-                }
-                _ => false,
-            };
-        if cross_site || !bool::from(self.csrf.as_bytes().ct_eq(token.as_bytes())) {
+        if cross_site(headers) || !bool::from(self.csrf.as_bytes().ct_eq(token.as_bytes())) {
             return Err(StaleForm);
         }
         Ok(())
@@ -57,32 +73,50 @@ impl IntoResponse for StaleForm {
     }
 }
 
-/// The CSRF token of the session holding `key`: a digest, so it says nothing of the key.
-fn csrf_token(key: &str) -> String {
-    let digest = Sha256::digest(format!("taskexec-ui-csrf:{key}").as_bytes());
-    digest.iter().take(16).map(|b| format!("{b:02x}")).collect()
+/// The CSRF token of the session whose token hashes to `token_hash`: an HMAC under the
+/// dashboard's key, so it can only be made by the server and says nothing of the session.
+fn csrf_token(csrf_key: &[u8; 32], token_hash: &[u8; 32]) -> String {
+    let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(csrf_key).expect("HMAC takes a key of any length");
+    mac.update(token_hash);
+    mac.finalize().into_bytes().iter().take(16).map(|b| format!("{b:02x}")).collect()
 }
 
-fn cookie_key(headers: &HeaderMap) -> Option<String> {
+/// The session token in the request's cookie.
+fn cookie_token(headers: &HeaderMap) -> Option<String> {
     headers
         .get_all(COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
         .find_map(|pair| pair.trim().strip_prefix(COOKIE_NAME)?.strip_prefix('=').map(str::to_owned))
-        .and_then(|encoded| {
-            url::form_urlencoded::parse(format!("k={encoded}").as_bytes()).next().map(|(_, v)| v.into_owned())
-        })
+        .filter(|token| !token.is_empty())
+}
+
+fn token_hash(token: &str) -> [u8; 32] {
+    Sha256::digest(token.as_bytes()).into()
 }
 
 impl FromRequestParts<Dashboard> for Session {
     type Rejection = Response;
 
     async fn from_request_parts(parts: &mut Parts, ui: &Dashboard) -> Result<Self, Response> {
-        match cookie_key(&parts.headers).filter(|key| ui.keys.verify(key).is_some()) {
-            Some(key) => Ok(Self { csrf: csrf_token(&key), key }),
-            None if parts.uri.path() == "/ui/live" => Err(StatusCode::UNAUTHORIZED.into_response()),
-            None => {
+        let hash = cookie_token(&parts.headers).map(|token| token_hash(&token));
+        let key = match hash {
+            Some(hash) => match ui.state.store.dashboard_session_key(&hash).await {
+                Ok(key) => key.and_then(|k| KeyHash::try_from(k).ok()).filter(|k| ui.keys.knows(k)),
+                Err(error) => {
+                    tracing::warn!(%error, "Could not read a dashboard session.");
+                    return Err(
+                        (StatusCode::SERVICE_UNAVAILABLE, "The database is unreachable; try again.").into_response()
+                    );
+                }
+            },
+            None => None,
+        };
+        match (hash, key) {
+            (Some(token_hash), Some(key)) => Ok(Self { key, token_hash, csrf: csrf_token(&ui.csrf_key, &token_hash) }),
+            _ if parts.uri.path() == "/ui/live" => Err(StatusCode::UNAUTHORIZED.into_response()),
+            _ => {
                 let next: String = url::form_urlencoded::byte_serialize(
                     parts.uri.path_and_query().map_or("/ui", |p| p.as_str()).as_bytes(),
                 )
@@ -126,21 +160,52 @@ pub struct LoginForm {
     next: Option<String>,
 }
 
-pub async fn login(State(ui): State<Dashboard>, headers: HeaderMap, Form(form): Form<LoginForm>) -> Response {
+pub async fn login(
+    State(ui): State<Dashboard>,
+    client: Option<axum::Extension<ClientAddr>>,
+    headers: HeaderMap,
+    form: Result<Form<LoginForm>, axum::extract::rejection::FormRejection>,
+) -> Response {
+    let form = match form {
+        Ok(Form(form)) => form,
+        Err(rejection) if crate::api::server::is_deadline(&rejection) => {
+            return (StatusCode::REQUEST_TIMEOUT, "REQUEST_TIMEOUT: the form did not arrive in time.").into_response()
+        }
+        Err(rejection) => return rejection.into_response(),
+    };
+    if cross_site(&headers) {
+        return StaleForm.into_response();
+    }
+    let client = client.map(|c| c.0 .0);
+    if let Some(wait) = client.and_then(|address| ui.keys.throttle.blocked(address)) {
+        return crate::api::auth::too_many_failures(wait);
+    }
     let next = safe_next(form.next.as_deref()).to_owned();
-    let key = form.key.trim();
-    if ui.keys.verify(key).is_none() {
+    let Some(key) = ui.keys.verify(form.key.trim()) else {
+        if let Some(address) = client {
+            ui.keys.throttle.failed(address);
+        }
         let mut page =
             render(&ui, "login.html", minijinja::context! { next, error => "That is not an API key of this service." });
         *page.status_mut() = StatusCode::UNAUTHORIZED;
         return page;
+    };
+    let mut bytes = [0u8; 32];
+    rand::rngs::OsRng.fill_bytes(&mut bytes);
+    let token = URL_SAFE_NO_PAD.encode(bytes);
+    let expires_at = chrono::Utc::now() + ui.session_ttl;
+    if let Err(error) = ui.state.store.dashboard_session_insert(&token_hash(&token), &key, expires_at).await {
+        tracing::warn!(%error, "Could not store a dashboard session.");
+        return (StatusCode::SERVICE_UNAVAILABLE, "The database is unreachable; try again.").into_response();
     }
     let secure = headers.get("x-forwarded-proto").is_some_and(|v| v.as_bytes() == b"https");
-    let value: String = url::form_urlencoded::byte_serialize(key.as_bytes()).collect();
-    let cookie =
-        format!("{COOKIE_NAME}={value}; Path=/ui; HttpOnly; SameSite=Strict{}", if secure { "; Secure" } else { "" });
+    let cookie = format!(
+        "{COOKIE_NAME}={token}; Path=/ui; HttpOnly; SameSite=Strict; Max-Age={}{}",
+        ui.session_ttl.num_seconds(),
+        if secure { "; Secure" } else { "" }
+    );
     let mut response = see_other(&next);
-    response.headers_mut().insert(SET_COOKIE, HeaderValue::from_str(&cookie).expect("an encoded key is a header"));
+    response.headers_mut().insert(SET_COOKIE, HeaderValue::from_str(&cookie).expect("a token is a header"));
     response
 }
 
@@ -150,9 +215,18 @@ pub struct TokenForm {
     csrf: String,
 }
 
-pub async fn logout(session: Session, headers: HeaderMap, Form(form): Form<TokenForm>) -> Response {
+pub async fn logout(
+    State(ui): State<Dashboard>,
+    session: Session,
+    headers: HeaderMap,
+    Form(form): Form<TokenForm>,
+) -> Response {
     if let Err(refused) = session.check_form(&headers, &form.csrf) {
         return refused.into_response();
+    }
+    if let Err(error) = ui.state.store.dashboard_session_delete(&session.token_hash).await {
+        tracing::warn!(%error, "Could not end a dashboard session.");
+        return (StatusCode::SERVICE_UNAVAILABLE, "The database is unreachable; try again.").into_response();
     }
     let mut response = see_other("/ui/login");
     let cookie = format!("{COOKIE_NAME}=; Path=/ui; HttpOnly; SameSite=Strict; Max-Age=0");
@@ -186,28 +260,32 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_key_is_read_back_from_its_cookie() {
+    fn the_token_is_read_back_from_its_cookie() {
         let mut headers = HeaderMap::new();
-        let value: String = url::form_urlencoded::byte_serialize(b"a key; with=odd,chars").collect();
-        headers.insert(COOKIE, HeaderValue::from_str(&format!("other=1; {COOKIE_NAME}={value}")).unwrap());
-        assert_eq!(cookie_key(&headers).as_deref(), Some("a key; with=odd,chars"));
-        assert_eq!(cookie_key(&HeaderMap::new()), None);
+        headers.insert(COOKIE, HeaderValue::from_static("other=1; te_ui=abc-DEF_0"));
+        assert_eq!(cookie_token(&headers).as_deref(), Some("abc-DEF_0"));
+        assert_eq!(cookie_token(&HeaderMap::new()), None);
+        headers.insert(COOKIE, HeaderValue::from_static("te_ui="));
+        assert_eq!(cookie_token(&headers), None, "a cleared cookie is no session");
     }
 
     #[test]
     fn forms_from_other_sites_or_without_the_token_are_refused() {
-        let session = Session { key: "k".into(), csrf: csrf_token("k") };
+        let key = [7u8; 32];
+        let (mine, other) = (token_hash("mine"), token_hash("other"));
+        let session = Session { key: [1u8; 32], token_hash: mine, csrf: csrf_token(&key, &mine) };
         let mut same = HeaderMap::new();
         same.insert("host", HeaderValue::from_static("127.0.0.1:8080"));
         same.insert("origin", HeaderValue::from_static("http://127.0.0.1:8080"));
-        assert!(session.check_form(&same, &csrf_token("k")).is_ok());
-        assert!(session.check_form(&same, &csrf_token("other")).is_err(), "another session's token");
+        assert!(session.check_form(&same, &csrf_token(&key, &mine)).is_ok());
+        assert!(session.check_form(&same, &csrf_token(&key, &other)).is_err(), "another session's token");
+        assert!(session.check_form(&same, &csrf_token(&[8u8; 32], &mine)).is_err(), "another server's key");
         let mut foreign = same.clone();
         foreign.insert("origin", HeaderValue::from_static("https://evil.example"));
-        assert!(session.check_form(&foreign, &csrf_token("k")).is_err());
+        assert!(session.check_form(&foreign, &csrf_token(&key, &mine)).is_err());
         let mut fetch = same.clone();
         fetch.insert("sec-fetch-site", HeaderValue::from_static("cross-site"));
-        assert!(session.check_form(&fetch, &csrf_token("k")).is_err());
+        assert!(session.check_form(&fetch, &csrf_token(&key, &mine)).is_err());
     }
 
     #[test]

@@ -40,15 +40,27 @@ pub const PARKED_IDLE: Duration = Duration::from_secs(10);
 const SWEEP_EVERY: Duration = Duration::from_secs(1);
 
 /// A store and instance of a transport plugin, and the slot it holds until dropped.
-pub(super) type Instance = (Store<PluginState>, TransportPlugin, OwnedSemaphorePermit);
+pub(super) type Instance = (Store<PluginState>, TransportPlugin, Slot);
 /// A finished call's store and the slot it holds until dropped.
-type RetiredStore = (Store<PluginState>, OwnedSemaphorePermit);
+type RetiredStore = (Store<PluginState>, Slot);
+
+/// What a store holds for as long as it lives: one of the pool's instance slots, and its
+/// memory limit's share of the process-wide plugin memory budget (`TE_PLUGIN_MEMORY_TOTAL_MB`).
+pub(super) struct Slot {
+    _instance: OwnedSemaphorePermit,
+    _memory: OwnedSemaphorePermit,
+}
 
 pub(super) struct InstancePool {
     /// One permit per instance slot of the pooling allocator, held for as long as a store
     /// lives: calls beyond the pool wait for a slot instead of failing, and spares are made
     /// only from slots nobody waits for.
     slots: Arc<Semaphore>,
+    /// One permit per MiB of the plugin memory budget: a store holds its memory limit's worth
+    /// for as long as it lives, so instances at their limits together stay within the budget;
+    /// calls beyond it wait (`taskexec_plugin_memory_wait_seconds`).
+    memory: Arc<Semaphore>,
+    memory_total_mb: usize,
     /// Finished calls' stores, for the next call's upkeep to return to the pool.
     retired: Mutex<Vec<RetiredStore>>,
     /// Instances waiting for their scope's next delivery; swept by a task of their own,
@@ -113,9 +125,13 @@ impl Parked {
 }
 
 impl InstancePool {
-    pub(super) fn new() -> Self {
+    /// A pool whose instances may use `memory_total_mb` MiB of linear memory together.
+    pub(super) fn new(memory_total_mb: u32) -> Self {
+        let memory_total_mb = (memory_total_mb as usize).min(Semaphore::MAX_PERMITS);
         Self {
             slots: Arc::new(Semaphore::new(MAX_CONCURRENT_INSTANCES as usize)),
+            memory: Arc::new(Semaphore::new(memory_total_mb)),
+            memory_total_mb,
             retired: Mutex::default(),
             parked: Arc::default(),
             sweeping: AtomicBool::new(false),
@@ -123,23 +139,60 @@ impl InstancePool {
         }
     }
 
-    /// A permit for one instance slot: a free one, else one a parked instance gives up, else
-    /// waiting for one to be freed (calls that finish meanwhile free theirs, see `park`).
-    pub(super) async fn slot(&self) -> OwnedSemaphorePermit {
-        loop {
+    /// An instance slot and `memory_mb` of the memory budget: free ones, else ones parked
+    /// instances give up, else waiting for calls to free them (calls that finish meanwhile
+    /// free theirs, see `park`).
+    pub(super) async fn slot(&self, memory_mb: u32) -> Slot {
+        let memory_mb = memory_mb.min(self.memory_total_mb as u32);
+        let instance = loop {
             if let Ok(permit) = self.slots.clone().try_acquire_owned() {
-                return permit;
+                break Some(permit);
             }
-            let evicted = self.parked.lock().expect("parked instances lock").oldest();
-            match evicted {
-                // Dropped here, outside the lock: its slot is free for the next try.
-                Some(parked) => drop(parked),
-                None => break,
+            if !self.evict_oldest() {
+                break None;
+            }
+        };
+        let memory = loop {
+            if let Ok(permit) = self.memory.clone().try_acquire_many_owned(memory_mb) {
+                break Some(permit);
+            }
+            if !self.evict_oldest() {
+                break None;
+            }
+        };
+        match (instance, memory) {
+            (Some(instance), Some(memory)) => Slot { _instance: instance, _memory: memory },
+            (instance, memory) => {
+                self.waiting.fetch_add(1, Ordering::AcqRel);
+                let _counted = Waiting(&self.waiting);
+                let instance = match instance {
+                    Some(permit) => permit,
+                    None => self.slots.clone().acquire_owned().await.expect("the instance semaphore is never closed"),
+                };
+                let memory = match memory {
+                    Some(permit) => permit,
+                    None => {
+                        let started = Instant::now();
+                        let permit = self
+                            .memory
+                            .clone()
+                            .acquire_many_owned(memory_mb)
+                            .await
+                            .expect("the memory semaphore is never closed");
+                        crate::metrics::plugin_memory_waited(started.elapsed());
+                        permit
+                    }
+                };
+                Slot { _instance: instance, _memory: memory }
             }
         }
-        self.waiting.fetch_add(1, Ordering::AcqRel);
-        let _counted = Waiting(&self.waiting);
-        self.slots.clone().acquire_owned().await.expect("the instance semaphore is never closed")
+    }
+
+    /// Drop the instance parked longest, to free its slot and memory; false if none is parked.
+    fn evict_oldest(&self) -> bool {
+        let evicted = self.parked.lock().expect("parked instances lock").oldest();
+        // Dropped here, outside the lock.
+        evicted.is_some()
     }
 
     /// The instance parked last for `scope`, and the calls it has made.
@@ -177,8 +230,12 @@ impl InstancePool {
         self.slots.available_permits()
     }
 
-    fn plenty(&self) -> bool {
+    /// Whether more than half the slots are free, and more than half the memory budget would
+    /// be after `memory_mb` more: spares, idle until their plugin's next call, never take what
+    /// calls themselves need.
+    fn plenty(&self, memory_mb: u32) -> bool {
         self.free_slots() > MAX_CONCURRENT_INSTANCES as usize / 2
+            && self.memory.available_permits().saturating_sub(memory_mb as usize) > self.memory_total_mb / 2
     }
 
     /// `spare`'s instance when one is ready, or a fresh one in a slot waited for.
@@ -193,7 +250,7 @@ impl InstancePool {
         if let Some(instance) = spare.ready.lock().expect("spare instance lock").take() {
             return Ok(instance);
         }
-        let slot = self.slot().await;
+        let slot = self.slot(limits.memory_mb).await;
         match instantiate_transport(engine, pre, egress.clone(), limits).await {
             (store, Ok(plugin)) => Ok((store, plugin, slot)),
             (store, Err(failure)) => Err((store, failure)),
@@ -203,8 +260,8 @@ impl InstancePool {
     /// A finished call's store: kept for the next call's upkeep to drop, or dropped in the
     /// background when slots are short (a retired store holds its slot until then). It is never
     /// run again; an idle runtime keeps the last one until its next call.
-    pub(super) fn retire(&self, store: Store<PluginState>, slot: OwnedSemaphorePermit) {
-        let plenty = self.plenty();
+    pub(super) fn retire(&self, store: Store<PluginState>, slot: Slot) {
+        let plenty = self.plenty(0);
         let mut retired = self.retired.lock().expect("retired stores lock");
         if plenty && retired.len() < MAX_RETIRED {
             retired.push((store, slot));
@@ -216,14 +273,19 @@ impl InstancePool {
 
     /// Claim the making of `spare`'s next instance and a slot for it, unless a refill is under
     /// way or slots are short. Claimed as the call starts, made by its `upkeep`.
-    pub(super) fn claim_refill(&self, spare: &Arc<SpareInstance>) -> Option<RefillClaim> {
+    pub(super) fn claim_refill(&self, spare: &Arc<SpareInstance>, memory_mb: u32) -> Option<RefillClaim> {
         if spare.refilling.swap(true, Ordering::AcqRel) {
             return None;
         }
         let mut claim = RefillClaim { spare: spare.clone(), slot: None };
-        // Only a slot free right now, and only while half the pool is free: an idle spare keeps
-        // its slot, so spares of many plugins must never crowd out the calls themselves.
-        claim.slot = Some(self.plenty().then(|| self.slots.clone().try_acquire_owned().ok()).flatten()?);
+        // Only a slot and memory free right now, and only while half of each is free: an idle
+        // spare keeps them, so spares of many plugins must never crowd out the calls themselves.
+        if !self.plenty(memory_mb) {
+            return None;
+        }
+        let instance = self.slots.clone().try_acquire_owned().ok()?;
+        let memory = self.memory.clone().try_acquire_many_owned(memory_mb).ok()?;
+        claim.slot = Some(Slot { _instance: instance, _memory: memory });
         Some(claim)
     }
 
@@ -298,7 +360,7 @@ pub struct SpareInstance {
 /// instance made or not, even when the call making it is cancelled — it lets the next call try.
 pub(super) struct RefillClaim {
     spare: Arc<SpareInstance>,
-    slot: Option<OwnedSemaphorePermit>,
+    slot: Option<Slot>,
 }
 
 impl Drop for RefillClaim {
@@ -348,4 +410,35 @@ pub(super) async fn while_waiting<T>(call: impl Future<Output = T>, upkeep: impl
         upkeep.await;
     }
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn calls_beyond_the_memory_budget_wait_for_room() {
+        let pool = InstancePool::new(128);
+        let first = pool.slot(64).await;
+        let _second = pool.slot(64).await;
+        assert_eq!(pool.memory.available_permits(), 0);
+        // A third call at its limit would pass the budget: it waits until one is dropped.
+        let third = pool.slot(64);
+        let mut third = std::pin::pin!(third);
+        assert!(tokio::time::timeout(Duration::from_millis(50), &mut third).await.is_err(), "no room yet");
+        assert_eq!(pool.waiting.load(Ordering::Acquire), 1, "counted as waiting, so finished calls do not park");
+        drop(first);
+        let _third = tokio::time::timeout(Duration::from_secs(5), third).await.expect("room once a call ends");
+        // A limit larger than the whole budget is held to the budget, not refused forever.
+        drop(_second);
+        drop(_third);
+        let _all = tokio::time::timeout(Duration::from_secs(5), pool.slot(4096)).await.expect("the whole budget");
+    }
+
+    #[test]
+    fn spares_are_made_only_while_half_the_memory_budget_stays_free() {
+        let pool = InstancePool::new(256);
+        assert!(pool.plenty(64));
+        assert!(!pool.plenty(129), "a spare may not take the budget past half");
+    }
 }

@@ -235,6 +235,10 @@ impl Outbound {
             (a, l) => a.or(l),
         };
         let (mut parts, body) = request.into_parts();
+        if let Some(mark) = self.egress.policy.delivery_mark() {
+            let value = http::HeaderValue::from_str(mark).expect("a mark is hex");
+            parts.headers.insert(crate::egress::DELIVERY_MARK, value);
+        }
         if let Some(traceparent) = &self.traceparent {
             if !parts.headers.contains_key(crate::trace::TRACEPARENT) {
                 let value = http::HeaderValue::from_str(traceparent.as_str()).expect("a checked traceparent is ASCII");

@@ -46,15 +46,39 @@ pub struct PluginRuntime {
     no_egress: Arc<Egress>,
 }
 
+/// The plugin memory budget when `TE_PLUGIN_MEMORY_TOTAL_MB` is not set: a quarter of the
+/// machine's memory (`MemTotal`), at least 256 MiB; 4 GiB where the machine does not say.
+pub fn default_memory_total_mb() -> u32 {
+    let total_kib = std::fs::read_to_string("/proc/meminfo").ok().and_then(|info| {
+        info.lines()
+            .find_map(|l| l.strip_prefix("MemTotal:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+    });
+    match total_kib {
+        Some(kib) => u32::try_from(kib / 1024 / 4).unwrap_or(u32::MAX).max(256),
+        None => 4096,
+    }
+}
+
 impl PluginRuntime {
     pub fn new(cache_dir: Option<PathBuf>, memory_mb_max: u32) -> Result<Arc<Self>, PluginError> {
+        Self::with_memory_total(cache_dir, memory_mb_max, default_memory_total_mb())
+    }
+
+    /// A runtime whose plugin instances may use `memory_total_mb` MiB of linear memory together
+    /// (`TE_PLUGIN_MEMORY_TOTAL_MB`).
+    pub fn with_memory_total(
+        cache_dir: Option<PathBuf>,
+        memory_mb_max: u32,
+        memory_total_mb: u32,
+    ) -> Result<Arc<Self>, PluginError> {
         let engine = PluginEngine::new(memory_mb_max).map_err(|e| PluginError::Runtime(format!("{e:#}")))?;
         let artifacts = ArtifactCache::new(cache_dir)
             .map_err(|e| PluginError::Runtime(format!("the plugin artifact directory: {e}")))?;
         Ok(Arc::new(Self {
             engine,
             artifacts,
-            instances: InstancePool::new(),
+            instances: InstancePool::new(memory_total_mb),
             memory_mb_max,
             no_egress: Arc::new(Egress::none()),
         }))
@@ -128,7 +152,7 @@ impl PluginRuntime {
             store.data_mut().begin_another_call();
         }
         // A scope that finds parked instances needs no spare.
-        let refill = if reused { None } else { self.instances.claim_refill(spare) };
+        let refill = if reused { None } else { self.instances.claim_refill(spare, limits.memory_mb) };
         arm_cpu_deadline(&mut store, timeout);
         store.data_mut().outbound.set_deadline(std::time::Instant::now() + timeout);
         // Called inside the attempt's span: the plugin's requests continue its trace.
@@ -218,7 +242,7 @@ impl PluginRuntime {
         cpu: Duration,
         call: impl AsyncFnOnce(&mut Store<PluginState>) -> wasmtime::Result<T>,
     ) -> (Store<PluginState>, Result<T, String>) {
-        let _slot = self.instances.slot().await;
+        let _slot = self.instances.slot(limits.memory_mb).await;
         let mut store = self.engine.store(self.no_egress.clone(), limits, cpu);
         let result = match tokio::time::timeout(cpu + Duration::from_secs(1), call(&mut store)).await {
             Err(_) => Err(format!("did not return within {} ms", cpu.as_millis())),

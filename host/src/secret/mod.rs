@@ -70,11 +70,29 @@ impl SealingKey {
 pub struct SecretCipher {
     current: SealingKey,
     previous: Vec<SealingKey>,
+    /// The current key itself, for keys derived from it ([`SecretCipher::derive`]).
+    current_bytes: [u8; 32],
 }
 
 impl SecretCipher {
     pub fn new(current: &[u8; 32], previous: &[[u8; 32]]) -> Self {
-        Self { current: SealingKey::new(current), previous: previous.iter().map(SealingKey::new).collect() }
+        Self {
+            current: SealingKey::new(current),
+            previous: previous.iter().map(SealingKey::new).collect(),
+            current_bytes: *current,
+        }
+    }
+
+    /// A key for `purpose`, derived from the current key (HMAC-SHA256 of the purpose under it):
+    /// every process holding the same secret key derives the same one, and it says nothing of
+    /// the secret key.
+    pub fn derive(&self, purpose: &str) -> [u8; 32] {
+        use hmac::{Hmac, Mac};
+        let mut mac =
+            <Hmac<Sha256> as Mac>::new_from_slice(&self.current_bytes).expect("HMAC takes a key of any length");
+        mac.update(b"taskexec:derived:");
+        mac.update(purpose.as_bytes());
+        mac.finalize().into_bytes().into()
     }
 
     /// Seal `value` for the secret `name` under the current key, with a fresh random nonce.

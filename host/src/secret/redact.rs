@@ -2,7 +2,7 @@
 //!
 //! A receiver may echo what it was sent — quoted in JSON (once, or twice when it quotes a
 //! JSON request inside its JSON answer), URL-encoded in a query string,
-//! base64-encoded in an `Authorization: Basic` header, upper-cased by a template filter — and
+//! base64-encoded in an `Authorization: Basic` header, upper-cased — and
 //! the echo lands in the attempt's output, error or logs. So a [`Redactor`] looks for each
 //! secret in all of those forms, ignoring ASCII case, and for any run of
 //! [`RUN`] characters of any form, so a secret cut short, or embedded in a longer value, is

@@ -1059,6 +1059,50 @@ macro_rules! impl_store {
                     Ok(())
                 }
 
+                // ---- dashboard sessions ----
+
+                async fn dashboard_session_insert(
+                    &self,
+                    token_hash: &[u8],
+                    key_hash: &[u8],
+                    expires_at: DateTime<Utc>,
+                ) -> StoreResult<()> {
+                    let at = now();
+                    sqlx::query("DELETE FROM dashboard_sessions WHERE expires_at <= $1")
+                        .bind(DbTime(at))
+                        .execute(&self.pool)
+                        .await?;
+                    sqlx::query(
+                        "INSERT INTO dashboard_sessions (token_hash, key_hash, created_at, expires_at) VALUES ($1, $2, $3, $4)",
+                    )
+                    .bind(token_hash)
+                    .bind(key_hash)
+                    .bind(DbTime(at))
+                    .bind(DbTime(expires_at))
+                    .execute(&self.pool)
+                    .await?;
+                    Ok(())
+                }
+
+                async fn dashboard_session_key(&self, token_hash: &[u8]) -> StoreResult<Option<Vec<u8>>> {
+                    let row: Option<(Vec<u8>,)> = sqlx::query_as(
+                        "SELECT key_hash FROM dashboard_sessions WHERE token_hash = $1 AND expires_at > $2",
+                    )
+                    .bind(token_hash)
+                    .bind(DbTime(now()))
+                    .fetch_optional(&self.pool)
+                    .await?;
+                    Ok(row.map(|(hash,)| hash))
+                }
+
+                async fn dashboard_session_delete(&self, token_hash: &[u8]) -> StoreResult<()> {
+                    sqlx::query("DELETE FROM dashboard_sessions WHERE token_hash = $1")
+                        .bind(token_hash)
+                        .execute(&self.pool)
+                        .await?;
+                    Ok(())
+                }
+
                 // ---- jobs ----
 
                 async fn job_insert(&self, job: &JobWrite, execution: Option<&ExecutionWrite>) -> StoreResult<Inserted<Job>> {

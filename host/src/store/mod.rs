@@ -422,6 +422,21 @@ pub trait Store: Send + Sync + 'static {
     async fn api_key_hashes(&self) -> StoreResult<Vec<Vec<u8>>>;
     async fn api_key_insert(&self, key_hash: &[u8]) -> StoreResult<()>;
 
+    // ---- dashboard sessions ----
+
+    /// Keep a dashboard session: the SHA-256 of its token, the hash of the key that signed in,
+    /// and when it ends. Sessions that have ended are deleted on the way.
+    async fn dashboard_session_insert(
+        &self,
+        token_hash: &[u8],
+        key_hash: &[u8],
+        expires_at: DateTime<Utc>,
+    ) -> StoreResult<()>;
+    /// The hash of the key a session signed in with, while the session has not ended.
+    async fn dashboard_session_key(&self, token_hash: &[u8]) -> StoreResult<Option<Vec<u8>>>;
+    /// End a session (signing out).
+    async fn dashboard_session_delete(&self, token_hash: &[u8]) -> StoreResult<()>;
+
     // ---- jobs ----
 
     /// Insert a job and, for a one-shot job, its execution, in one transaction. When a job with

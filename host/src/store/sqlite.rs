@@ -24,6 +24,7 @@ pub struct SqliteStore {
 
 impl SqliteStore {
     pub async fn connect(path: &Path, pool_size: u32) -> StoreResult<Self> {
+        create_private(path).map_err(|e| super::StoreError::from_sqlx(sqlx::Error::Io(e)))?;
         let options = SqliteConnectOptions::from_str("sqlite:")?
             .filename(path)
             .create_if_missing(true)
@@ -358,3 +359,15 @@ impl_store!(SqliteStore, Sqlite, {
         Ok(false)
     }
 });
+
+/// Make the database file, when it does not exist yet, readable by its owner alone (0600):
+/// it holds every job's input and the hashes of the API keys. SQLite gives its `-wal` and
+/// `-shm` files the database file's mode. An existing file keeps the mode it has.
+fn create_private(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path) {
+        Ok(_) => Ok(()),
+        Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(error) => Err(error),
+    }
+}

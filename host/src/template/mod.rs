@@ -6,6 +6,7 @@
 //!   service can check them before the first fire rather than at 3 a.m.
 //! - [`render`]: the [`Renderer`] trait and the built-in minijinja renderer.
 
+pub mod bounded;
 mod direct;
 pub mod render;
 pub mod renderers;

@@ -23,6 +23,7 @@ use async_trait::async_trait;
 use minijinja::{Environment, ErrorKind};
 use serde_json::{Map, Value};
 
+use super::bounded;
 use super::direct::Direct;
 use super::{
     check_spec, environment, is_template, lookup_path, TemplateError, TemplateRefs, RENDER_FUEL, RENDER_MAX_BYTES,
@@ -131,10 +132,17 @@ fn whole_expression(source: &str) -> Option<&str> {
 
 impl CompiledTemplate {
     pub fn compile(template: &Value) -> Result<Self, TemplateError> {
+        Self::compile_with(template, bounded::DEFAULT_BUILD_BYTES)
+    }
+
+    /// Compile `template` so that one render may build at most `build_bytes` of values
+    /// (`template::bounded`).
+    pub fn compile_with(template: &Value, build_bytes: usize) -> Result<Self, TemplateError> {
         let mut env = environment();
         env.add_filter("te_json", strict_json);
+        bounded::install(&mut env, build_bytes);
         let mut count = 0usize;
-        let root = Self::compile_node(&mut env, &mut count, "spec".to_owned(), template)?;
+        let root = Self::compile_node(&mut env, build_bytes, &mut count, "spec".to_owned(), template)?;
         Ok(Self {
             env,
             root,
@@ -145,6 +153,7 @@ impl CompiledTemplate {
 
     fn compile_node(
         env: &mut Environment<'static>,
+        build_bytes: usize,
         count: &mut usize,
         field: String,
         value: &Value,
@@ -161,21 +170,31 @@ impl CompiledTemplate {
                     field: field.clone(),
                     message: format!("template syntax error: {}", e.detail().unwrap_or("invalid template")),
                 };
-                env.add_template_owned(name.clone(), body).map_err(error)?;
-                let variables =
-                    env.get_template(&name).map_err(error)?.undeclared_variables(true).into_iter().collect();
-                Node::Template { name, whole_expression: whole, variables, direct: Direct::parse(source), field }
+                // Read as written: syntax errors point into what the user wrote, and the
+                // variables are the user's (not the checked functions the rewrite calls).
+                let variables: Vec<String> =
+                    env.template_from_str(&body).map_err(error)?.undeclared_variables(true).into_iter().collect();
+                let rewritten = bounded::rewrite(&body, build_bytes)
+                    .map_err(|message| TemplateError { field: field.clone(), message })?;
+                let direct = Direct::parse(source);
+                if direct.is_none() && rewritten.reads.contains("secret") {
+                    return Err(TemplateError { field, message: SECRET_AS_IS.to_owned() });
+                }
+                env.add_template_owned(name.clone(), rewritten.source).map_err(error)?;
+                Node::Template { name, whole_expression: whole, variables, direct, field }
             }
             Value::Array(items) => Node::Array(
                 items
                     .iter()
                     .enumerate()
-                    .map(|(i, item)| Self::compile_node(env, count, format!("{field}[{i}]"), item))
+                    .map(|(i, item)| Self::compile_node(env, build_bytes, count, format!("{field}[{i}]"), item))
                     .collect::<Result<_, _>>()?,
             ),
             Value::Object(map) => Node::Object(
                 map.iter()
-                    .map(|(k, v)| Ok((k.clone(), Self::compile_node(env, count, format!("{field}.{k}"), v)?)))
+                    .map(|(k, v)| {
+                        Ok((k.clone(), Self::compile_node(env, build_bytes, count, format!("{field}.{k}"), v)?))
+                    })
                     .collect::<Result<_, TemplateError>>()?,
             ),
             other => Node::Literal(other.clone()),
@@ -261,6 +280,14 @@ fn too_large(field: &str) -> RenderError {
     RenderError::new(format!("`{field}`: the rendered spec is larger than {RENDER_MAX_BYTES} bytes"), None)
 }
 
+/// Why a string that does more with a secret than substitute it is refused. A filter, an
+/// operator or a block could turn the secret into a form redaction does not know (`|reverse`,
+/// `|list|join(' ')`, a slice), which a receiver echoing its request would hand back to
+/// whoever holds an API key.
+pub const SECRET_AS_IS: &str = "a secret may only be substituted as it is (`{{ secret.NAME }}`, with literal \
+     text and other such lookups around it): filters, operators, tests and blocks are refused in a string \
+     that reads a secret, so no other form of the secret can be made";
+
 /// The fields of a spec that are URLs: input values are percent-encoded into them.
 const URL_FIELDS: [&str; 2] = ["spec.url", "spec.redis_url"];
 
@@ -332,14 +359,25 @@ fn render_error(error: &minijinja::Error, variables: &[String], context: &Render
         }
     }
     // minijinja's message can quote a value it failed on, which may be a secret.
-    let detail = error.detail().map(|d| format!("{}: {d}", error.kind())).unwrap_or_else(|| error.kind().to_string());
+    let detail = match error.detail() {
+        Some(d) if d.starts_with(bounded::TOO_LARGE) => d.to_owned(),
+        Some(d) => format!("{}: {d}", error.kind()),
+        None => error.kind().to_string(),
+    };
     RenderError::new(context.redact(&detail), None)
 }
 
 /// The built-in renderer, with its cache of compiled specs.
-#[derive(Default)]
 pub struct MinijinjaRenderer {
     compiled: RwLock<HashMap<TemplateKey, Arc<CompiledTemplate>>>,
+    /// What one render may build in values (`TE_RENDER_MAX_BUILD_BYTES`).
+    build_bytes: usize,
+}
+
+impl Default for MinijinjaRenderer {
+    fn default() -> Self {
+        Self::with_build_bytes(bounded::DEFAULT_BUILD_BYTES)
+    }
 }
 
 /// Compiled specs kept at most; past it the cache starts over (endpoint versions are few and
@@ -351,13 +389,17 @@ impl MinijinjaRenderer {
         Self::default()
     }
 
+    pub fn with_build_bytes(build_bytes: usize) -> Self {
+        Self { compiled: RwLock::default(), build_bytes }
+    }
+
     /// The compiled spec for `key`, compiling it on first use.
     pub fn compiled(&self, key: &TemplateKey, template: &Value) -> Result<Arc<CompiledTemplate>, RenderError> {
         if let Some(hit) = self.compiled.read().expect("renderer cache lock").get(key) {
             return Ok(hit.clone());
         }
         let compiled = Arc::new(
-            CompiledTemplate::compile(template)
+            CompiledTemplate::compile_with(template, self.build_bytes)
                 .map_err(|e| RenderError::new(format!("`{}`: {}", e.field, e.message), None))?,
         );
         let mut cache = self.compiled.write().expect("renderer cache lock");
@@ -376,7 +418,7 @@ impl MinijinjaRenderer {
 impl Renderer for MinijinjaRenderer {
     async fn check(&self, root: &str, template: &Value) -> Result<TemplateRefs, TemplateError> {
         let refs = check_spec(root, template)?;
-        CompiledTemplate::compile(template)?;
+        CompiledTemplate::compile_with(template, self.build_bytes)?;
         Ok(refs)
     }
 
@@ -496,15 +538,34 @@ mod tests {
 
     #[test]
     fn a_secret_never_appears_in_an_error() {
-        // `int` fails on the secret's text; minijinja would quote the value.
-        let err = render(json!({"x": "{{ secret.api_key | int + 1 }}"}));
-        if let Err(err) = err {
-            assert!(!err.message.contains("sk-live-SECRET"), "{}", err.message);
-        }
-        let err = render(json!({"x": "{{ secret.api_key ~ input.missing }}"})).unwrap_err();
+        let err = render(json!({"x": "{{secret.api_key}}{{ input.missing }}"})).unwrap_err();
         assert!(!err.message.contains("sk-live-SECRET"), "{}", err.message);
         let ctx = context();
         assert_eq!(ctx.redact("got sk-live-SECRET back"), "got [redacted] back");
+    }
+
+    #[test]
+    fn a_secret_can_only_be_substituted_as_it_is() {
+        for template in [
+            "{{ secret.api_key | upper }}",
+            "{{ secret.api_key|list|join(' ') }}",
+            "{{ secret.api_key | reverse }}",
+            "{{ secret.api_key[::-1] }}",
+            "{{ secret.api_key ~ 'x' }}",
+            "{{ secret.api_key | int + 1 }}",
+            "{% for c in secret.api_key %}{{ c }} {% endfor %}",
+            "{% if secret.api_key %}yes{% endif %}",
+            "Bearer {{ secret.api_key }}{% if input.flag %}!{% endif %}",
+        ] {
+            let err = CompiledTemplate::compile(&json!({"headers": {"X": template}})).err().expect(template);
+            assert_eq!(err.field, "spec.headers.X", "{template}");
+            assert_eq!(err.message, SECRET_AS_IS, "{template}");
+        }
+        for template in ["{{secret.api_key}}", "Bearer {{ secret.api_key }}", "{{ secret.api_key }}:{{input.user.id}}"]
+        {
+            CompiledTemplate::compile(&json!({"x": template})).unwrap_or_else(|e| panic!("{template}: {}", e.message));
+        }
+        assert_eq!(render(json!({"x": "Bearer {{ secret.api_key }}"})).unwrap(), json!({"x": "Bearer sk-live-SECRET"}));
     }
 
     #[test]

@@ -16,8 +16,10 @@ pub struct Renderers {
 }
 
 impl Renderers {
-    pub fn new(plugins: PluginHost) -> Self {
-        Self { built_in: Arc::new(MinijinjaRenderer::new()), plugins }
+    /// The renderers, the built-in one allowing each render `build_bytes` of values
+    /// (`TE_RENDER_MAX_BUILD_BYTES`).
+    pub fn new(plugins: PluginHost, build_bytes: usize) -> Self {
+        Self { built_in: Arc::new(MinijinjaRenderer::with_build_bytes(build_bytes)), plugins }
     }
 
     /// The renderer of an endpoint: the renderer plugin it names, or the built-in one.

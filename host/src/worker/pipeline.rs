@@ -330,7 +330,12 @@ impl Pipeline {
             Err(error) => {
                 let message = format!("Template resolution failed: {}", error.message);
                 logs.push("ERROR", message.clone());
-                let mut outcome = Outcome::permanent("TEMPLATE_RESOLUTION_FAILED", message);
+                let kind = if error.message.contains(crate::template::bounded::TOO_LARGE) {
+                    crate::template::bounded::TOO_LARGE
+                } else {
+                    "TEMPLATE_RESOLUTION_FAILED"
+                };
+                let mut outcome = Outcome::permanent(kind, message);
                 if let (Outcome::Failed { error: e, .. }, Some(variable)) = (&mut outcome, error.variable) {
                     e["variable"] = json!(variable);
                 }

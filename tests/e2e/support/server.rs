@@ -72,6 +72,11 @@ pub fn base_env(db: &TestDb, options: &ServerOptions) -> Vec<(String, String)> {
     if db.backend == Backend::Postgres {
         env.push(("TE_SECRET_ENCRYPTION_KEY".into(), SECRET_KEY.into()));
     }
+    // Every receiver, broker and Redis of the tests is on loopback, which the service refuses
+    // by default; a test that sets an egress list of its own gets exactly that.
+    if !options.env.contains_key("TE_EGRESS_DENY") && !options.env.contains_key("TE_EGRESS_ALLOW") {
+        env.push(("TE_EGRESS_ALLOW".into(), "127.0.0.0/8,::1/128".into()));
+    }
     env.retain(|(k, _)| !options.without.contains(&k.as_str()) && !options.env.contains_key(k));
     env.extend(options.env.iter().map(|(k, v)| (k.clone(), v.clone())));
     env
@@ -162,6 +167,20 @@ impl Server {
         let status = self.child.wait().expect("the process exits");
         std::thread::sleep(Duration::from_millis(50));
         (status, self.output_text())
+    }
+
+    /// Send SIGTERM and wait up to `limit` for the exit: the status and how long it took, or
+    /// None if the process was still running at `limit` (it is then killed).
+    pub async fn terminate_within(mut self, limit: Duration) -> Option<(std::process::ExitStatus, Duration)> {
+        let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();
+        let started = std::time::Instant::now();
+        while started.elapsed() < limit {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some((status, started.elapsed()));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        None
     }
 
     /// Stop with SIGTERM and wait for the process to exit.

@@ -122,7 +122,10 @@ impl HttpTransport {
         if let Some(address) = egress::host_address(&url) {
             self.policy.check(address).map_err(|denied| egress_refused(&denied))?;
         }
-        let headers = request_headers(&spec, message, delivery)?;
+        let mut headers = request_headers(&spec, message, delivery)?;
+        if let Some(mark) = self.policy.delivery_mark() {
+            headers.insert(egress::DELIVERY_MARK, HeaderValue::from_str(mark).expect("a mark is hex"));
+        }
         let method = match spec.method {
             HttpMethod::GET => Method::GET,
             HttpMethod::POST => Method::POST,
