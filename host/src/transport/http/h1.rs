@@ -480,6 +480,12 @@ fn framing(head: &Head, head_only: bool) -> Result<Framing, WireError> {
         return Ok(Framing::Empty);
     }
     if let Some(last) = head.headers.get_all(TRANSFER_ENCODING).iter().next_back() {
+        // RFC 9112 §6.1: an HTTP/1.0 message with Transfer-Encoding is to be treated as faulty
+        // framing (it was likely forwarded by something that did not decode it). hyper refuses
+        // it too (found by the differential test against hyper, h1/differential.rs).
+        if head.version == Version::HTTP_10 {
+            return Err(WireError::Framing("Transfer-Encoding in an HTTP/1.0 answer"));
+        }
         let chunked = last
             .as_bytes()
             .rsplit(|b| *b == b',')
@@ -759,5 +765,7 @@ impl AsyncWrite for Conn {
     }
 }
 
+#[cfg(test)]
+mod differential;
 #[cfg(test)]
 mod tests;
