@@ -5,8 +5,9 @@
 //! framed by `Content-Length`, chunked (with extensions, trailers, any hex case) or the
 //! connection's close, bodies that `HEAD`, 204 and 304 do not have, and the broken kinds —
 //! conflicting or malformed lengths, unknown transfer codings, a body cut short, a head that is
-//! not HTTP. CI runs 200 cases; `TE_H1_DIFF_CASES=100000` (and `TE_H1_DIFF_SEED` for another
-//! seed) is the longer run, e.g. `TE_H1_DIFF_CASES=100000 cargo test -p taskexec --lib differential`.
+//! not HTTP, a head at the limit of header fields or one past it. CI runs 200 cases;
+//! `TE_H1_DIFF_CASES=100000` (and `TE_H1_DIFF_SEED` for another seed) is the longer run, e.g.
+//! `TE_H1_DIFF_CASES=100000 cargo test -p taskexec --lib differential`.
 //!
 //! Where the two may rightly differ, the test says why and compares what is left:
 //! - a body past the client's limit: ours cuts it and says so (`truncated`); the limit here is
@@ -75,6 +76,7 @@ fn generate(rng: &mut StdRng) -> Case {
     let status = [200, 201, 202, 204, 206, 301, 304, 400, 404, 418, 429, 500, 503, 599][rng.gen_range(0..14)];
     let reason_len = rng.gen_range(1..12);
     let reason = if rng.gen_bool(0.1) { String::new() } else { token(rng, reason_len) };
+    let head_start = out.len();
     let broken_line = rng.gen_bool(0.03);
     if broken_line {
         out.extend_from_slice(b"HTTP/1.1 2x0 Broken\r\n");
@@ -90,7 +92,7 @@ fn generate(rng: &mut StdRng) -> Case {
     let body_len = if rng.gen_bool(0.2) { 0 } else { rng.gen_range(0..3000) };
     let body: Vec<u8> = (0..body_len).map(|i| b'a' + (i % 26) as u8).collect();
     let mut close_after = true;
-    match rng.gen_range(0..19) {
+    match rng.gen_range(0..20) {
         // Content-Length, exact; the connection stays open (the length ends the body).
         0..=3 => {
             out.extend_from_slice(format!("{}: {body_len}\r\n\r\n", any_case(rng, "Content-Length")).as_bytes());
@@ -177,6 +179,17 @@ fn generate(rng: &mut StdRng) -> Case {
         17 => {
             let length = if rng.gen_bool(0.5) { format!("+{body_len}") } else { format!("{body_len}, {body_len}") };
             out.extend_from_slice(format!("Content-Length: {length}\r\n\r\n").as_bytes());
+            out.extend_from_slice(&body);
+        }
+        // As many header fields as both clients allow (100 in all), or one more.
+        19 => {
+            // The fields so far: the lines after the status line.
+            let given = out[head_start..].windows(2).filter(|w| w == b"\r\n").count() - 1;
+            let fields = 100usize.saturating_sub(given + 1) + usize::from(rng.gen_bool(0.5));
+            for i in 0..fields {
+                out.extend_from_slice(format!("X-F{i}: v\r\n").as_bytes());
+            }
+            out.extend_from_slice(format!("Content-Length: {body_len}\r\n\r\n").as_bytes());
             out.extend_from_slice(&body);
         }
         // A header value with bytes beyond ASCII.
