@@ -54,7 +54,7 @@ fn cross_site(headers: &HeaderMap) -> bool {
 }
 
 impl Session {
-    /// Refuse a form posted without the token this session's pages carry, or from another site.
+    /// Refuse a form posted without the token the signed-in pages carry, or from another site.
     pub fn check_form(&self, headers: &HeaderMap, token: &str) -> Result<(), StaleForm> {
         if cross_site(headers) || !bool::from(self.csrf.as_bytes().ct_eq(token.as_bytes())) {
             return Err(StaleForm);
