@@ -25,7 +25,10 @@ async fn secret_values_never_leave_the_server(backend: Backend) {
 
     let created = api.post("/secrets", &json!({"name": "email_api_key", "value": VALUE})).await;
     assert_eq!(created.status, 201);
-    assert_eq!(created.body.as_object().unwrap().keys().collect::<Vec<_>>(), ["created_at", "name", "updated_at"]);
+    assert_eq!(
+        created.body.as_object().unwrap().keys().collect::<Vec<_>>(),
+        ["allowed_hosts", "created_at", "name", "updated_at"]
+    );
     bodies.push(created.text);
     // The same value again: an idempotent repeat. Another value: a conflict that does not
     // echo either value.

@@ -17,6 +17,7 @@ use super::pagination::{paginate, ListOut, ListParams};
 use super::state::AppState;
 use super::{check_path_name, conflict_in_use, created_or_existing, Created};
 use crate::api::error::{ApiError, ApiResult, ErrorCode};
+use crate::secret::hosts::AllowedHosts;
 use crate::secret::SecretValue;
 use crate::store::{Deleted, PageKey, Secret};
 
@@ -34,6 +35,12 @@ pub fn router() -> OpenApiRouter<AppState> {
 pub struct SecretIn {
     pub name: String,
     pub value: Value,
+    /// The hosts the secret may be sent to: names (`api.example.com`), `*.` wildcards over a
+    /// domain's subdomains (`*.example.com`) and IP addresses; at most 32. A delivery that
+    /// reads the secret and goes anywhere else fails permanently (`SECRET_HOST_NOT_ALLOWED`)
+    /// before anything is sent. Left out or null: any host.
+    #[schema(max_items = 32)]
+    pub allowed_hosts: Option<Vec<String>>,
 }
 
 #[derive(Deserialize, utoipa::ToSchema)]
@@ -41,12 +48,23 @@ pub struct SecretIn {
 pub struct SecretUpdateIn {
     pub name: Option<String>,
     pub value: Value,
+    /// As on create. Left out: the list stays as it is (a rotation keeps it); null: any host.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(max_items = 32, nullable)]
+    pub allowed_hosts: Option<Option<Vec<String>>>,
+}
+
+/// A field that is present, even as `null`, is `Some`: PUT tells "leave it" from "clear it".
+fn present<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
+    T::deserialize(d).map(Some)
 }
 
 /// Metadata only: there is deliberately no field for the value.
 #[derive(Serialize, utoipa::ToSchema)]
 pub struct SecretOut {
     pub name: String,
+    /// Where the secret may be sent; null: any host.
+    pub allowed_hosts: Option<Vec<String>>,
     #[serde(serialize_with = "super::timestamp")]
     pub created_at: DateTime<Utc>,
     #[serde(serialize_with = "super::timestamp")]
@@ -55,12 +73,17 @@ pub struct SecretOut {
 
 impl From<Secret> for SecretOut {
     fn from(s: Secret) -> Self {
-        Self { name: s.name, created_at: s.created_at, updated_at: s.updated_at }
+        let allowed_hosts = s.allowed_hosts.as_deref().and_then(AllowedHosts::from_json).map(|h| h.entries().to_vec());
+        Self { name: s.name, allowed_hosts, created_at: s.created_at, updated_at: s.updated_at }
     }
 }
 
 fn not_found(name: &str) -> ApiError {
     ApiError::new(ErrorCode::SecretNotFound, format!("Secret '{name}' does not exist."))
+}
+
+fn allowed_hosts(entries: Option<&[String]>) -> ApiResult<Option<AllowedHosts>> {
+    entries.map(AllowedHosts::parse).transpose().map_err(|(field, why)| ApiError::invalid_field(&field, why))
 }
 
 fn secret_value(value: Value) -> ApiResult<SecretValue> {
@@ -82,17 +105,19 @@ fn secret_value(value: Value) -> ApiResult<SecretValue> {
 async fn create(State(state): State<AppState>, ApiJson(body): ApiJson<SecretIn>) -> ApiResult<Created<SecretOut>> {
     check_secret_name("name", &body.name)?;
     let value = secret_value(body.value)?;
+    let hosts = allowed_hosts(body.allowed_hosts.as_deref())?.map(|h| h.to_json());
     let sealed = state.cipher.seal(&body.name, &value);
-    let inserted = state.store.secret_insert(&body.name, &sealed).await?;
+    let inserted = state.store.secret_insert(&body.name, &sealed, hosts.as_deref()).await?;
     // A repeat of the same create is answered 200 like any idempotent create; a different value
     // under the same name is a conflict (rotation is an explicit PUT).
     created_or_existing(
         inserted,
         |existing| {
-            state
-                .cipher
-                .open(&existing.name, &existing.encrypted_value)
-                .is_ok_and(|old| bool::from(old.expose().as_bytes().ct_eq(value.expose().as_bytes())))
+            existing.allowed_hosts == hosts
+                && state
+                    .cipher
+                    .open(&existing.name, &existing.encrypted_value)
+                    .is_ok_and(|old| bool::from(old.expose().as_bytes().ct_eq(value.expose().as_bytes())))
         },
         || format!("Secret '{0}' already exists; rotate its value with PUT /secrets/{0}.", body.name),
     )
@@ -120,7 +145,7 @@ async fn read(State(state): State<AppState>, Path(name): Path<String>) -> ApiRes
     Ok(Json(secret.into()))
 }
 
-/// Replace a secret's value.
+/// Replace a secret's value (and, when given, where it may be sent).
 ///
 /// Rotate a value. Executions that start afterwards use the new value (once the workers'
 /// secret cache, `TE_SECRET_CACHE_TTL_SEC`, has expired).
@@ -134,8 +159,16 @@ async fn update(
 ) -> ApiResult<Json<SecretOut>> {
     check_path_name(&name, body.name.as_deref())?;
     let value = secret_value(body.value)?;
+    let hosts = match &body.allowed_hosts {
+        None => None,
+        Some(entries) => Some(allowed_hosts(entries.as_deref())?.map(|h| h.to_json())),
+    };
     let sealed = state.cipher.seal(&name, &value);
-    let secret = state.store.secret_update(&name, &sealed).await?.ok_or_else(|| not_found(&name))?;
+    let secret = state
+        .store
+        .secret_update(&name, &sealed, hosts.as_ref().map(Option::as_deref))
+        .await?
+        .ok_or_else(|| not_found(&name))?;
     Ok(Json(secret.into()))
 }
 

@@ -5,6 +5,7 @@
 //! and some previous ones open every envelope during a rotation; the secret's name is bound in
 //! as associated data, so an envelope copied onto another secret's row does not open.
 
+pub mod hosts;
 mod key;
 pub mod redact;
 

@@ -45,7 +45,7 @@ macro_rules! impl_store {
 
             const PAYLOAD_SPEC_COLUMNS: &str = "name, schema_json, created_at, updated_at";
             const CONFIG_COLUMNS: &str = "name, values_json, created_at, updated_at";
-            const SECRET_COLUMNS: &str = "name, encrypted_value, created_at, updated_at";
+            const SECRET_COLUMNS: &str = "name, encrypted_value, allowed_hosts, created_at, updated_at";
             const ENDPOINT_COLUMNS: &str =
                 "name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, version, created_at, updated_at, plugin, renderer, \
                  max_concurrency, on_failure, paused_until, rate_limit_per_sec, rate_limit_burst, circuit_policy, circuit_failures, \
@@ -588,10 +588,15 @@ macro_rules! impl_store {
 
                 // ---- secrets ----
 
-                async fn secret_insert(&self, name: &str, encrypted_value: &[u8]) -> StoreResult<Inserted<Secret>> {
+                async fn secret_insert(
+                    &self,
+                    name: &str,
+                    encrypted_value: &[u8],
+                    allowed_hosts: Option<&str>,
+                ) -> StoreResult<Inserted<Secret>> {
                     let sql = format!(
-                        "INSERT INTO secrets (name, encrypted_value, created_at, updated_at)
-                         VALUES ($1, $2, $3, $3)
+                        "INSERT INTO secrets (name, encrypted_value, created_at, updated_at, allowed_hosts)
+                         VALUES ($1, $2, $3, $3, $4)
                          ON CONFLICT (name) DO NOTHING
                          RETURNING {SECRET_COLUMNS}"
                     );
@@ -599,6 +604,7 @@ macro_rules! impl_store {
                         .bind(name)
                         .bind(encrypted_value)
                         .bind(DbTime(now()))
+                        .bind(allowed_hosts)
                         .fetch_optional(&self.pool)
                         .await?;
                     match row {
@@ -630,15 +636,24 @@ macro_rules! impl_store {
                     Ok(found)
                 }
 
-                async fn secret_update(&self, name: &str, encrypted_value: &[u8]) -> StoreResult<Option<Secret>> {
+                async fn secret_update(
+                    &self,
+                    name: &str,
+                    encrypted_value: &[u8],
+                    allowed_hosts: Option<Option<&str>>,
+                ) -> StoreResult<Option<Secret>> {
                     let sql = format!(
-                        "UPDATE secrets SET encrypted_value = $2, updated_at = $3 WHERE name = $1
+                        "UPDATE secrets SET encrypted_value = $2, updated_at = $3,
+                           allowed_hosts = CASE WHEN $4 THEN $5 ELSE allowed_hosts END
+                         WHERE name = $1
                          RETURNING {SECRET_COLUMNS}"
                     );
                     Ok(sqlx::query_as::<$db, Secret>(&sql)
                         .bind(name)
                         .bind(encrypted_value)
                         .bind(DbTime(now()))
+                        .bind(allowed_hosts.is_some())
+                        .bind(allowed_hosts.flatten())
                         .fetch_optional(&self.pool)
                         .await?)
                 }

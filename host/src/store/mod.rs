@@ -183,6 +183,8 @@ pub struct Config {
 pub struct Secret {
     pub name: String,
     pub encrypted_value: Vec<u8>,
+    /// Where the secret may be sent, as JSON (`secret::hosts::AllowedHosts`); None: anywhere.
+    pub allowed_hosts: Option<String>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
@@ -368,12 +370,24 @@ pub trait Store: Send + Sync + 'static {
     /// Refused (InUse, with endpoint names) while an endpoint references it.
     async fn config_delete(&self, name: &str) -> StoreResult<Deleted>;
 
-    async fn secret_insert(&self, name: &str, encrypted_value: &[u8]) -> StoreResult<Inserted<Secret>>;
+    /// `allowed_hosts` is the JSON of `secret::hosts::AllowedHosts`; None: anywhere.
+    async fn secret_insert(
+        &self,
+        name: &str,
+        encrypted_value: &[u8],
+        allowed_hosts: Option<&str>,
+    ) -> StoreResult<Inserted<Secret>>;
     async fn secret_get(&self, name: &str) -> StoreResult<Option<Secret>>;
     async fn secret_list(&self, page: &PageRequest) -> StoreResult<Vec<Secret>>;
     /// Which of `names` exist, for checking an endpoint's `{{secret.*}}` references.
     async fn secret_names_existing(&self, names: &[String]) -> StoreResult<Vec<String>>;
-    async fn secret_update(&self, name: &str, encrypted_value: &[u8]) -> StoreResult<Option<Secret>>;
+    /// `allowed_hosts`: None keeps the stored list, `Some(None)` clears it.
+    async fn secret_update(
+        &self,
+        name: &str,
+        encrypted_value: &[u8],
+        allowed_hosts: Option<Option<&str>>,
+    ) -> StoreResult<Option<Secret>>;
     /// Replace a ciphertext only if it is still `expected` (re-encryption under a new key must
     /// not overwrite a value rotated by a user meanwhile). Returns whether it was replaced.
     async fn secret_reencrypt(&self, name: &str, expected: &[u8], encrypted_value: &[u8]) -> StoreResult<bool>;

@@ -41,6 +41,30 @@ pub trait Transport: Send + Sync + 'static {
     fn error_json(&self, failure: &Failure) -> Value {
         error_json(failure, "REJECTED", None)
     }
+
+    /// The hosts a delivery of this rendered spec reaches, for secrets that name the hosts
+    /// they may be sent to (`crate::secret::hosts`). The default: not known before delivery.
+    async fn destinations(&self, spec: &Value) -> Destinations {
+        let _ = spec;
+        Destinations::Unknown
+    }
+}
+
+pub use crate::secret::hosts::Destinations;
+
+/// The host of a URL-valued field of a rendered spec; [`Destinations::Unknown`] when it does
+/// not parse (the delivery then fails on the same URL).
+pub fn url_destination(spec: &Value, field: &str) -> Destinations {
+    let host = spec.get(field).and_then(Value::as_str).and_then(|text| url::Url::parse(text).ok()).map(|url| {
+        match url.host() {
+            Some(url::Host::Domain(name)) => name.to_owned(),
+            Some(url::Host::Ipv4(v4)) => v4.to_string(),
+            Some(url::Host::Ipv6(v6)) => v6.to_string(),
+            // `unix:///run/redis.sock` and the like: this machine.
+            None => "localhost".to_owned(),
+        }
+    });
+    host.map_or(Destinations::Unknown, |host| Destinations::Hosts(vec![host]))
 }
 
 /// The brief's error object: `type` from the failure kind (`rejected_type` for a refusal, with

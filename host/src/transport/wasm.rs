@@ -63,6 +63,14 @@ impl Transport for WasmTransport {
         }
     }
 
+    /// The hosts the plugin is granted: it may send the spec's content to any of them.
+    async fn destinations(&self, _spec: &Value) -> super::Destinations {
+        match self.host.get(&self.plugin).await {
+            Ok(plugin) => super::Destinations::Hosts(plugin.egress.grants().0.iter().map(|g| g.host.clone()).collect()),
+            Err(_) => super::Destinations::Unknown,
+        }
+    }
+
     async fn deliver(&self, message: Message, delivery: &Delivery) -> Result<Receipt, Failure> {
         // A plugin that is not installed, or cannot load, fails the same way next time; a
         // database that did not answer may answer the next attempt.

@@ -30,12 +30,23 @@ use crate::contract::{Failure, FailureKind, Message, Verdict};
 use crate::domain::{AttemptStatus, ExecutionStatus};
 use crate::flow::Health;
 use crate::retry::RetryPolicy;
+use crate::secret::hosts::{self, AllowedHosts};
 use crate::secret::redact::Redactor;
 use crate::secret::{SecretCipher, SecretValue};
 use crate::store::{now, AttemptFinish, Endpoint, Execution, LogWrite, Store, StoreError};
 use crate::template::{self, RenderContext, Renderers, TemplateKey};
 use crate::trace::TraceParent;
 use crate::transport::{Delivery, EndpointVersion, Transports};
+
+/// A decrypted secret as the worker caches it: its value and where it may be sent.
+#[derive(Clone)]
+struct OpenedSecret {
+    value: SecretValue,
+    allowed_hosts: Option<AllowedHosts>,
+}
+
+/// The secrets of one attempt that name the hosts they may go to.
+type Restrictions = Vec<(String, AllowedHosts)>;
 
 /// The longest a receiver's `Retry-After` pauses its endpoint.
 const MAX_ENDPOINT_PAUSE: Duration = Duration::from_secs(3600);
@@ -54,7 +65,7 @@ pub struct Pipeline {
     /// cloned, by each attempt (a clone and its drop were 2.4% of the worker's CPU in a drain).
     endpoints: TtlCache<(String, Option<i32>), Arc<Resolved>>,
     configs: TtlCache<String, Value>,
-    secrets: TtlCache<String, SecretValue>,
+    secrets: TtlCache<String, OpenedSecret>,
     completer: Completer,
     /// The secret names each endpoint version's templates read: found once per version, not
     /// by re-parsing the spec on every attempt.
@@ -310,8 +321,8 @@ impl Pipeline {
         let (endpoint, policy) = (&resolved.endpoint, resolved.policy.clone());
         let endpoint_type = endpoint.endpoint_type;
 
-        let context = match Box::pin(self.context(execution.input.take(), endpoint)).await? {
-            Ok(context) => context,
+        let (context, restrictions) = match Box::pin(self.context(execution.input.take(), endpoint)).await? {
+            Ok(found) => found,
             Err(message) => {
                 logs.push("ERROR", message.clone());
                 return Ok((Outcome::permanent("TEMPLATE_RESOLUTION_FAILED", message), policy, Vec::new()));
@@ -349,6 +360,26 @@ impl Pipeline {
             endpoint.endpoint_type, endpoint.version
         ));
 
+        let transport = match self.transports.for_endpoint(endpoint_type, endpoint.plugin_ref().as_ref()) {
+            Ok(transport) => transport,
+            Err(error) => {
+                let message = format!("`{}`: {}", error.field, error.message);
+                logs.push("ERROR", message.clone());
+                return Ok((Outcome::permanent("INVALID_SPEC", message), policy, secrets));
+            }
+        };
+        // A secret that names where it may go leaves for nowhere else: checked on the rendered
+        // spec, before anything is sent.
+        if !restrictions.is_empty() {
+            let destinations = transport.destinations(&rendered).await;
+            if let Some(message) =
+                restrictions.iter().find_map(|(name, allowed)| hosts::refusal(name, allowed, &destinations))
+            {
+                logs.push("ERROR", message.clone());
+                return Ok((Outcome::permanent("SECRET_HOST_NOT_ALLOWED", message), policy, secrets));
+            }
+        }
+
         // Every endpoint type's timeout is bounded: the endpoint's own, else its spec's.
         let timeout_ms = endpoint.delivery_timeout_ms(&rendered);
         let deadline = now() + chrono::Duration::milliseconds(i64::try_from(timeout_ms).unwrap_or(i64::MAX / 2));
@@ -362,14 +393,6 @@ impl Pipeline {
             spec_json: serde_json::to_string(&rendered).expect("a JSON value serializes"),
         };
         drop(rendered);
-        let transport = match self.transports.for_endpoint(endpoint_type, endpoint.plugin_ref().as_ref()) {
-            Ok(transport) => transport,
-            Err(error) => {
-                let message = format!("`{}`: {}", error.field, error.message);
-                logs.push("ERROR", message.clone());
-                return Ok((Outcome::permanent("INVALID_SPEC", message), policy, secrets));
-            }
-        };
         // The lease must outlast this attempt's deadline, or a live attempt could be
         // reclaimed and delivered twice: extend it first when the deadline is far.
         let needed = Duration::from_millis(timeout_ms) + DEADLINE_GRACE + LEASE_MARGIN;
@@ -466,7 +489,7 @@ impl Pipeline {
         &self,
         input: Option<Value>,
         endpoint: &Endpoint,
-    ) -> Result<Result<RenderContext, String>, StoreError> {
+    ) -> Result<Result<(RenderContext, Restrictions), String>, StoreError> {
         let store = &self.store;
         let config = match &endpoint.config {
             None => Value::Object(Default::default()),
@@ -488,6 +511,7 @@ impl Pipeline {
             Err(message) => return Ok(Err(message)),
         };
         let mut secrets = BTreeMap::new();
+        let mut restrictions = Vec::new();
         for name in names.iter().cloned() {
             let cipher = &self.cipher;
             let loaded = self
@@ -495,7 +519,10 @@ impl Pipeline {
                 .get_or_load(&name, || async {
                     let Some(stored) = store.secret_get(&name).await? else { return Ok::<_, StoreError>(None) };
                     match cipher.open(&stored.name, &stored.encrypted_value) {
-                        Ok(value) => Ok(Some(value)),
+                        Ok(value) => Ok(Some(OpenedSecret {
+                            value,
+                            allowed_hosts: stored.allowed_hosts.as_deref().and_then(AllowedHosts::from_json),
+                        })),
                         Err(error) => {
                             tracing::error!(secret = %name, %error, "A stored secret cannot be opened.");
                             Ok(None)
@@ -504,11 +531,16 @@ impl Pipeline {
                 })
                 .await?;
             match loaded {
-                Some(value) => secrets.insert(name, value),
+                Some(OpenedSecret { value, allowed_hosts }) => {
+                    if let Some(hosts) = allowed_hosts {
+                        restrictions.push((name.clone(), hosts));
+                    }
+                    secrets.insert(name, value)
+                }
                 None => return Ok(Err(format!("Secret '{name}' no longer exists or cannot be opened."))),
             };
         }
-        Ok(Ok(RenderContext { input: input.unwrap_or_default(), config, secrets }))
+        Ok(Ok((RenderContext { input: input.unwrap_or_default(), config, secrets }, restrictions)))
     }
 
     /// The secrets an endpoint version's templates name. A renderer plugin's templates are in

@@ -23,6 +23,9 @@ use super::{
 use crate::contract::{Failure, Message, Receipt};
 use crate::egress::{self, EgressPolicy, PolicyResolver};
 use crate::trace::TRACEPARENT;
+/// For the fuzz target under `fuzz/`: the HTTP/1.1 client's reading of an answer from bytes.
+#[doc(hidden)]
+pub use h1::{read_answer_bytes, Answer};
 use h1::{H1Client, Outgoing, SendError};
 
 /// Bytes of a response body kept in the execution's output; the rest is cut (and the output
@@ -92,6 +95,11 @@ impl Transport for HttpTransport {
 
     fn error_json(&self, failure: &Failure) -> Value {
         error_json(failure, "HTTP_ERROR", Some("status_code"))
+    }
+
+    /// No redirect is followed, so the URL's host is the only one a delivery reaches.
+    async fn destinations(&self, spec: &Value) -> super::Destinations {
+        super::url_destination(spec, "url")
     }
 }
 

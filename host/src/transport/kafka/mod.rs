@@ -245,6 +245,28 @@ impl Transport for KafkaTransport {
     fn error_json(&self, failure: &Failure) -> Value {
         error_json(failure, "BROKER_ERROR", Some("code"))
     }
+
+    /// The bootstrap brokers. The cluster's metadata may name further brokers, which the
+    /// producer then reaches as well: a secret sent to a cluster is trusted to all of it.
+    async fn destinations(&self, spec: &Value) -> super::Destinations {
+        match spec.get("bootstrap_servers").and_then(Value::as_str) {
+            Some(servers) => super::Destinations::Hosts(servers.split(',').filter_map(broker_host).collect()),
+            None => super::Destinations::Unknown,
+        }
+    }
+}
+
+/// The host of one `bootstrap.servers` entry: `host:port`, `[v6]:port` or
+/// `PROTOCOL://host:port`.
+fn broker_host(entry: &str) -> Option<String> {
+    let entry = entry.trim();
+    let entry = entry.split_once("://").map_or(entry, |(_, rest)| rest);
+    let host = match entry.rsplit_once(':') {
+        Some((host, port)) if !port.contains(']') && (!host.contains(':') || host.ends_with(']')) => host,
+        _ => entry,
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    (!host.is_empty()).then(|| host.to_owned())
 }
 
 /// Errors a later attempt cannot cure: the message or the permissions must change first.

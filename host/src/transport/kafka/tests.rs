@@ -239,3 +239,12 @@ fn security_settings_are_checked_at_registration() {
     let bad_mechanism = json!({"mechanism": "GSSAPI", "username": "u", "password": "p"});
     assert!(field(json!({"security_protocol": "SASL_SSL", "sasl": bad_mechanism})).is_some());
 }
+
+#[test]
+fn the_hosts_of_bootstrap_servers_are_read_in_every_spelling() {
+    let hosts: Vec<_> = "b1.example:9092, [::1]:9093,SASL_SSL://b3.example:9094,b4.example,10.0.0.5:9092"
+        .split(',')
+        .filter_map(broker_host)
+        .collect();
+    assert_eq!(hosts, ["b1.example", "::1", "b3.example", "b4.example", "10.0.0.5"]);
+}

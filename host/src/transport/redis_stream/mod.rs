@@ -185,6 +185,10 @@ impl Transport for RedisStreamTransport {
     fn error_json(&self, failure: &Failure) -> Value {
         error_json(failure, "STREAM_ERROR", None)
     }
+
+    async fn destinations(&self, spec: &Value) -> super::Destinations {
+        super::url_destination(spec, "redis_url")
+    }
 }
 
 /// Server errors that clear up by themselves; any other server error (WRONGTYPE, a bad
