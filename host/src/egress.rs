@@ -123,7 +123,7 @@ fn parse_list(variable: &'static str, text: Option<&str>) -> Result<Vec<IpNet>, 
 /// An IPv6 address that carries an IPv4 one, as that IPv4 address: IPv4-mapped
 /// (`::ffff:0:0/96`), IPv4-compatible (`::/96`, but `::` and `::1`), NAT64 (`64:ff9b::/96`)
 /// and 6to4 (`2002::/16`, the IPv4 address in bits 16–47).
-fn canonical_ip(ip: IpAddr) -> IpAddr {
+pub(crate) fn canonical_ip(ip: IpAddr) -> IpAddr {
     let IpAddr::V6(v6) = ip else { return ip };
     if let Some(v4) = v6.to_ipv4_mapped() {
         return IpAddr::V4(v4);

@@ -83,13 +83,18 @@ impl Grant {
 }
 
 /// Addresses only reachable from inside the host or its network: refused unless granted by
-/// address. Link-local includes 169.254.169.254, the cloud metadata service.
+/// address. Link-local includes 169.254.169.254, the cloud metadata service. Private ranges
+/// (RFC 1918, CGNAT 100.64.0.0/10, ULA fc00::/7) are internal too: a plugin granted
+/// `https://*.example.com` cannot be pointed at a neighbour by a name that resolves there,
+/// though the service's own deliveries may reach them (`egress`). An IPv6 address carrying
+/// an IPv4 one is judged as that IPv4 address.
 pub fn is_internal(ip: IpAddr) -> bool {
-    match ip {
+    match crate::egress::canonical_ip(ip) {
         IpAddr::V4(v4) => {
             v4.is_loopback()
                 || v4.is_link_local()
-                || v4.is_unspecified()
+                || v4.is_private()
+                || v4.octets()[0] == 0
                 || v4.is_broadcast()
                 // 100.100.100.200 is Alibaba Cloud's metadata service (in 100.64.0.0/10).
                 || (v4.octets()[0] == 100 && (v4.octets()[1] & 0xc0) == 64)
@@ -98,9 +103,8 @@ pub fn is_internal(ip: IpAddr) -> bool {
             v6.is_loopback()
                 || v6.is_unspecified()
                 || (v6.segments()[0] & 0xffc0) == 0xfe80
-                // AWS's IPv6 metadata address fd00:ec2::254.
-                || v6.segments()[..2] == [0xfd00, 0x0ec2]
-                || v6.to_ipv4_mapped().is_some_and(|v4| is_internal(IpAddr::V4(v4)))
+                // Unique local addresses, AWS's IPv6 metadata address fd00:ec2::254 among them.
+                || (v6.segments()[0] & 0xfe00) == 0xfc00
         }
     }
 }
@@ -183,5 +187,28 @@ mod tests {
         assert!(literal.allows_address("127.0.0.1".parse().unwrap(), "http", 9000));
         assert!(!literal.allows_address("127.0.0.2".parse().unwrap(), "http", 9000));
         assert!(!literal.allows_address("127.0.0.1".parse().unwrap(), "https", 9000));
+    }
+
+    #[test]
+    fn private_ranges_are_internal_to_a_plugin_in_every_spelling() {
+        let by_name = grants(&["https://*.example.com"]);
+        for internal in [
+            "10.1.2.3",
+            "172.16.0.9",
+            "192.168.1.1",
+            "100.64.0.1",
+            "0.0.0.1",
+            "fd12:3456::1",
+            "fc00::1",
+            "::ffff:10.0.0.1",
+            "64:ff9b::10.0.0.1",
+            "2002:c0a8:0101::",
+            "::192.168.1.1",
+        ] {
+            assert!(!by_name.allows_address(internal.parse().unwrap(), "https", 443), "{internal}");
+        }
+        assert!(by_name.allows_address("172.32.0.1".parse().unwrap(), "https", 443), "just past 172.16/12");
+        let literal = grants(&["https://10.1.2.3"]);
+        assert!(literal.allows_address("10.1.2.3".parse().unwrap(), "https", 443), "granted by address");
     }
 }
