@@ -398,10 +398,22 @@ async fn read_answer(
     head_only: bool,
     limit: usize,
 ) -> Result<(Answer, Option<Conn>), WireError> {
+    let (answer, reusable) = read_answer_from(&mut conn, first, head_only, limit).await?;
+    Ok((answer, reusable.then_some(conn)))
+}
+
+/// [`read_answer`] on any byte stream (a connection, or bytes in memory for the fuzz target):
+/// the answer, and whether the stream may carry another.
+async fn read_answer_from(
+    conn: &mut (impl AsyncRead + Unpin),
+    first: Vec<u8>,
+    head_only: bool,
+    limit: usize,
+) -> Result<(Answer, bool), WireError> {
     let mut buffered = Buffered { bytes: first, start: 0 };
-    let head = read_head(&mut conn, &mut buffered).await?;
+    let head = read_head(conn, &mut buffered).await?;
     let framing = framing(&head, head_only)?;
-    let body = read_body(&mut conn, &mut buffered, framing, limit).await?;
+    let body = read_body(conn, &mut buffered, framing, limit).await?;
     // An answer framed two ways (`Transfer-Encoding` and `Content-Length`) was read by the
     // first, but whoever sent it may have meant the second: what follows on the connection
     // cannot be trusted to start where this answer ended (RFC 9112 §6.3).
@@ -411,12 +423,21 @@ async fn read_answer(
     response.status = head.status;
     response.version = head.version;
     response.headers = head.headers;
-    let answer = Answer { response, body: body.bytes, truncated: body.truncated };
-    Ok((answer, reusable.then_some(conn)))
+    Ok((Answer { response, body: body.bytes, truncated: body.truncated }, reusable))
+}
+
+/// What the client makes of `bytes` as a receiver's whole answer (the connection closing after
+/// them), for the fuzz target (`fuzz/`) and the property test: the answer, whether the
+/// connection could be reused, or the error's message. Reads from memory; nothing is sent.
+#[doc(hidden)]
+pub fn read_answer_bytes(bytes: &[u8], head_only: bool, limit: usize) -> Result<(Answer, bool), String> {
+    let runtime = tokio::runtime::Builder::new_current_thread().build().expect("a runtime without drivers");
+    let mut stream = bytes;
+    runtime.block_on(read_answer_from(&mut stream, Vec::new(), head_only, limit)).map_err(|e| e.to_string())
 }
 
 /// The final answer's head (interim 1xx answers are skipped), consumed from `buffered`.
-async fn read_head(conn: &mut Conn, buffered: &mut Buffered) -> Result<Head, WireError> {
+async fn read_head(conn: &mut (impl AsyncRead + Unpin), buffered: &mut Buffered) -> Result<Head, WireError> {
     loop {
         // Not a `match` with the read in an arm: the parsed head would be kept across it.
         if let Some((head, len)) = parse_head(buffered.unread())? {
@@ -534,7 +555,7 @@ impl Body {
 }
 
 async fn read_body(
-    conn: &mut Conn,
+    conn: &mut (impl AsyncRead + Unpin),
     buffered: &mut Buffered,
     framing: Framing,
     limit: usize,
@@ -586,7 +607,7 @@ async fn read_body(
 /// The next `length` bytes into `body` (up to its limit); false when the limit cut them (the
 /// rest is left unread).
 async fn read_exactly(
-    conn: &mut Conn,
+    conn: &mut (impl AsyncRead + Unpin),
     buffered: &mut Buffered,
     length: u64,
     body: &mut Body,
@@ -620,7 +641,7 @@ fn chunk_size(line: &[u8]) -> Result<u64, WireError> {
 }
 
 /// The next line (without its CRLF), consumed.
-async fn read_line(conn: &mut Conn, buffered: &mut Buffered) -> Result<Vec<u8>, WireError> {
+async fn read_line(conn: &mut (impl AsyncRead + Unpin), buffered: &mut Buffered) -> Result<Vec<u8>, WireError> {
     loop {
         let unread = buffered.unread();
         if let Some(end) = unread.windows(2).position(|w| w == b"\r\n") {
@@ -657,7 +678,7 @@ impl Buffered {
     }
 
     /// Read more; 0 at the end of the stream.
-    async fn fill(&mut self, conn: &mut Conn) -> Result<usize, WireError> {
+    async fn fill(&mut self, conn: &mut (impl AsyncRead + Unpin)) -> Result<usize, WireError> {
         if self.start > 0 {
             self.bytes.drain(..self.start);
             self.start = 0;
@@ -767,5 +788,7 @@ impl AsyncWrite for Conn {
 
 #[cfg(test)]
 mod differential;
+#[cfg(test)]
+mod properties;
 #[cfg(test)]
 mod tests;
