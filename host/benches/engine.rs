@@ -41,6 +41,8 @@
 //! - rss (PostgreSQL, only when named): BENCH_RSS_IN_FLIGHT (10,000) deliveries held open at once
 //!   by a slow receiver (each answered after 30 s), one worker process with that many slots:
 //!   the worker's resident memory (VmRSS, and its peak VmHWM) once all of them are in flight.
+//! - soak (PostgreSQL, only when named; `scripts/bench soak`): millions of executions in
+//!   windows, as history piles up (see `engine/soak.rs`).
 //!
 //! BENCH_BACKENDS (postgres,sqlite), BENCH_SCENARIOS (drain,create,batch,latency,cron; purge only
 //! when named), BENCH_WORKER_SLOTS
@@ -62,6 +64,9 @@ use serde_json::{json, Value};
 mod support;
 
 use support::{eventually, Backend, Client, Receiver, Server, ServerOptions, TestDb};
+
+#[path = "engine/soak.rs"]
+mod soak;
 
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
@@ -877,6 +882,11 @@ async fn main() {
                 println!("{name:<9} purge       {r}");
                 results.insert(format!("drain_beside_purge_{}", if purging { "on" } else { "off" }), r);
             }
+        }
+        if scenarios.contains("soak") && backend == Backend::Postgres {
+            let r = soak::soak(env_usize("BENCH_SOAK", 10_000_000), env_usize("BENCH_SOAK_WINDOW", 250_000)).await;
+            println!("{name:<9} soak        {r}");
+            results.insert("soak".into(), r);
         }
         if scenarios.contains("side-by-side") && backend == Backend::Postgres {
             let r = side_by_side(env_usize("BENCH_SIDE_BY_SIDE", 20_000)).await;

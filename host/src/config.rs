@@ -505,9 +505,25 @@ pub struct DatabaseArgs {
     #[arg(long, env = "TE_DB_WORKER_COMMITS", value_name = "TE_DB_WORKER_COMMITS", value_enum,
           default_value_t = crate::store::WorkerCommits::Deferred)]
     pub db_worker_commits: crate::store::WorkerCommits,
+
+    /// PostgreSQL only: where LISTEN connects, for the wake-ups between processes (new work,
+    /// plugin changes). A transaction-mode pooler (PgBouncer) cannot carry LISTEN: when
+    /// TE_DATABASE_URL goes through one, set this to PostgreSQL itself; `off` polls instead.
+    /// Unset: TE_DATABASE_URL.
+    #[arg(long, env = "TE_DATABASE_LISTEN_URL", value_name = "TE_DATABASE_LISTEN_URL", hide_env_values = true)]
+    pub db_listen_url: Option<String>,
 }
 
 impl DatabaseArgs {
+    /// Where LISTEN connects (`TE_DATABASE_LISTEN_URL`).
+    pub fn listen_via(&self) -> crate::store::ListenVia {
+        match self.db_listen_url.as_deref().map(str::trim) {
+            None | Some("") => crate::store::ListenVia::Pool,
+            Some("off") => crate::store::ListenVia::Off,
+            Some(url) => crate::store::ListenVia::Url(url.to_owned()),
+        }
+    }
+
     /// Connections of a PostgreSQL process without the API role: its claims, two result
     /// writers, the lease keeper, the scheduler and the reclaimer at once, with room to spare.
     /// More only spread the same statements over more PostgreSQL backends, each planning them
@@ -778,6 +794,10 @@ pub struct SchedulerArgs {
     #[arg(long, env = "TE_PURGE_INTERVAL_SEC", value_name = "TE_PURGE_INTERVAL_SEC", default_value_t = 60,
           value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub purge_interval_sec: u64,
+    /// When the scheduler vacuums the queue's tables itself: `auto` (when PostgreSQL's
+    /// autovacuum is off), `always`, or `off`.
+    #[arg(long, env = "TE_VACUUM", value_name = "TE_VACUUM", value_enum, default_value_t = crate::scheduler::vacuumer::VacuumMode::Auto)]
+    pub vacuum: crate::scheduler::vacuumer::VacuumMode,
     /// Deprecated: the old name of TE_WORKER_LEASE_SEC. Executions are no longer reclaimed
     /// after a fixed time RUNNING, only when their worker stops renewing their lease.
     #[arg(long, env = "TE_STUCK_EXECUTION_TIMEOUT_SEC", value_name = "TE_STUCK_EXECUTION_TIMEOUT_SEC",

@@ -591,3 +591,39 @@ async fn an_endpoint_failing_too_long_is_disabled_announced_and_enabled(backend:
     assert_eq!(receiver.count_of("/ok/pager"), 1, "announced once");
     api.post("/endpoints/nope/enable", &json!({})).await.error(404, "ENDPOINT_NOT_FOUND");
 }
+
+/// Where the server's autovacuum does not run (or with `TE_VACUUM=always`, as here, wherever it
+/// does), the scheduler vacuums the queue's tables once deliveries have left enough dead rows
+/// behind: a queue does not slow down as its history piles up. (PostgreSQL only: SQLite reuses
+/// deleted pages by itself.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_scheduler_vacuums_the_queues_tables_as_deliveries_leave_dead_rows() {
+    let db = TestDb::new(Backend::Postgres).await;
+    let server = Server::start_with(&db, ServerOptions::new().env("TE_VACUUM", "always")).await;
+    let api = server.client();
+    let receiver = Receiver::start().await;
+    http_endpoint(&api, &receiver, "hook", "/ok/hook", json!(null)).await;
+    // Each delivery leaves two dead row versions (its claim and its result): 3,000 leave 6,000,
+    // past the 2,000 rows and 1% that make a table due.
+    for from in (0..3000).step_by(1000) {
+        let jobs: Vec<Value> = (from..from + 1000)
+            .map(|i| immediate("hook", &format!("k{i}"), json!({"user_id": "u", "amount": 1})))
+            .collect();
+        let created = api.post("/jobs/batch", &json!({ "jobs": jobs })).await;
+        assert!(created.status.is_success(), "{}", created.text);
+    }
+    let unfinished = "SELECT COUNT(*) FROM executions WHERE status <> 'SUCCESS'";
+    let vacuumed =
+        "SELECT COUNT(*) FROM pg_stat_user_tables WHERE relname = 'executions' AND last_vacuum IS NOT NULL AND last_analyze IS NOT NULL";
+    let mut done = false;
+    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    while std::time::Instant::now() < deadline {
+        if db.scalar(unfinished).await == 0 && db.scalar(vacuumed).await == 1 {
+            done = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert!(done, "every delivery made and `executions` vacuumed within 90 s");
+    assert_eq!(receiver.count(), 3000);
+}

@@ -119,7 +119,7 @@ async fn open_store(
         DatabaseLocation::Postgres(_) => "the PostgreSQL database named by TE_DATABASE_URL".to_owned(),
         DatabaseLocation::Sqlite(path) => format!("the SQLite database {}", path.display()),
     };
-    store::connect_with(location, args.pool_size(location, api), args.db_worker_commits)
+    store::connect_with(location, args.pool_size(location, api), args.db_worker_commits, args.listen_via())
         .await
         .with_context(|| format!("cannot open {what}"))
 }

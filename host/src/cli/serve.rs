@@ -104,6 +104,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             reclaim_interval: Duration::from_secs(s.reclaim_interval_sec),
             retention: s.retention,
             purge_interval: Duration::from_secs(s.purge_interval_sec),
+            vacuum: s.vacuum,
         };
         background.extend(scheduler::spawn(
             store.clone(),

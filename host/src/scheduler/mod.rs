@@ -7,6 +7,7 @@
 //! - [`reclaimer`]: RUNNING executions whose worker's lease expired become RETRYING or FAILED.
 //! - [`purger`]: finished executions and jobs older than `TE_RETENTION` are deleted.
 //! - [`failure_notifier`]: a failed execution's `on_failure` endpoint gets a job about it.
+//! - [`vacuumer`]: the queue's tables are vacuumed when the database's autovacuum does not.
 
 pub mod cron_materializer;
 pub mod failure_notifier;
@@ -15,6 +16,7 @@ pub mod purger;
 pub mod reclaimer;
 pub mod schedule;
 pub mod ticks;
+pub mod vacuumer;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -38,6 +40,8 @@ pub struct SchedulerConfig {
     /// How long finished executions and jobs are kept (zero: forever).
     pub retention: Duration,
     pub purge_interval: Duration,
+    /// When the scheduler vacuums the queue's tables itself.
+    pub vacuum: vacuumer::VacuumMode,
 }
 
 /// Signals between the roles of one process.
@@ -116,6 +120,11 @@ pub fn spawn(
         let beat = liveness.register("scheduler.purger", config.purge_interval);
         let purger = purger::run(store.clone(), config.retention, config.purge_interval, shutdown.clone(), beat);
         loops.push(tokio::spawn(purger));
+    }
+    if config.vacuum != vacuumer::VacuumMode::Off {
+        let every = vacuumer::EVERY;
+        let beat = liveness.register("scheduler.vacuumer", every);
+        loops.push(tokio::spawn(vacuumer::run(store.clone(), config.vacuum, every, shutdown.clone(), beat)));
     }
     loops.extend([
         tokio::spawn(cron_materializer::run(

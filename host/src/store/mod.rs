@@ -178,6 +178,15 @@ pub struct Config {
     pub updated_at: DateTime<Utc>,
 }
 
+/// Dead and live rows of the queue's tables, as the database counts them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Churn {
+    /// Whether the database's own autovacuum runs.
+    pub autovacuum: bool,
+    /// `(table, dead rows, live rows)`.
+    pub tables: Vec<(String, i64, i64)>,
+}
+
 /// A secret as stored: only ever the encrypted envelope (see `crate::secret`).
 #[derive(Clone, sqlx::FromRow)]
 pub struct Secret {
@@ -573,6 +582,20 @@ pub trait Store: Send + Sync + 'static {
     /// process then relies on polling (work) or expiry (plugin versions).
     async fn listen(&self, signal: Signal, wake: Arc<tokio::sync::Notify>) -> StoreResult<bool>;
 
+    // ---- upkeep ----
+
+    /// The queue's tables with their dead and live row counts, and whether the database
+    /// vacuums them by itself (PostgreSQL's autovacuum). Empty where there is nothing to
+    /// vacuum (SQLite reuses deleted pages; CockroachDB collects its own garbage).
+    async fn table_churn(&self) -> StoreResult<Churn> {
+        Ok(Churn::default())
+    }
+    /// Vacuum and analyze `table` now, unless another vacuum holds it (then skipped).
+    async fn vacuum(&self, table: &str) -> StoreResult<()> {
+        let _ = table;
+        Ok(())
+    }
+
     // ---- plugins ----
 
     /// Install a plugin version: the next version number under its name.
@@ -598,7 +621,7 @@ pub trait Store: Send + Sync + 'static {
 /// Open the store the configuration names: PostgreSQL for a `postgres://` (or
 /// `postgresql://`) URL, embedded SQLite for a `sqlite:` URL or a plain file path.
 pub async fn connect(database: &DatabaseLocation, pool_size: u32) -> StoreResult<Arc<dyn Store>> {
-    connect_with(database, pool_size, WorkerCommits::default()).await
+    connect_with(database, pool_size, WorkerCommits::default(), ListenVia::Pool).await
 }
 
 /// [`connect`], with the worker's claims and results committed as `worker_commits` says.
@@ -606,13 +629,27 @@ pub async fn connect_with(
     database: &DatabaseLocation,
     pool_size: u32,
     worker_commits: WorkerCommits,
+    listen: ListenVia,
 ) -> StoreResult<Arc<dyn Store>> {
     Ok(match database {
-        DatabaseLocation::Postgres(url) => {
-            Arc::new(postgres::PgStore::connect(url, pool_size).await?.with_worker_commits(worker_commits))
-        }
+        DatabaseLocation::Postgres(url) => Arc::new(
+            postgres::PgStore::connect(url, pool_size).await?.with_worker_commits(worker_commits).with_listen(listen),
+        ),
         DatabaseLocation::Sqlite(path) => Arc::new(sqlite::SqliteStore::connect(path, pool_size).await?),
     })
+}
+
+/// Where PostgreSQL's LISTEN connects (`TE_DATABASE_LISTEN_URL`): LISTEN holds a session,
+/// which a transaction-mode pooler hands to other clients between transactions.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum ListenVia {
+    /// A connection like the pool's (to `TE_DATABASE_URL`).
+    #[default]
+    Pool,
+    /// A connection of its own to this URL (PostgreSQL itself, past the pooler).
+    Url(String),
+    /// No LISTEN: processes poll for work and let cached plugin versions expire.
+    Off,
 }
 
 /// How PostgreSQL commits the worker's claims and attempt results (`TE_DB_WORKER_COMMITS`).

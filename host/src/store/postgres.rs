@@ -41,6 +41,8 @@ pub struct PgStore {
     cockroach: bool,
     /// How the worker's claims and attempt results are committed.
     worker_commits: WorkerCommits,
+    /// Where LISTEN connects.
+    listen: super::ListenVia,
 }
 
 /// An endpoint with max_concurrency, a rate limit or a circuit not closed, as a claim locks it: its name, rate
@@ -83,12 +85,18 @@ impl PgStore {
         } else {
             warn_if_autovacuum_off(&pool).await;
         }
-        Ok(Self { pool, cockroach, worker_commits: WorkerCommits::default() })
+        Ok(Self { pool, cockroach, worker_commits: WorkerCommits::default(), listen: super::ListenVia::Pool })
     }
 
     /// Commit the worker's claims and attempt results as `commits` says.
     pub fn with_worker_commits(mut self, commits: WorkerCommits) -> Self {
         self.worker_commits = commits;
+        self
+    }
+
+    /// Connect LISTEN as `listen` says.
+    pub fn with_listen(mut self, listen: super::ListenVia) -> Self {
+        self.listen = listen;
         self
     }
 
@@ -140,20 +148,26 @@ impl PgStore {
 
 /// Every execution is written three times or more (queued, claimed, finished), and each
 /// write leaves its old row version and index entries behind until VACUUM removes them; a
-/// claim walks past every one left in the claim index. With autovacuum off they pile up, and
-/// claims slow down as finished work accumulates: 10,000 per-minute cron jobs landed the
-/// second minute's last tick 0.7-2.2 s later than the first's (benchmarks.md), where with
-/// autovacuum on the two minutes match. Said once at start; nothing else changes.
+/// claim walks past every one left in the claim index. With autovacuum off they piled up, and
+/// claims slowed down as finished work accumulated (benchmarks.md, "Soak"). The scheduler then
+/// vacuums the queue's tables itself (`scheduler::vacuumer`, `TE_VACUUM=auto`); said once at
+/// start, since the database's other tables are left to the operator.
 async fn warn_if_autovacuum_off(pool: &PgPool) {
     if let Ok((setting,)) = sqlx::query_as::<_, (String,)>("SHOW autovacuum").fetch_one(pool).await {
         if setting == "off" {
             tracing::warn!(
-                "PostgreSQL's autovacuum is off: claims slow down as finished executions leave dead rows behind. \
-                 Turn it on (autovacuum = on, PostgreSQL's default), or VACUUM the executions table regularly."
+                "PostgreSQL's autovacuum is off: schedulers vacuum taskexec's queue tables themselves (TE_VACUUM=auto); \
+                 turn it on (autovacuum = on, PostgreSQL's default) for the database's other tables."
             );
         }
     }
 }
+
+/// The tables every delivery writes and the purge deletes from: those that need vacuuming.
+const CHURNING_TABLES: [&str; 4] = ["attempts", "execution_logs", "executions", "jobs"];
+
+/// Per-table autovacuum settings for the queue's churn (why: in the file).
+const AUTOVACUUM: &str = include_str!("postgres_autovacuum.sql");
 
 /// Serialises migrations across processes that start together, on PostgreSQL and CockroachDB
 /// alike: whoever holds the one row of `te_migration_lock` migrates, the others wait for it
@@ -674,6 +688,9 @@ impl_store!(PgStore, Postgres, {
         let result = async {
             accept_rewritten_migrations(&self.pool, &migrator).await?;
             migrator.run(&self.pool).await?;
+            if !self.cockroach {
+                sqlx::raw_sql(AUTOVACUUM).execute(&self.pool).await?;
+            }
             StoreResult::Ok(())
         }
         .await;
@@ -849,11 +866,35 @@ impl_store!(PgStore, Postgres, {
         Ok(())
     }
 
-    async fn listen(&self, signal: Signal, wake: Arc<tokio::sync::Notify>) -> StoreResult<bool> {
+    async fn table_churn(&self) -> StoreResult<super::Churn> {
         if self.cockroach {
-            return Ok(false);
+            return Ok(super::Churn::default());
         }
-        let mut listener = PgListener::connect_with(&self.pool).await?;
+        let (setting,): (String,) = sqlx::query_as("SHOW autovacuum").fetch_one(&self.pool).await?;
+        let tables: Vec<(String, i64, i64)> = sqlx::query_as(
+            "SELECT relname::text, n_dead_tup, n_live_tup FROM pg_stat_user_tables
+             WHERE schemaname = current_schema() AND relname = ANY($1) ORDER BY relname",
+        )
+        .bind(&CHURNING_TABLES[..])
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(super::Churn { autovacuum: setting == "on", tables })
+    }
+
+    async fn vacuum(&self, table: &str) -> StoreResult<()> {
+        // Only the tables named here: the name goes into the statement's text.
+        let Some(table) = CHURNING_TABLES.iter().find(|t| **t == table) else { return Ok(()) };
+        sqlx::raw_sql(&format!("VACUUM (ANALYZE, SKIP_LOCKED) {table}")).execute(&self.pool).await?;
+        Ok(())
+    }
+
+    async fn listen(&self, signal: Signal, wake: Arc<tokio::sync::Notify>) -> StoreResult<bool> {
+        let mut listener = match &self.listen {
+            _ if self.cockroach => return Ok(false),
+            super::ListenVia::Off => return Ok(false),
+            super::ListenVia::Pool => PgListener::connect_with(&self.pool).await?,
+            super::ListenVia::Url(url) => PgListener::connect(url).await?,
+        };
         listener.listen(signal.channel()).await?;
         tokio::spawn(async move {
             // recv() reconnects by itself after a dropped connection; while it is down the
