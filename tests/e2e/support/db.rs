@@ -51,6 +51,12 @@ impl TestDb {
         Self { backend: Backend::Postgres, url, pg_name: Some(name), admin: admin.to_owned(), dir }
     }
 
+    /// The database through the pooler `TE_TEST_PGBOUNCER_URL` names, if one does (PostgreSQL).
+    pub fn pooled_url(&self) -> Option<String> {
+        let pooler = std::env::var("TE_TEST_PGBOUNCER_URL").ok().filter(|u| !u.is_empty())?;
+        Some(replace_database(&pooler, self.pg_name.as_deref()?))
+    }
+
     /// A direct connection, for tests that check what is stored (ciphertexts) or set up rows
     /// whose API does not exist yet.
     pub async fn execute(&self, sql: &str) {

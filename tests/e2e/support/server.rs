@@ -71,6 +71,13 @@ pub fn base_env(db: &TestDb, options: &ServerOptions) -> Vec<(String, String)> {
     ];
     if db.backend == Backend::Postgres {
         env.push(("TE_SECRET_ENCRYPTION_KEY".into(), SECRET_KEY.into()));
+        // TE_TEST_PGBOUNCER_URL (scripts/test sets it for a second pass of the PostgreSQL tests):
+        // the server reaches its database through a transaction-mode PgBouncer, with LISTEN
+        // on a connection of its own straight to PostgreSQL, as docs/operations.md says.
+        if let Some(pooled) = db.pooled_url() {
+            env[0].1 = pooled;
+            env.push(("TE_DATABASE_LISTEN_URL".into(), db.url.clone()));
+        }
     }
     // Every receiver, broker and Redis of the tests is on loopback, which the service refuses
     // by default; a test that sets an egress list of its own gets exactly that.
