@@ -16,7 +16,9 @@
 //! tables. The run passes when every window's rate is within 15% of the first full window's,
 //! lateness p99 stays ≤ 20 ms, the worker's RSS grows < 10% after the first two windows, and
 //! the database's size stays within 2× its size when the first purge ran. BENCH_SOAK_SVG names
-//! a file to draw the windows in.
+//! a file to draw the windows in. Each window also reports the WAL written and the CPU time
+//! of the worker, the API and PostgreSQL per execution: the measured costs docs/scaling.md
+//! is to be built from.
 
 use std::time::{Duration, Instant};
 
@@ -40,7 +42,44 @@ struct Window {
     /// `(table, dead, live)`.
     tuples: Vec<(String, i64, i64)>,
     purged_yet: bool,
+    /// WAL written during the window, per execution of it (bytes).
+    wal_bytes_per_execution: f64,
+    /// CPU time per execution of the window (user + system, ms): the worker process, the API
+    /// process, and every PostgreSQL process together (the machine's whole server).
+    cpu_ms_per_execution: CpuPerExecution,
 }
+
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+struct CpuPerExecution {
+    worker: f64,
+    api: f64,
+    postgres: f64,
+}
+
+/// A process's CPU time so far (user + system), in clock ticks (`/proc/PID/stat`).
+fn cpu_ticks(pid: u32) -> u64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return 0 };
+    // The command name may hold spaces; the fields after it are space-separated.
+    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let field = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok()).unwrap_or(0);
+    // utime and stime are fields 14 and 15 of the whole line: 11 and 12 after the name.
+    field(11) + field(12)
+}
+
+/// The CPU time of every process named `postgres` (the server and its backends), in ticks.
+/// Backends that ended during the window take theirs with them: the figure is a floor.
+fn postgres_ticks() -> u64 {
+    let Ok(dir) = std::fs::read_dir("/proc") else { return 0 };
+    dir.filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()))
+        .filter(|pid| std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "postgres"))
+        .map(cpu_ticks)
+        .sum()
+}
+
+/// Milliseconds per clock tick (`getconf CLK_TCK`, 100 on Linux).
+const MS_PER_TICK: f64 = 10.0;
 
 pub async fn soak(total: usize, window: usize) -> Value {
     let cron_jobs = super::env_usize("BENCH_SOAK_CRON", 20);
@@ -95,6 +134,8 @@ pub async fn soak(total: usize, window: usize) -> Value {
         let size = window.min(total - delivered);
         let started = Instant::now();
         let window_start = chrono::Utc::now();
+        let wal_start = db.scalar("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint").await;
+        let cpu_start = (cpu_ticks(worker.pid()), cpu_ticks(api_server.pid()), postgres_ticks());
         create_window(&http, &base, key, next_key, size).await;
         next_key += size;
         let deadline = Instant::now() + Duration::from_secs(3600);
@@ -103,6 +144,15 @@ pub async fn soak(total: usize, window: usize) -> Value {
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
         let seconds = started.elapsed().as_secs_f64();
+        let wal = db.scalar("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint").await - wal_start;
+        let per = |ticks: u64, from: u64| {
+            ((ticks.saturating_sub(from) as f64 * MS_PER_TICK / size as f64) * 1000.0).round() / 1000.0
+        };
+        let cpu = CpuPerExecution {
+            worker: per(cpu_ticks(worker.pid()), cpu_start.0),
+            api: per(cpu_ticks(api_server.pid()), cpu_start.1),
+            postgres: per(postgres_ticks(), cpu_start.2),
+        };
         delivered += size;
         let purged = db.scalar("SELECT COUNT(*) FROM executions WHERE endpoint = 'bench' AND status = 'SUCCESS'").await
             < delivered as i64;
@@ -133,6 +183,8 @@ pub async fn soak(total: usize, window: usize) -> Value {
             database_mib: database_mib.round(),
             tuples,
             purged_yet: purged,
+            wal_bytes_per_execution: (wal as f64 / size as f64).round(),
+            cpu_ms_per_execution: cpu,
         };
         eprintln!("soak: {}", serde_json::to_string(&w).unwrap());
         windows.push(w);
