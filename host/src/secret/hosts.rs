@@ -70,6 +70,12 @@ impl AllowedHosts {
         Self::parse(&entries).ok()
     }
 
+    /// The stored form as the worker holds it to: a list it cannot read allows no host (a
+    /// damaged row must not turn a restricted secret into one that goes anywhere).
+    pub fn from_stored(text: &str) -> Self {
+        Self::from_json(text).unwrap_or(Self(Vec::new()))
+    }
+
     pub fn entries(&self) -> &[String] {
         &self.0
     }
@@ -107,6 +113,9 @@ impl fmt::Debug for AllowedHosts {
 
 impl fmt::Display for AllowedHosts {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.is_empty() {
+            return f.write_str("no host (its stored allowed_hosts cannot be read)");
+        }
         f.write_str(&self.0.join(", "))
     }
 }
@@ -199,5 +208,7 @@ mod tests {
         let message = refusal("k", &allowed, &Destinations::Hosts(vec!["echo.example.org".into()])).unwrap();
         assert!(message.contains("echo.example.org") && message.contains("api.example.com"), "{message}");
         assert!(refusal("k", &allowed, &Destinations::Unknown).is_some());
+        let unreadable = AllowedHosts::from_stored("not json");
+        assert!(refusal("k", &unreadable, &Destinations::Hosts(vec!["api.example.com".into()])).is_some());
     }
 }

@@ -521,7 +521,7 @@ impl Pipeline {
                     match cipher.open(&stored.name, &stored.encrypted_value) {
                         Ok(value) => Ok(Some(OpenedSecret {
                             value,
-                            allowed_hosts: stored.allowed_hosts.as_deref().and_then(AllowedHosts::from_json),
+                            allowed_hosts: stored.allowed_hosts.as_deref().map(AllowedHosts::from_stored),
                         })),
                         Err(error) => {
                             tracing::error!(secret = %name, %error, "A stored secret cannot be opened.");
