@@ -56,15 +56,19 @@ pub use crate::secret::hosts::Destinations;
 /// not parse (the delivery then fails on the same URL).
 pub fn url_destination(spec: &Value, field: &str) -> Destinations {
     let host = spec.get(field).and_then(Value::as_str).and_then(|text| url::Url::parse(text).ok()).map(|url| {
-        match url.host() {
-            Some(url::Host::Domain(name)) => name.to_owned(),
-            Some(url::Host::Ipv4(v4)) => v4.to_string(),
-            Some(url::Host::Ipv6(v6)) => v6.to_string(),
-            // `unix:///run/redis.sock` and the like: this machine.
-            None => "localhost".to_owned(),
-        }
+        // `unix:///run/redis.sock` and the like: this machine.
+        url_host(&url).unwrap_or_else(|| "localhost".to_owned())
     });
     host.map_or(Destinations::Unknown, |host| Destinations::Hosts(vec![host]))
+}
+
+/// A URL's host as grants and host lists read it: a name, or an address without brackets.
+pub fn url_host(url: &url::Url) -> Option<String> {
+    Some(match url.host()? {
+        url::Host::Domain(name) => name.to_owned(),
+        url::Host::Ipv4(v4) => v4.to_string(),
+        url::Host::Ipv6(v6) => v6.to_string(),
+    })
 }
 
 /// The brief's error object: `type` from the failure kind (`rejected_type` for a refusal, with

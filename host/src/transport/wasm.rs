@@ -21,11 +21,7 @@ fn ungranted_url(spec: &Value, grants: &crate::plugin::Grants) -> Option<String>
     }
     let url = url::Url::parse(text).ok()?;
     // The host as the outbound check reads it: a name, or an address without brackets.
-    let host = match url.host()? {
-        url::Host::Domain(name) => name.to_owned(),
-        url::Host::Ipv4(v4) => v4.to_string(),
-        url::Host::Ipv6(v6) => v6.to_string(),
-    };
+    let host = super::url_host(&url)?;
     let port = url.port_or_known_default()?;
     (!grants.allows(url.scheme(), &host, port))
         .then(|| format!("{}://{}:{port}", url.scheme(), url.host_str().unwrap_or(&host)))
