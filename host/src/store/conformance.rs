@@ -836,6 +836,13 @@ mod checks {
             [ExecutionStatus::Running, ExecutionStatus::Queued, ExecutionStatus::Success],
             "newest first"
         );
+        let mut counts = store.execution_counts().await.unwrap();
+        counts.sort_by_key(|(status, _)| status.as_str());
+        assert_eq!(
+            counts,
+            [(ExecutionStatus::Queued, 1), (ExecutionStatus::Running, 1)],
+            "the overview counts the unfinished, and nothing finished"
+        );
         let stats = store.job_stats(&j.job_id, at).await.unwrap();
         assert_eq!((stats.running, stats.queued, stats.succeeded), (1, 1, 1));
         match store.job_delete(&j.job_id).await.unwrap() {
