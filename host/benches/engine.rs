@@ -41,6 +41,9 @@
 //! - rss (PostgreSQL, only when named): BENCH_RSS_IN_FLIGHT (10,000) deliveries held open at once
 //!   by a slow receiver (each answered after 30 s), one worker process with that many slots:
 //!   the worker's resident memory (VmRSS, and its peak VmHWM) once all of them are in flight.
+//! - history (PostgreSQL, only when named): the claim and the history's reads (`GET
+//!   /executions`, a job's executions, the dashboard's overview) over BENCH_HISTORY
+//!   (10,000,000) finished executions with their attempts and logs (see `engine/history.rs`).
 //! - soak (PostgreSQL, only when named; `scripts/bench soak`): millions of executions in
 //!   windows, as history piles up (see `engine/soak.rs`).
 //!
@@ -65,6 +68,8 @@ mod support;
 
 use support::{eventually, Backend, Client, Receiver, Server, ServerOptions, TestDb};
 
+#[path = "engine/history.rs"]
+mod history;
 #[path = "engine/soak.rs"]
 mod soak;
 
@@ -736,40 +741,60 @@ async fn claim_latency(backend: Backend, rows: usize) -> Value {
             .await;
             have = size;
         }
-        let queued = 5_000;
-        db.execute(&format!(
-            "INSERT INTO jobs (job_id, endpoint, endpoint_type, trigger_type, idempotency_key, input, created_at)
-             SELECT 'job_claim_{round}_' || g, CASE WHEN g % 2 = 0 THEN 'bench' ELSE 'bench-b' END, 'HTTP', 'IMMEDIATE', 'k{round}_' || g, '{{}}', {then}
-             FROM ({generator}) AS t;
-             INSERT INTO executions (execution_id, job_id, endpoint, endpoint_type, idempotency_key, status, input, max_attempts, run_at, created_at)
-             SELECT 'exec_claim_{round}_' || g, 'job_claim_{round}_' || g, CASE WHEN g % 2 = 0 THEN 'bench' ELSE 'bench-b' END, 'HTTP',
-                 'k{round}_' || g, 'QUEUED', '{{}}', 1, {then}, {then}
-             FROM ({generator}) AS t;
-             ANALYZE",
-            generator = series(1, queued)
-        ))
-        .await;
-        let mut latencies = Vec::new();
-        loop {
-            let claim = claim();
-            let started = std::time::Instant::now();
-            let claimed = store.execution_claim(&claim).await.unwrap();
-            latencies.push(started.elapsed().as_secs_f64() * 1000.0);
-            if claimed.is_empty() {
-                break;
-            }
-        }
-        // Finished, as the worker would leave them: the next size starts from an empty queue.
-        db.execute(&format!(
-            "UPDATE executions SET status = 'SUCCESS', completed_at = {then} WHERE execution_id LIKE 'exec_claim_{round}_%'"
-        ))
-        .await;
-        latencies.sort_by(|a, b| a.total_cmp(b));
-        steps.push(json!({"finished_rows": size, "claims": latencies.len(),
-                          "p50_ms": round2(percentile(&latencies, 0.5)), "p99_ms": round2(percentile(&latencies, 0.99))}));
+        let mut step = queued_claim_round(&db, &*store, backend, round).await;
+        step["finished_rows"] = json!(size);
+        steps.push(step);
     }
     let ratio = steps[2]["p50_ms"].as_f64().unwrap_or(f64::NAN) / steps[0]["p50_ms"].as_f64().unwrap_or(f64::NAN);
     json!({"steps": steps, "p50_ratio_largest_to_empty": round2(ratio)})
+}
+
+/// One round of the claim scenario: 5,000 QUEUED executions of `bench` and `bench-b` (their
+/// jobs too) claimed 50 at a time through `store`, as a worker claims, until a claim finds
+/// none; then finished, as the worker would leave them. p50 and p99 per claim.
+async fn queued_claim_round(db: &TestDb, store: &dyn taskexec::store::Store, backend: Backend, round: usize) -> Value {
+    use taskexec::store::{ClaimParams, EndpointShares};
+    let then = "'2026-01-01T00:00:00.000000Z'";
+    let queued = 5_000;
+    let generator = match backend {
+        Backend::Postgres => format!("SELECT g FROM generate_series(1, {queued}) AS g"),
+        Backend::Sqlite => format!(
+            "WITH RECURSIVE s(g) AS (SELECT 1 UNION ALL SELECT g + 1 FROM s WHERE g < {queued}) SELECT g FROM s"
+        ),
+    };
+    db.execute(&format!(
+        "INSERT INTO jobs (job_id, endpoint, endpoint_type, trigger_type, idempotency_key, input, created_at)
+         SELECT 'job_claim_{round}_' || g, CASE WHEN g % 2 = 0 THEN 'bench' ELSE 'bench-b' END, 'HTTP', 'IMMEDIATE', 'k{round}_' || g, '{{}}', {then}
+         FROM ({generator}) AS t;
+         INSERT INTO executions (execution_id, job_id, endpoint, endpoint_type, idempotency_key, status, input, max_attempts, run_at, created_at)
+         SELECT 'exec_claim_{round}_' || g, 'job_claim_{round}_' || g, CASE WHEN g % 2 = 0 THEN 'bench' ELSE 'bench-b' END, 'HTTP',
+             'k{round}_' || g, 'QUEUED', '{{}}', 1, {then}, {then}
+         FROM ({generator}) AS t;
+         ANALYZE"
+    ))
+    .await;
+    let mut latencies = Vec::new();
+    loop {
+        let claim = ClaimParams {
+            worker_id: "bench-claims".into(),
+            now: Utc::now(),
+            limit: 50,
+            lease: Duration::from_secs(300),
+            shares: EndpointShares { held: Vec::new(), ceiling: 1_000 },
+        };
+        let started = std::time::Instant::now();
+        let claimed = store.execution_claim(&claim).await.unwrap();
+        latencies.push(started.elapsed().as_secs_f64() * 1000.0);
+        if claimed.is_empty() {
+            break;
+        }
+    }
+    db.execute(&format!(
+        "UPDATE executions SET status = 'SUCCESS', completed_at = {then} WHERE execution_id LIKE 'exec_claim_{round}_%'"
+    ))
+    .await;
+    latencies.sort_by(|a, b| a.total_cmp(b));
+    json!({"claims": latencies.len(), "p50_ms": round2(percentile(&latencies, 0.5)), "p99_ms": round2(percentile(&latencies, 0.99))})
 }
 
 /// `n` deliveries in flight at once to a receiver that holds each for 110 s, from one worker
@@ -887,6 +912,11 @@ async fn main() {
             let r = soak::soak(env_usize("BENCH_SOAK", 10_000_000), env_usize("BENCH_SOAK_WINDOW", 250_000)).await;
             println!("{name:<9} soak        {r}");
             results.insert("soak".into(), r);
+        }
+        if scenarios.contains("history") && backend == Backend::Postgres {
+            let r = history::history(env_usize("BENCH_HISTORY", 10_000_000)).await;
+            println!("{name:<9} history     {r}");
+            results.insert("history".into(), r);
         }
         if scenarios.contains("side-by-side") && backend == Backend::Postgres {
             let r = side_by_side(env_usize("BENCH_SIDE_BY_SIDE", 20_000)).await;
