@@ -37,6 +37,9 @@ struct Window {
     delivered: usize,
     per_second: f64,
     cron_lateness_p99_ms: f64,
+    /// Of that lateness, the part before the tick existed: p99 of how long after its time a
+    /// cron tick was materialized (0 when made ahead, as it should be).
+    cron_made_late_p99_ms: f64,
     worker_rss_mib: f64,
     database_mib: f64,
     /// `(table, dead, live)`.
@@ -175,10 +178,18 @@ pub async fn soak(total: usize, window: usize) -> Value {
                 window_start.to_rfc3339()
             ))
             .await;
+        let made_late = db
+            .scalar(&format!(
+                "SELECT COALESCE((1000 * percentile_cont(0.99) WITHIN GROUP (ORDER BY GREATEST(0, EXTRACT(EPOCH FROM created_at - scheduled_at))))::bigint, -1)
+                 FROM executions WHERE endpoint = 'cron' AND claimed_at >= '{}'",
+                window_start.to_rfc3339()
+            ))
+            .await;
         let w = Window {
             delivered,
             per_second: (size as f64 / seconds).round(),
             cron_lateness_p99_ms: lateness as f64,
+            cron_made_late_p99_ms: made_late as f64,
             worker_rss_mib: (memory_kib(worker.pid(), "VmRSS") as f64 / 1024.0 * 10.0).round() / 10.0,
             database_mib: database_mib.round(),
             tuples,
@@ -189,6 +200,7 @@ pub async fn soak(total: usize, window: usize) -> Value {
         eprintln!("soak: {}", serde_json::to_string(&w).unwrap());
         windows.push(w);
     }
+    super::keep_log(&worker, "soak-worker");
     drop(worker);
 
     let verdict = judge(&windows, first_purge_size);
