@@ -146,6 +146,31 @@ async fn two_schedulers_never_create_a_tick_twice(backend: Backend) {
     assert_eq!(ticks[0], job["next_run_at"].as_str().unwrap().parse::<DateTime<Utc>>().unwrap());
 }
 
+/// A cron job created through an `api` process wakes the scheduler in another at once (a
+/// NOTIFY), so its first tick is made ahead of time, not at the scheduler's next pass: here
+/// that pass is an hour away. PostgreSQL only (SQLite is one process with every role).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cron_job_created_through_another_process_wakes_the_scheduler() {
+    let db = TestDb::new(Backend::Postgres).await;
+    let server = Server::start_with(&db, api_only()).await;
+    let api = server.client();
+    let receiver = Receiver::start().await;
+    http_endpoint(&api, &receiver, "tick", "/ok/tick", json!(null)).await;
+    let _scheduler = Server::start_with(
+        &db,
+        ServerOptions::new()
+            .roles("scheduler", "Cron materializer listens for cron job changes (LISTEN/NOTIFY).")
+            .env("TE_CRON_TICK_INTERVAL_SEC", "3600"),
+    )
+    .await;
+    let job = api.create("/jobs", &json!({"endpoint": "tick", "trigger": "CRON", "cron": "* * * * * *", "timezone": "UTC", "input": {"user_id": "u", "amount": 1}})).await;
+    let job_id = job["job_id"].as_str().unwrap().to_owned();
+    eventually("the new job's first tick", Duration::from_secs(20), || async {
+        !executions_of(&api, &job_id).await.is_empty()
+    })
+    .await;
+}
+
 async fn scheduler_catches_up_missed_ticks(backend: Backend) {
     let db = TestDb::new(backend).await;
     // No scheduler runs while the ticks come due.

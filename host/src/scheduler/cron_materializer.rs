@@ -15,8 +15,9 @@
 //! tick, so two schedulers never both advance one job. Retiring a job cancels its waiting tick.
 //!
 //! The loop sleeps until the earliest next tick less the lookahead (at most
-//! `TE_CRON_TICK_INTERVAL_SEC`), and is woken early when a cron job is created or updated, or a
-//! waiting tick is released, in this process.
+//! `TE_CRON_TICK_INTERVAL_SEC`), and is woken early when a cron job is created, updated or
+//! resumed (in this process, or in another through a PostgreSQL NOTIFY), or a waiting tick is
+//! released in this process.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -33,7 +34,7 @@ use crate::health::Beat;
 use crate::ids::ExecutionId;
 use crate::plugin::{PluginHost, PluginRef};
 use crate::retry::RetryPolicy;
-use crate::store::{now, CronAdvance, ExecutionWrite, Job, Store, StoreResult};
+use crate::store::{now, CronAdvance, ExecutionWrite, Job, Signal, Store, StoreResult};
 
 pub async fn run(
     store: Arc<dyn Store>,
@@ -44,6 +45,12 @@ pub async fn run(
     beat: Beat,
 ) {
     let lookahead = chrono::Duration::from_std(config.cron_lookahead).unwrap_or_default();
+    // Cron jobs created or changed through other processes wake this loop too.
+    match store.listen(Signal::CronChanged, wakeups.cron_changed.clone()).await {
+        Ok(true) => tracing::info!("Cron materializer listens for cron job changes (LISTEN/NOTIFY)."),
+        Ok(false) => {}
+        Err(error) => tracing::warn!(%error, "Could not LISTEN for cron job changes; they are seen at the next pass."),
+    }
     loop {
         beat.beat();
         let round = std::time::Instant::now();

@@ -335,6 +335,9 @@ pub enum Signal {
     WorkReady,
     /// A plugin version was installed or removed: forget cached newest versions.
     PluginsChanged,
+    /// A cron job was created, rescheduled or resumed: wake the schedulers' materializers, so
+    /// its next tick is made ahead of its time rather than at their next pass.
+    CronChanged,
 }
 
 impl Signal {
@@ -343,6 +346,7 @@ impl Signal {
         match self {
             Self::WorkReady => "taskexec_work",
             Self::PluginsChanged => "taskexec_plugins",
+            Self::CronChanged => "taskexec_cron",
         }
     }
 }

@@ -338,7 +338,7 @@ pub(super) async fn wake(state: &AppState, created: &[&Prepared]) {
         state.wakeups.pending_changed.notify_one();
     }
     if created.iter().any(|p| p.execution.is_none()) {
-        state.wakeups.cron_changed.notify_one();
+        state.wakeups.cron_job_changed(&state.store).await;
     }
 }
 
@@ -504,7 +504,7 @@ async fn update(
         state.store.job_replace(&job_id, &new).await.map_err(|e| endpoint_gone(e, &new.endpoint))?.ok_or_else(
             || ApiError::new(ErrorCode::JobNotUpdatable, format!("Job '{job_id}' was retired while this update ran.")),
         )?;
-    state.wakeups.cron_changed.notify_one();
+    state.wakeups.cron_job_changed(&state.store).await;
     Ok(Json(JobOut::new(&created, None)))
 }
 

@@ -114,7 +114,7 @@ pub(super) async fn resume(
     if let Some(paused_at) = job.paused_at {
         let from = if catch_up { paused_at } else { now() };
         state.store.job_resume(&job_id, next_tick(&state, &job, from).await).await?;
-        state.wakeups.cron_changed.notify_one();
+        state.wakeups.cron_job_changed(&state.store).await;
     }
     Ok(Json(JobOut::new(&load(&state, &job_id).await?, None)))
 }
