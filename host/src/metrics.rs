@@ -48,7 +48,17 @@ const SECONDS_BUCKETS: [f64; 16] =
 
 static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
 
-/// Install the process's recorder (once; later calls return the same handle).
+/// How often histogram samples are folded into their buckets.
+const UPKEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Install the process's recorder (once; later calls return the same handle), and the thread
+/// that keeps it.
+///
+/// The recorder holds every histogram sample in memory until it is folded into the buckets,
+/// which a scrape does, or an upkeep: `install_recorder` leaves the upkeep to its caller. Without
+/// it, a process nobody scrapes (a worker without `TE_HEALTH_ADDR` has no `/metrics` at all) kept
+/// each delivery's samples for ever: its RSS grew ~40 bytes per execution, 44 → 169 MiB over
+/// 3,500,000 executions of the soak (docs/benchmarks.md).
 pub fn install() -> &'static PrometheusHandle {
     HANDLE.get_or_init(|| {
         let handle = PrometheusBuilder::new()
@@ -57,6 +67,15 @@ pub fn install() -> &'static PrometheusHandle {
             .install_recorder()
             .expect("the metrics recorder is installed once per process");
         describe();
+        let kept = handle.clone();
+        // A thread of its own: the recorder is installed before (and outlives) any runtime.
+        std::thread::Builder::new()
+            .name("metrics-upkeep".to_owned())
+            .spawn(move || loop {
+                std::thread::sleep(UPKEEP_EVERY);
+                kept.run_upkeep();
+            })
+            .expect("the metrics upkeep thread starts");
         handle
     })
 }
