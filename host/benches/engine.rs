@@ -157,7 +157,9 @@ async fn drain(backend: Backend, n: usize) -> Value {
     .await;
     let seconds = started.elapsed().as_secs_f64();
     keep_log(&worker, "drain-worker");
-    json!({"executions": n, "seconds": round2(seconds), "executions_per_second": (n as f64 / seconds).round()})
+    let rss_mib = memory_kib(worker.pid(), "VmRSS") as f64 / 1024.0;
+    json!({"executions": n, "seconds": round2(seconds), "executions_per_second": (n as f64 / seconds).round(),
+           "worker_rss_mib": round2(rss_mib)})
 }
 
 /// `old` finished executions (an attempt each) older than the retention, then `n` queued ones
