@@ -86,8 +86,13 @@ fn install_logging(args: &LogArgs, traces: Option<&crate::trace::Tracing>) -> an
     use tracing_subscriber::util::SubscriberInitExt;
     use tracing_subscriber::Layer;
 
-    let filter = tracing_subscriber::EnvFilter::try_new(&args.log)
+    let mut filter = tracing_subscriber::EnvFilter::try_new(&args.log)
         .with_context(|| format!("TE_LOG: invalid filter '{}'", args.log))?;
+    // PostgreSQL's notices below WARNING are the "already exists, skipping" of the migrations'
+    // idempotent DDL at every start: not the service's news. A TE_LOG that names sqlx decides.
+    if !args.log.contains("sqlx") {
+        filter = filter.add_directive("sqlx::postgres::notice=warn".parse().expect("the directive parses"));
+    }
     // Colour only for a person at a terminal: escape codes in a file or a log pipeline are noise.
     let colour = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let text = tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_ansi(colour);
