@@ -89,9 +89,7 @@ impl Wakeups {
             });
         }
     }
-}
 
-impl Wakeups {
     /// Tell this process's cron materializer, and (through the store) other processes', that a
     /// cron job was created, rescheduled or resumed. Without the cross-process signal, a
     /// per-second job created through an `api` process had its first tick made up to
