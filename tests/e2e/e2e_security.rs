@@ -162,12 +162,14 @@ async fn a_flood_of_dripping_bodies_from_one_address_leaves_the_service_answerin
     // every one of the 1,000 connections, and a check would wait for the deadline to free one.
     tokio::time::sleep(Duration::from_secs(6)).await;
     let anonymous = Client::new(&server.base_url, None);
+    // Within 3 s, under the 4 s body deadline a check would otherwise wait out: 2 s was missed
+    // by 2 ms once, with the whole e2e suite sharing the two cores with the flood.
     for _ in 0..5 {
         let started = Instant::now();
-        let answered = tokio::time::timeout(Duration::from_secs(2), anonymous.get("/healthz")).await;
+        let answered = tokio::time::timeout(Duration::from_secs(3), anonymous.get("/healthz")).await;
         assert!(
             matches!(&answered, Ok(r) if r.status == 200),
-            "/healthz was not answered within 2 s during the flood (took {:?})",
+            "/healthz was not answered within 3 s during the flood (took {:?})",
             started.elapsed()
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
