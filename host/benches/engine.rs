@@ -695,7 +695,7 @@ fn side_by_side_server_url() -> String {
 /// Claim latency with `rows` finished executions behind the queue, against none (see the
 /// module's list of scenarios).
 async fn claim_latency(backend: Backend, rows: usize) -> Value {
-    use taskexec::store::{ClaimParams, DatabaseLocation, EndpointShares};
+    use taskexec::store::DatabaseLocation;
     let db = TestDb::new(backend).await;
     let receiver = Receiver::start().await;
     let server = start_server(&db, "api", &[]).await;
@@ -715,17 +715,10 @@ async fn claim_latency(backend: Backend, rows: usize) -> Value {
          VALUES ('job_history', 'bench', 'HTTP', 'CRON', '{{}}', {then})"
     ))
     .await;
-    let claim = || ClaimParams {
-        worker_id: "bench-claims".into(),
-        now: Utc::now(),
-        limit: 50,
-        lease: Duration::from_secs(300),
-        shares: EndpointShares { held: Vec::new(), ceiling: 1_000 },
-    };
     // A new installation's workers claim from an empty table first, and whatever the database
     // plans then (PostgreSQL's cached generic plans) must still hold as the table grows.
     for _ in 0..40 {
-        assert!(store.execution_claim(&claim()).await.unwrap().is_empty());
+        assert!(store.execution_claim(&bench_claim()).await.unwrap().is_empty());
     }
     let mut steps = Vec::new();
     let mut have = 0;
@@ -751,11 +744,21 @@ async fn claim_latency(backend: Backend, rows: usize) -> Value {
     json!({"steps": steps, "p50_ratio_largest_to_empty": round2(ratio)})
 }
 
+/// A claim as the claim scenarios make it: 50 at a time, now, with no share held.
+fn bench_claim() -> taskexec::store::ClaimParams {
+    taskexec::store::ClaimParams {
+        worker_id: "bench-claims".into(),
+        now: Utc::now(),
+        limit: 50,
+        lease: Duration::from_secs(300),
+        shares: taskexec::store::EndpointShares { held: Vec::new(), ceiling: 1_000 },
+    }
+}
+
 /// One round of the claim scenario: 5,000 QUEUED executions of `bench` and `bench-b` (their
 /// jobs too) claimed 50 at a time through `store`, as a worker claims, until a claim finds
 /// none; then finished, as the worker would leave them. p50 and p99 per claim.
 async fn queued_claim_round(db: &TestDb, store: &dyn taskexec::store::Store, backend: Backend, round: usize) -> Value {
-    use taskexec::store::{ClaimParams, EndpointShares};
     let then = "'2026-01-01T00:00:00.000000Z'";
     let queued = 5_000;
     let generator = match backend {
@@ -777,13 +780,7 @@ async fn queued_claim_round(db: &TestDb, store: &dyn taskexec::store::Store, bac
     .await;
     let mut latencies = Vec::new();
     loop {
-        let claim = ClaimParams {
-            worker_id: "bench-claims".into(),
-            now: Utc::now(),
-            limit: 50,
-            lease: Duration::from_secs(300),
-            shares: EndpointShares { held: Vec::new(), ceiling: 1_000 },
-        };
+        let claim = bench_claim();
         let started = std::time::Instant::now();
         let claimed = store.execution_claim(&claim).await.unwrap();
         latencies.push(started.elapsed().as_secs_f64() * 1000.0);
