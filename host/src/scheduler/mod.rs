@@ -8,9 +8,12 @@
 //! - [`purger`]: finished executions and jobs older than `TE_RETENTION` are deleted.
 //! - [`failure_notifier`]: a failed execution's `on_failure` endpoint gets a job about it.
 //! - [`vacuumer`]: the queue's tables are vacuumed when the database's autovacuum does not.
+//! - [`partitioner`]: history partitions made ahead, and dropped whole once older than
+//!   `TE_RETENTION` (where the store keeps history in time partitions).
 
 pub mod cron_materializer;
 pub mod failure_notifier;
+pub mod partitioner;
 pub mod promoter;
 pub mod purger;
 pub mod reclaimer;
@@ -133,6 +136,9 @@ pub fn spawn(
         let purger = purger::run(store.clone(), config.retention, config.purge_interval, shutdown.clone(), beat);
         loops.push(tokio::spawn(purger));
     }
+    let every = partitioner::every(config.retention);
+    let beat = liveness.register("scheduler.partitioner", every);
+    loops.push(tokio::spawn(partitioner::run(store.clone(), config.retention, shutdown.clone(), beat)));
     if config.vacuum != vacuumer::VacuumMode::Off {
         let every = vacuumer::EVERY;
         let beat = liveness.register("scheduler.vacuumer", every);

@@ -398,13 +398,19 @@ macro_rules! impl_store {
 
                 /// Insert an execution; a second one with the same (job, idempotency key) is
                 /// ignored. Whether it was inserted.
+                ///
+                /// The key is unique among unfinished executions only where the finished ones are
+                /// partitioned apart (PostgreSQL, `store::partitions`), so the finished are looked
+                /// at first; the conflict clause names no index, so that whichever unique index
+                /// the row meets (the table's, or its partition's) turns a concurrent twin away.
                 pub(super) async fn execution_insert(tx: &mut sqlx::Transaction<'_, $db>, e: &ExecutionWrite) -> StoreResult<bool> {
                     let done = sqlx::query(
                         "INSERT INTO executions (execution_id, job_id, endpoint, endpoint_type, idempotency_key, status, input,
                              max_attempts, run_at, created_at, endpoint_version, trace_parent, retry_of, overlap_policy,
                              scheduled_at, sla_ms)
-                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $9, $15)
-                         ON CONFLICT (job_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING",
+                         SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $9, $15
+                         WHERE $5 IS NULL OR NOT EXISTS (SELECT 1 FROM executions x WHERE x.job_id = $2 AND x.idempotency_key = $5)
+                         ON CONFLICT DO NOTHING",
                     )
                     .bind(&e.execution_id)
                     .bind(&e.job_id)
@@ -941,19 +947,32 @@ macro_rules! impl_store {
                         FinishedScope::Job(_) => "job_id = $1",
                         FinishedScope::Endpoint(_) => "endpoint = $1",
                     };
-                    let sql = format!(
-                        "SELECT execution_id FROM executions
-                         WHERE {condition} AND status IN ('SUCCESS', 'FAILED', 'CANCELLED')
-                         ORDER BY created_at LIMIT $2"
-                    );
-                    let query = sqlx::query_as::<$db, (String,)>(&sql);
-                    let query = match scope {
-                        FinishedScope::CreatedBefore(t) => query.bind(DbTime(*t)),
-                        FinishedScope::Job(id) => query.bind(id.as_str()),
-                        FinishedScope::Endpoint(name) => query.bind(name.as_str()),
+                    // The retention purge reads only the tables it deletes from by row (where
+                    // history is in time partitions, the rest go whole: `store::partitions`).
+                    let tables = match scope {
+                        FinishedScope::CreatedBefore(_) => self.purged_by_row().await?,
+                        _ => vec!["executions".to_owned()],
                     };
-                    let rows = query.bind(limit).fetch_all(&self.pool).await?;
-                    Ok(rows.into_iter().map(|(id,)| id).collect())
+                    let mut ids = Vec::new();
+                    for table in tables {
+                        let sql = format!(
+                            "SELECT execution_id FROM {table}
+                             WHERE {condition} AND status IN ('SUCCESS', 'FAILED', 'CANCELLED')
+                             ORDER BY created_at LIMIT $2"
+                        );
+                        let query = sqlx::query_as::<$db, (String,)>(&sql);
+                        let query = match scope {
+                            FinishedScope::CreatedBefore(t) => query.bind(DbTime(*t)),
+                            FinishedScope::Job(id) => query.bind(id.as_str()),
+                            FinishedScope::Endpoint(name) => query.bind(name.as_str()),
+                        };
+                        let left = limit - ids.len() as i64;
+                        ids.extend(query.bind(left).fetch_all(&self.pool).await?.into_iter().map(|(id,)| id));
+                        if ids.len() as i64 >= limit {
+                            break;
+                        }
+                    }
+                    Ok(ids)
                 }
 
                 async fn execution_delete_finished(&self, ids: &[String]) -> StoreResult<u64> {
@@ -993,7 +1012,7 @@ macro_rules! impl_store {
                 }
 
                 async fn failure_handled(&self, execution_id: &str) -> StoreResult<()> {
-                    sqlx::query("UPDATE executions SET failure_handled_at = $2 WHERE execution_id = $1")
+                    sqlx::query("UPDATE executions SET failure_handled_at = $2 WHERE execution_id = $1 AND status = 'FAILED'")
                         .bind(execution_id)
                         .bind(DbTime(now()))
                         .execute(&self.pool)
@@ -1631,10 +1650,13 @@ macro_rules! impl_store {
                         "retryable": true,
                     });
                     for (execution_id, attempt, started_at) in &reclaimed {
+                        // (execution, attempt number) is unique only within a partition where
+                        // attempts are partitioned by time: asked first.
                         sqlx::query(
                             "INSERT INTO attempts (attempt_id, execution_id, attempt_number, status, started_at, completed_at, error, created_at)
-                             VALUES ($1, $2, $3, 'FAILED', $4, $5, $6, $5)
-                             ON CONFLICT (execution_id, attempt_number) DO NOTHING",
+                             SELECT $1, $2, $3, 'FAILED', $4, $5, $6, $5
+                             WHERE NOT EXISTS (SELECT 1 FROM attempts a WHERE a.execution_id = $2 AND a.attempt_number = $3)
+                             ON CONFLICT DO NOTHING",
                         )
                         .bind($crate::ids::AttemptId::new())
                         .bind(execution_id)

@@ -120,6 +120,81 @@ async fn history_written_before_the_attempt_keys_changed_reads_the_same_after() 
     }
 }
 
+/// PostgreSQL keeps the queue apart from its history, and history in time partitions that
+/// retention drops whole (`store::partitions`); PostgreSQL only, since SQLite (and
+/// CockroachDB) keep one table and purge by row, which the other retention checks cover.
+/// Finished executions, their attempts and log lines in a span wholly older than the cutoff
+/// go with their partitions; what has not run yet stays, whatever its age; what a converted
+/// database held before, and what falls outside the partitions, the purge deletes by row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn history_partitions_are_made_ahead_and_dropped_whole_past_the_retention() {
+    let (store, _guard) = stores().await.into_iter().find(|(s, _)| s.backend() == Backend::Postgres).unwrap();
+    let window = Duration::from_secs(60);
+    // Partitions over an hour ago, as a scheduler then would have made them.
+    let then = {
+        use chrono::DurationRound;
+        (now() - chrono::Duration::hours(1)).duration_trunc(chrono::Duration::minutes(1)).unwrap()
+            + chrono::Duration::seconds(20)
+    };
+    let made = store.history_upkeep(then, window, None).await.unwrap();
+    assert_eq!(made.made.len(), 3 * 3, "three spans for each of the three tables: {:?}", made.made);
+    assert!(store.history_upkeep(then, window, None).await.unwrap().made.is_empty(), "made once");
+    let span = super::partitions::Partition::parse("executions_done", &made.made[0]).unwrap();
+    let inside = span.from.unwrap() + chrono::Duration::seconds(1);
+
+    endpoint(&*store, "a").await;
+    // Two executions made inside the first span: one finished, one still waiting.
+    let (mut ids, mut jobs) = (Vec::new(), Vec::new());
+    for status in [ExecutionStatus::Queued, ExecutionStatus::Pending] {
+        let j = job("a", Trigger::Immediate, None, inside);
+        jobs.push(j.job_id.clone());
+        let e = execution(
+            &j,
+            status,
+            if status == ExecutionStatus::Queued { inside } else { now() + chrono::Duration::days(1) },
+        );
+        ids.push(e.execution_id.clone());
+        store.job_insert(&j, Some(&e)).await.unwrap();
+    }
+    let held = store.execution_claim(&claim("w", 1, Duration::from_secs(60))).await.unwrap();
+    assert_eq!(held[0].execution_id, ids[0]);
+    let mut done = finish(&held[0], ExecutionStatus::Success);
+    (done.started_at, done.completed_at) = (inside, inside);
+    done.logs[0].logged_at = inside;
+    assert_eq!(store.execution_finish_many(&[done]).await.unwrap(), [true]);
+    let page = PageRequest { after: None, limit: 10, ..Default::default() };
+    assert_eq!(store.attempt_list(&ids[0], &page).await.unwrap().len(), 1);
+    assert_eq!(store.log_list(&ids[0], &page).await.unwrap().len(), 1);
+    // One finished now, outside every partition: the DEFAULT partition's, purged by row.
+    queued(&*store, "a", 1).await;
+    let late = store.execution_claim(&claim("w", 1, Duration::from_secs(60))).await.unwrap();
+    assert_eq!(store.execution_finish_many(&[finish(&late[0], ExecutionStatus::Failed)]).await.unwrap(), [true]);
+
+    // The retention's cutoff past the first span: it goes, with the finished execution's
+    // attempt and log line; the waiting one stays, and so does the one in the DEFAULT partition.
+    let upkept = store.history_upkeep(now(), window, Some(span.to)).await.unwrap();
+    assert_eq!(upkept.dropped.len(), 3, "{upkept:?}");
+    assert!(upkept.dropped.contains(&span.name), "{upkept:?}");
+    assert!(store.execution_get(&ids[0]).await.unwrap().is_none());
+    assert!(store.attempt_list(&ids[0], &page).await.unwrap().is_empty());
+    assert!(store.log_list(&ids[0], &page).await.unwrap().is_empty());
+    assert_eq!(store.execution_get(&ids[1]).await.unwrap().unwrap().status, ExecutionStatus::Pending);
+    assert!(store.execution_get(&late[0].execution_id).await.unwrap().is_some());
+    // New spans keep being made ahead of now.
+    assert!(!upkept.made.is_empty());
+
+    // The purge's row-by-row part reads only what no drop takes: the DEFAULT partition.
+    let cutoff = now() + chrono::Duration::seconds(1);
+    let by_row = store.execution_ids_finished(&FinishedScope::CreatedBefore(cutoff), 10).await.unwrap();
+    assert_eq!(by_row, [late[0].execution_id.to_string()]);
+    assert_eq!(store.execution_delete_finished(&by_row).await.unwrap(), 1);
+    assert!(store.execution_get(&late[0].execution_id).await.unwrap().is_none());
+    // The job left with no execution goes too; the waiting one's stays.
+    assert_eq!(store.job_purge_finished(cutoff, 10).await.unwrap(), 2, "the finished one's, the late one's");
+    assert!(store.job_get(&jobs[0]).await.unwrap().is_none());
+    assert!(store.job_get(&jobs[1]).await.unwrap().is_some());
+}
+
 struct DropDatabase {
     admin: String,
     name: String,

@@ -12,6 +12,7 @@ mod common;
 #[cfg(test)]
 mod conformance;
 mod engine;
+pub mod partitions;
 pub mod postgres;
 pub mod sqlite;
 pub mod storable;
@@ -328,6 +329,16 @@ pub struct EndpointWrite {
     pub classifier_config: Option<Value>,
 }
 
+/// What one round of [`Store::history_upkeep`] did: the partitions it made and dropped.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct HistoryUpkept {
+    pub made: Vec<String>,
+    pub dropped: Vec<String>,
+    /// The finished executions in the partitions dropped, as PostgreSQL last counted them
+    /// (`ANALYZE`, run once as each partition's span ends).
+    pub executions_dropped: i64,
+}
+
 /// What one process tells the others through the database.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Signal {
@@ -574,6 +585,12 @@ pub trait Store: Send + Sync + 'static {
     /// Extend the leases of executions a worker still holds (never shortening one); how many
     /// were extended (an execution reclaimed or cancelled meanwhile is not).
     async fn execution_lease_extend(&self, leases: &[LeaseExtend]) -> StoreResult<u64>;
+    /// The routine renewal of everything a worker holds: [`Store::execution_lease_extend`],
+    /// passing over an execution whose row another statement holds this instant (its result
+    /// being written), which a lease no longer needs.
+    async fn execution_lease_renew(&self, leases: &[LeaseExtend]) -> StoreResult<u64> {
+        self.execution_lease_extend(leases).await
+    }
     /// Write attempts' outcomes in one transaction, each fenced: an execution is written only
     /// if it is still RUNNING under the attempt number that finished, and only then are the
     /// attempt and its logs recorded. Per finish, whether it was written (false: the fence
@@ -598,6 +615,18 @@ pub trait Store: Send + Sync + 'static {
     async fn vacuum(&self, table: &str) -> StoreResult<()> {
         let _ = table;
         Ok(())
+    }
+    /// Where finished history is kept in time partitions (PostgreSQL, `store::partitions`):
+    /// make them `partitions::AHEAD` spans of `window` ahead of `now`, and drop those wholly
+    /// older than `cutoff` (None: keep all). Elsewhere nothing: the purge deletes by row.
+    async fn history_upkeep(
+        &self,
+        now: DateTime<Utc>,
+        window: std::time::Duration,
+        cutoff: Option<DateTime<Utc>>,
+    ) -> StoreResult<HistoryUpkept> {
+        let _ = (now, window, cutoff);
+        Ok(HistoryUpkept::default())
     }
 
     // ---- plugins ----

@@ -43,6 +43,9 @@ pub struct PgStore {
     worker_commits: WorkerCommits,
     /// Where LISTEN connects.
     listen: super::ListenVia,
+    /// Whether the queue is apart from its history, and history in time partitions
+    /// (`store::partitions`): PostgreSQL from its first migration on; never CockroachDB.
+    partitioned: std::sync::atomic::AtomicBool,
 }
 
 /// An endpoint with max_concurrency, a rate limit or a circuit not closed, as a claim locks it: its name, rate
@@ -79,13 +82,21 @@ impl PgStore {
         };
         let (version,): (String,) = sqlx::query_as("SELECT version()").fetch_one(&pool).await?;
         let cockroach = version.contains("CockroachDB");
-        if cockroach {
+        let partitioned = if cockroach {
             // Keys in time order would send every insert to one range (crate::ids).
             crate::ids::spread_keys();
+            false
         } else {
             warn_if_autovacuum_off(&pool).await;
-        }
-        Ok(Self { pool, cockroach, worker_commits: WorkerCommits::default(), listen: super::ListenVia::Pool })
+            super::partitions::is_partitioned(&pool).await?
+        };
+        Ok(Self {
+            pool,
+            cockroach,
+            worker_commits: WorkerCommits::default(),
+            listen: super::ListenVia::Pool,
+            partitioned: partitioned.into(),
+        })
     }
 
     /// Commit the worker's claims and attempt results as `commits` says.
@@ -108,6 +119,57 @@ impl PgStore {
 
     async fn begin_write(&self) -> StoreResult<Transaction<'_, Postgres>> {
         Ok(self.pool.begin().await?)
+    }
+
+    /// The tables whose finished executions the retention purge deletes row by row: all of
+    /// `executions`, or where history is partitioned, the partitions no drop takes whole.
+    async fn purged_by_row(&self) -> StoreResult<Vec<String>> {
+        if self.partitioned.load(std::sync::atomic::Ordering::Relaxed) {
+            super::partitions::deleted_by_row(&self.pool, "executions_done").await
+        } else {
+            Ok(vec!["executions".to_owned()])
+        }
+    }
+
+    /// Extend the leases `leases` name; `wait` is how the statement meets a row another holds
+    /// (`""`: waits for it; `" SKIP LOCKED"`: passes it over).
+    async fn lease_write(&self, leases: &[super::LeaseExtend], wait: &str) -> StoreResult<u64> {
+        if leases.is_empty() {
+            return Ok(0);
+        }
+        let ids: Vec<&str> = leases.iter().map(|l| l.execution_id.as_str()).collect();
+        let attempts: Vec<i32> = leases.iter().map(|l| l.attempt).collect();
+        let for_ms: Vec<i64> = leases.iter().map(|l| l.for_ms).collect();
+        // GREATEST: a routine renewal never shortens a lease extended for a long attempt.
+        // Rows locked in execution id order first: the module's lock order. Planned at each
+        // execution (the module's note on plans).
+        let sql = format!(
+            "WITH locked AS MATERIALIZED (
+                 SELECT e.execution_id, v.for_ms
+                 FROM executions AS e
+                 JOIN UNNEST($1::text[], $2::int4[], $3::int8[]) AS v(execution_id, attempt, for_ms)
+                   ON e.execution_id = v.execution_id AND e.attempt_count = v.attempt
+                 WHERE e.status = 'RUNNING'
+                 ORDER BY e.execution_id FOR UPDATE OF e{wait})
+             UPDATE executions AS e
+             SET lease_expires_at = GREATEST(e.lease_expires_at, now() + l.for_ms * INTERVAL '1 millisecond')
+             FROM locked AS l
+             WHERE e.execution_id = l.execution_id AND e.status = 'RUNNING'"
+        );
+        // Where history is partitioned, a row finished (moved out of the queue's partition)
+        // while this waited for it ends the statement with a serialization error; once more,
+        // the row is simply no longer RUNNING (`store::partitions`).
+        let mut tries = 0;
+        let done = loop {
+            tries += 1;
+            let done =
+                sqlx::query(&sql).persistent(false).bind(&ids).bind(&attempts).bind(&for_ms).execute(&self.pool).await;
+            match done {
+                Err(sqlx::Error::Database(db)) if db.code().as_deref() == Some("40001") && tries < 10 => continue,
+                done => break done?,
+            }
+        };
+        Ok(done.rows_affected())
     }
 
     /// A transaction of the worker's own bookkeeping: a claim, or a batch of attempt results.
@@ -165,6 +227,16 @@ async fn warn_if_autovacuum_off(pool: &PgPool) {
 
 /// The tables every delivery writes and the purge deletes from: those that need vacuuming.
 const CHURNING_TABLES: [&str; 4] = ["attempts", "execution_logs", "executions", "jobs"];
+
+/// The tables that hold the rows of `$1` (each table itself, or where it is partitioned, its
+/// partitions: `store::partitions`) with their dead and live rows.
+const CHURNING_LEAVES: &str = "SELECT c.relname::text, s.n_dead_tup, s.n_live_tup
+     FROM UNNEST($1::text[]) AS t(name)
+     CROSS JOIN LATERAL pg_partition_tree(to_regclass(t.name)) AS p
+     JOIN pg_class c ON c.oid = p.relid
+     JOIN pg_stat_user_tables s ON s.relid = p.relid
+     WHERE p.isleaf
+     ORDER BY 1";
 
 /// Per-table autovacuum settings for the queue's churn (why: in the file).
 const AUTOVACUUM: &str = include_str!("postgres_autovacuum.sql");
@@ -314,7 +386,8 @@ impl PgStore {
              SET status = l.status, output = l.output, completed_at = l.completed_at, duration_ms = l.duration_ms,
                  worker_id = NULL, lease_expires_at = NULL, run_at = COALESCE(l.retry_at, e.run_at)
              FROM locked AS l
-             WHERE e.execution_id = l.execution_id
+             -- The status again: it confines the update to the queue's partition.
+             WHERE e.execution_id = l.execution_id AND e.status = 'RUNNING'
              RETURNING e.execution_id",
         )
         .bind(&ids)
@@ -527,7 +600,14 @@ const EXECUTION_INSERT: &str = "INSERT INTO executions (execution_id, job_id, en
      idempotency_key, status, input, max_attempts, run_at, created_at, endpoint_version, trace_parent, retry_of, \
      overlap_policy, sla_ms, scheduled_at)";
 
-const EXECUTION_CONFLICT: &str = "ON CONFLICT (job_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING";
+/// An execution batch's rows (`v`) whose (job, idempotency key) no finished execution holds:
+/// the key is unique only among unfinished ones when history is partitioned apart
+/// (`store::partitions`), where a unique index turns a concurrent twin away (`EXECUTION_CONFLICT`).
+const EXECUTION_KEY_FREE: &str = "(v.idempotency_key IS NULL
+     OR NOT EXISTS (SELECT 1 FROM executions x WHERE x.job_id = v.job_id AND x.idempotency_key = v.idempotency_key))";
+
+/// No conflict target: whichever unique index a row meets, the table's or its partition's.
+const EXECUTION_CONFLICT: &str = "ON CONFLICT DO NOTHING";
 
 /// `$first::type[], …` for each array of `types`.
 fn array_parameters(first: usize, types: &[&str]) -> String {
@@ -575,8 +655,9 @@ fn executions_from_arrays(first: usize) -> String {
 }
 
 /// New executions from their arrays (`$1` onwards).
-static INSERT_EXECUTIONS: LazyLock<String> =
-    LazyLock::new(|| format!("{EXECUTION_INSERT} {} {EXECUTION_CONFLICT}", executions_from_arrays(1)));
+static INSERT_EXECUTIONS: LazyLock<String> = LazyLock::new(|| {
+    format!("{EXECUTION_INSERT} {} WHERE {EXECUTION_KEY_FREE} {EXECUTION_CONFLICT}", executions_from_arrays(1))
+});
 
 /// New jobs from their arrays (`$1` onwards), returning the ids of those inserted.
 static INSERT_JOBS: LazyLock<String> =
@@ -590,6 +671,7 @@ static INSERT_JOBS_WITH_EXECUTIONS: LazyLock<String> = LazyLock::new(|| {
               inserted AS ({jobs} RETURNING job_id),
               executions_inserted AS (
                   {EXECUTION_INSERT} {executions} WHERE v.job_id IN (SELECT job_id FROM inserted)
+                      AND {EXECUTION_KEY_FREE}
                   {EXECUTION_CONFLICT})
          SELECT * FROM inserted",
         jobs = jobs_from_arrays(),
@@ -689,6 +771,8 @@ impl_store!(PgStore, Postgres, {
             accept_rewritten_migrations(&self.pool, &migrator).await?;
             migrator.run(&self.pool).await?;
             if !self.cockroach {
+                super::partitions::convert(&self.pool).await?;
+                self.partitioned.store(true, std::sync::atomic::Ordering::Relaxed);
                 sqlx::raw_sql(AUTOVACUUM).execute(&self.pool).await?;
             }
             StoreResult::Ok(())
@@ -788,7 +872,8 @@ impl_store!(PgStore, Postgres, {
                  attempt_count = attempt_count + 1, claimed_at = COALESCE(claimed_at, GREATEST($2, created_at)),
                  lease_expires_at = now() + $4 * INTERVAL '1 millisecond'
              FROM (SELECT execution_id AS id FROM taken ORDER BY turn, run_at LIMIT $3) AS chosen
-             WHERE execution_id = chosen.id
+             -- The status again: it confines the update to the queue's partition.
+             WHERE execution_id = chosen.id AND status IN ('QUEUED', 'RETRYING')
              RETURNING {EXECUTION_COLUMNS}"
         );
         let (names, held): (Vec<&str>, Vec<i32>) = claim.shares.held.iter().map(|(e, h)| (e.as_str(), *h)).unzip();
@@ -828,35 +913,26 @@ impl_store!(PgStore, Postgres, {
     }
 
     async fn execution_lease_extend(&self, leases: &[super::LeaseExtend]) -> StoreResult<u64> {
-        if leases.is_empty() {
-            return Ok(0);
+        self.lease_write(leases, "").await
+    }
+
+    async fn execution_lease_renew(&self, leases: &[super::LeaseExtend]) -> StoreResult<u64> {
+        // A row held this instant is having its result written: it needs no lease, and where
+        // history is partitioned, waiting for it would end in a serialization error once the
+        // result moved it out of the queue's partition (`store::partitions`).
+        self.lease_write(leases, " SKIP LOCKED").await
+    }
+
+    async fn history_upkeep(
+        &self,
+        now: chrono::DateTime<chrono::Utc>,
+        window: Duration,
+        cutoff: Option<chrono::DateTime<chrono::Utc>>,
+    ) -> StoreResult<super::HistoryUpkept> {
+        if !self.partitioned.load(std::sync::atomic::Ordering::Relaxed) {
+            return Ok(super::HistoryUpkept::default());
         }
-        let ids: Vec<&str> = leases.iter().map(|l| l.execution_id.as_str()).collect();
-        let attempts: Vec<i32> = leases.iter().map(|l| l.attempt).collect();
-        let for_ms: Vec<i64> = leases.iter().map(|l| l.for_ms).collect();
-        // GREATEST: a routine renewal never shortens a lease extended for a long attempt.
-        // Rows locked in execution id order first: the module's lock order. Planned at each
-        // execution (the module's note on plans).
-        let done = sqlx::query(
-            "WITH locked AS MATERIALIZED (
-                 SELECT e.execution_id, v.for_ms
-                 FROM executions AS e
-                 JOIN UNNEST($1::text[], $2::int4[], $3::int8[]) AS v(execution_id, attempt, for_ms)
-                   ON e.execution_id = v.execution_id AND e.attempt_count = v.attempt
-                 WHERE e.status = 'RUNNING'
-                 ORDER BY e.execution_id FOR UPDATE OF e)
-             UPDATE executions AS e
-             SET lease_expires_at = GREATEST(e.lease_expires_at, now() + l.for_ms * INTERVAL '1 millisecond')
-             FROM locked AS l
-             WHERE e.execution_id = l.execution_id",
-        )
-        .persistent(false)
-        .bind(&ids)
-        .bind(&attempts)
-        .bind(&for_ms)
-        .execute(&self.pool)
-        .await?;
-        Ok(done.rows_affected())
+        super::partitions::upkeep(&self.pool, now, window, cutoff).await
     }
 
     async fn signal(&self, signal: Signal) -> StoreResult<()> {
@@ -871,20 +947,17 @@ impl_store!(PgStore, Postgres, {
             return Ok(super::Churn::default());
         }
         let (setting,): (String,) = sqlx::query_as("SHOW autovacuum").fetch_one(&self.pool).await?;
-        let tables: Vec<(String, i64, i64)> = sqlx::query_as(
-            "SELECT relname::text, n_dead_tup, n_live_tup FROM pg_stat_user_tables
-             WHERE schemaname = current_schema() AND relname = ANY($1) ORDER BY relname",
-        )
-        .bind(&CHURNING_TABLES[..])
-        .fetch_all(&self.pool)
-        .await?;
+        let tables = sqlx::query_as(CHURNING_LEAVES).bind(&CHURNING_TABLES[..]).fetch_all(&self.pool).await?;
         Ok(super::Churn { autovacuum: setting == "on", tables })
     }
 
     async fn vacuum(&self, table: &str) -> StoreResult<()> {
-        // Only the tables named here: the name goes into the statement's text.
-        let Some(table) = CHURNING_TABLES.iter().find(|t| **t == table) else { return Ok(()) };
-        sqlx::raw_sql(&format!("VACUUM (ANALYZE, SKIP_LOCKED) {table}")).execute(&self.pool).await?;
+        // Only a table of the queue's (or one of their partitions), as the catalog names it:
+        // the name goes into the statement's text.
+        let leaves: Vec<(String, i64, i64)> =
+            sqlx::query_as(CHURNING_LEAVES).bind(&CHURNING_TABLES[..]).fetch_all(&self.pool).await?;
+        let Some((table, _, _)) = leaves.iter().find(|(name, _, _)| name == table) else { return Ok(()) };
+        sqlx::raw_sql(&format!("VACUUM (ANALYZE, SKIP_LOCKED) \"{table}\"")).execute(&self.pool).await?;
         Ok(())
     }
 

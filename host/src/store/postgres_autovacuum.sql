@@ -4,15 +4,19 @@
 --
 -- Every execution is written three times (queued, claimed, finished) and every write changes
 -- `status`, which the partial indexes name, so none is HOT: each leaves a dead row version and
--- index entries behind, two dead tuples per finished execution, and the retention purge
--- deletes rows in bulk. At PostgreSQL's defaults (vacuum after 20% of the table is dead,
+-- index entries behind. At PostgreSQL's defaults (vacuum after 20% of the table is dead,
 -- throttled by a 2 ms cost delay) autovacuum ran rarely and slowly on a table hundreds of
 -- thousands of rows long: dead tuples piled up to two per live row, the claim and the result
 -- write read ever more pages, and waves of 100,000 deliveries slowed from 3,860/s to 957/s by
--- the fourth (issue 43; the soak in docs/benchmarks.md). Here a vacuum starts after 1% of
--- the table (at least 2,000 rows) is dead, inserts count toward it as well, and runs unthrottled:
--- each pass is short because it comes early.
-ALTER TABLE executions SET (
+-- the fourth (the soak in docs/benchmarks.md). Here a vacuum starts after 1% of the table (at
+-- least 2,000 rows) is dead, inserts count toward it as well, and runs unthrottled: each pass
+-- is short because it comes early.
+--
+-- The queue's churn is all in `executions_live` (store/partitions.rs: finished executions,
+-- attempts and log lines are written once into time partitions that retention drops whole,
+-- and partitioned tables take no storage parameters of their own). `jobs` is written once and
+-- deleted by the purge.
+ALTER TABLE executions_live SET (
     autovacuum_vacuum_scale_factor = 0.01,
     autovacuum_vacuum_threshold = 2000,
     autovacuum_vacuum_insert_scale_factor = 0.02,
@@ -26,16 +30,5 @@ ALTER TABLE jobs SET (
     autovacuum_vacuum_insert_scale_factor = 0.02,
     autovacuum_vacuum_insert_threshold = 2000,
     autovacuum_analyze_scale_factor = 0.02,
-    autovacuum_vacuum_cost_delay = 0
-);
--- Written once per attempt and deleted by the purge: dead tuples come from the purge alone.
-ALTER TABLE attempts SET (
-    autovacuum_vacuum_scale_factor = 0.02,
-    autovacuum_vacuum_insert_scale_factor = 0.05,
-    autovacuum_vacuum_cost_delay = 0
-);
-ALTER TABLE execution_logs SET (
-    autovacuum_vacuum_scale_factor = 0.02,
-    autovacuum_vacuum_insert_scale_factor = 0.05,
     autovacuum_vacuum_cost_delay = 0
 );

@@ -47,6 +47,11 @@ impl SqliteStore {
 
     /// `BEGIN IMMEDIATE` takes the write lock up front: a deferred transaction that reads and
     /// then writes cannot wait for the lock under WAL and fails with SQLITE_BUSY instead.
+    /// The tables the retention purge deletes finished executions from, row by row: all of it.
+    async fn purged_by_row(&self) -> StoreResult<Vec<String>> {
+        Ok(vec!["executions".to_owned()])
+    }
+
     async fn begin_write(&self) -> StoreResult<Transaction<'_, Sqlite>> {
         Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?)
     }

@@ -138,7 +138,7 @@ impl Leases {
             .iter()
             .map(|(id, attempt)| LeaseExtend { execution_id: id.as_str().into(), attempt: *attempt, for_ms })
             .collect();
-        self.store.execution_lease_extend(&leases).await
+        self.store.execution_lease_renew(&leases).await
     }
 
     /// Renew held leases every third of a lease until `stop`.
