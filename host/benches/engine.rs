@@ -46,6 +46,9 @@
 //!   (10,000,000) finished executions with their attempts and logs (see `engine/history.rs`).
 //! - soak (PostgreSQL, only when named; `scripts/bench soak`): millions of executions in
 //!   windows, as history piles up (see `engine/soak.rs`).
+//! - convert (PostgreSQL, only when named): a database of BENCH_CONVERT (1,000,000) finished
+//!   executions written before history was partitioned, and the migrate that partitions it:
+//!   how long it takes (see `engine/history.rs`).
 //!
 //! BENCH_BACKENDS (postgres,sqlite), BENCH_SCENARIOS (drain,create,batch,latency,cron; purge only
 //! when named), BENCH_WORKER_SLOTS
@@ -916,6 +919,11 @@ async fn main() {
             let r = history::history(env_usize("BENCH_HISTORY", 10_000_000)).await;
             println!("{name:<9} history     {r}");
             results.insert("history".into(), r);
+        }
+        if scenarios.contains("convert") && backend == Backend::Postgres {
+            let r = history::convert(env_usize("BENCH_CONVERT", 1_000_000)).await;
+            println!("{name:<9} convert     {r}");
+            results.insert("convert".into(), r);
         }
         if scenarios.contains("side-by-side") && backend == Backend::Postgres {
             let r = side_by_side(env_usize("BENCH_SIDE_BY_SIDE", 20_000)).await;

@@ -54,24 +54,13 @@ pub async fn history(rows: usize) -> Value {
     let started = Instant::now();
     let now = Utc::now();
     let origin = now - chrono::Duration::days(DAYS);
-    db.execute(&format!(
-        "INSERT INTO jobs (job_id, endpoint, endpoint_type, trigger_type, cron_expression, cron_timezone, status, input, created_at)
-         SELECT 'job_cron_' || c, 'hist-' || lpad((c % {ENDPOINTS})::text, 2, '0'), 'HTTP', 'CRON', '* * * * *', 'UTC',
-                'RETIRED', '{{}}', '{origin}'
-         FROM generate_series(0, {}) AS c",
-        CRON_JOBS - 1
-    ))
-    .await;
-    let mut made = 0;
-    while made < rows {
-        let to = (made + chunk).min(rows);
-        db.execute(&history_chunk(made + 1, to, rows, origin)).await;
-        made = to;
-        eprintln!("history: {made} of {rows} executions made ({:.0} s)", started.elapsed().as_secs_f64());
+    // Day partitions over the history, as a scheduler running all along would have made them
+    // (store/partitions.rs; the first day is the DEFAULT partition's).
+    let day = Duration::from_secs(86_400);
+    for d in 0..=DAYS {
+        store.history_upkeep(origin + chrono::Duration::days(d), day, None).await.unwrap();
     }
-    for table in ["jobs", "executions", "attempts", "execution_logs"] {
-        db.execute(&format!("VACUUM ANALYZE {table}")).await;
-    }
+    make_history(&db, rows, chunk, origin, started).await;
     let load_seconds = started.elapsed().as_secs_f64();
     let database_mib = db.scalar("SELECT pg_database_size(current_database()) / 1048576").await;
     eprintln!("history: loaded in {load_seconds:.0} s, database {database_mib} MiB");
@@ -122,6 +111,76 @@ pub async fn history(rows: usize) -> Value {
 
 fn endpoint(i: usize) -> String {
     format!("hist-{i:02}")
+}
+
+/// `rows` finished executions, with their jobs, attempts and log lines, over the `DAYS` from
+/// `origin`, made in chunks of `chunk`; then `VACUUM ANALYZE`, as the vacuumer leaves tables.
+async fn make_history(db: &TestDb, rows: usize, chunk: usize, origin: chrono::DateTime<Utc>, started: Instant) {
+    db.execute(&format!(
+        "INSERT INTO jobs (job_id, endpoint, endpoint_type, trigger_type, cron_expression, cron_timezone, status, input, created_at)
+         SELECT 'job_cron_' || c, 'hist-' || lpad((c % {ENDPOINTS})::text, 2, '0'), 'HTTP', 'CRON', '* * * * *', 'UTC',
+                'RETIRED', '{{}}', '{origin}'
+         FROM generate_series(0, {}) AS c",
+        CRON_JOBS - 1
+    ))
+    .await;
+    let mut made = 0;
+    while made < rows {
+        let to = (made + chunk).min(rows);
+        db.execute(&history_chunk(made + 1, to, rows, origin)).await;
+        made = to;
+        eprintln!("history: {made} of {rows} executions made ({:.0} s)", started.elapsed().as_secs_f64());
+    }
+    for table in ["jobs", "executions", "attempts", "execution_logs"] {
+        db.execute(&format!("VACUUM ANALYZE {table}")).await;
+    }
+}
+
+/// The rows of the history's tables: executions, those waiting, attempts, log lines.
+async fn row_counts(db: &TestDb) -> Vec<i64> {
+    let mut counts = Vec::new();
+    for sql in [
+        "SELECT COUNT(*) FROM executions",
+        "SELECT COUNT(*) FROM executions WHERE status = 'PENDING'",
+        "SELECT COUNT(*) FROM attempts",
+        "SELECT COUNT(*) FROM execution_logs",
+    ] {
+        counts.push(db.scalar(sql).await);
+    }
+    counts
+}
+
+/// A database written before history was partitioned (its migrations only, as versions before
+/// bcbca1b left it) with BENCH_CONVERT (1,000,000) finished executions, their attempts and log
+/// lines, and 10,000 waiting; then the store's migrate, which partitions it
+/// (store/partitions.rs): how long that takes, and that every row is still there.
+pub async fn convert(rows: usize) -> Value {
+    let db = TestDb::new(Backend::Postgres).await;
+    let pool = sqlx::PgPool::connect(&db.url).await.unwrap();
+    sqlx::migrate!("../migrations/postgres").run(&pool).await.unwrap();
+    pool.close().await;
+    let started = Instant::now();
+    let origin = Utc::now() - chrono::Duration::days(DAYS);
+    make_history(&db, rows, 500_000, origin, started).await;
+    db.execute(
+        "INSERT INTO jobs (job_id, endpoint, endpoint_type, trigger_type, input, created_at)
+         SELECT 'job_wait_' || g, 'hist-00', 'HTTP', 'DELAYED', '{}', now() FROM generate_series(1, 10000) AS g;
+         INSERT INTO executions (execution_id, job_id, endpoint, endpoint_type, status, input, max_attempts, run_at, created_at)
+         SELECT 'exec_wait_' || g, 'job_wait_' || g, 'hist-00', 'HTTP', 'PENDING', '{}', 3, now() + interval '1 day', now()
+         FROM generate_series(1, 10000) AS g",
+    )
+    .await;
+    let before = row_counts(&db).await;
+    let database_mib = db.scalar("SELECT pg_database_size(current_database()) / 1048576").await;
+    let store =
+        taskexec::store::connect(&taskexec::store::DatabaseLocation::parse(Some(&db.url)).unwrap(), 4).await.unwrap();
+    let converting = Instant::now();
+    store.migrate().await.unwrap();
+    let seconds = converting.elapsed().as_secs_f64();
+    let after = row_counts(&db).await;
+    assert_eq!(after, before, "every row is still there");
+    assert_eq!(db.scalar("SELECT COUNT(*) FROM executions_live").await, 10_000, "the queue is in its own partition");
+    json!({"executions": rows, "database_mib": database_mib, "convert_seconds": round2(seconds), "rows": after})
 }
 
 /// Executions `from..=to` of `rows`, with their jobs (one-shot ones), attempts and log lines.

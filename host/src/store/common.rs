@@ -348,7 +348,7 @@ macro_rules! impl_store {
                 async fn cancel_ticks_ahead(tx: &mut sqlx::Transaction<'_, $db>, job_id: &str, at: DateTime<Utc>) -> StoreResult<()> {
                     sqlx::query(
                         "UPDATE executions SET status = 'CANCELLED', completed_at = $2
-                         WHERE job_id = $1 AND status = 'PENDING'",
+                         WHERE job_id = $1 AND (status = 'PENDING' OR (status = 'QUEUED' AND run_at > $2))",
                     )
                     .bind(job_id)
                     .bind(DbTime(at))
@@ -1276,10 +1276,15 @@ macro_rules! impl_store {
                     // A tick made ahead, or held by `buffer_one`, is not delivered while paused:
                     // it is removed (it never ran), so a resume that catches up makes it again.
                     if done.rows_affected() == 1 {
-                        sqlx::query("DELETE FROM executions WHERE job_id = $1 AND status = 'PENDING' AND attempt_count = 0")
-                            .bind(job_id)
-                            .execute(&mut *tx)
-                            .await?;
+                        // (A tick promoted ahead of its time is QUEUED, not yet due.)
+                        sqlx::query(
+                            "DELETE FROM executions WHERE job_id = $1 AND attempt_count = 0
+                               AND (status = 'PENDING' OR (status = 'QUEUED' AND run_at > $2))",
+                        )
+                        .bind(job_id)
+                        .bind(DbTime(at))
+                        .execute(&mut *tx)
+                        .await?;
                     }
                     tx.commit().await?;
                     Ok(done.rows_affected() == 1)
@@ -1564,7 +1569,7 @@ macro_rules! impl_store {
                     Ok(recorded)
                 }
 
-                async fn execution_promote_due(&self, now: DateTime<Utc>) -> StoreResult<u64> {
+                async fn execution_promote_due(&self, now: DateTime<Utc>, ahead: chrono::Duration) -> StoreResult<Vec<DateTime<Utc>>> {
                     // Ticks of jobs with an overlap policy (every other execution has none) go
                     // through the policy first, in the same transaction: while an earlier
                     // execution of the job is unfinished, a `skip` tick is skipped, and a
@@ -1592,16 +1597,20 @@ macro_rules! impl_store {
                     if skipped.rows_affected() > 0 {
                         tracing::debug!(skipped = skipped.rows_affected(), "Skipped cron ticks by overlap policy.");
                     }
-                    let done = sqlx::query(&format!(
+                    // An overlap policy is judged at the tick's time; anything else may go
+                    // ahead of it (`$2`).
+                    let promoted: Vec<(DateTime<Utc>,)> = sqlx::query_as(&format!(
                         "UPDATE executions SET status = 'QUEUED'
-                         WHERE status = 'PENDING' AND run_at <= $1
-                           AND (overlap_policy IS NULL OR NOT ({busy} OR {older_waiting}))"
+                         WHERE status = 'PENDING' AND run_at <= $2
+                           AND (overlap_policy IS NULL OR (run_at <= $1 AND NOT ({busy} OR {older_waiting})))
+                         RETURNING run_at"
                     ))
                     .bind(DbTime(now))
-                    .execute(&mut *tx)
+                    .bind(DbTime(now + ahead))
+                    .fetch_all(&mut *tx)
                     .await?;
                     tx.commit().await?;
-                    Ok(done.rows_affected())
+                    Ok(promoted.into_iter().map(|(at,)| at).collect())
                 }
 
                 async fn execution_next_pending(&self, now: DateTime<Utc>) -> StoreResult<Option<DateTime<Utc>>> {

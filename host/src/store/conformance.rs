@@ -375,6 +375,7 @@ macro_rules! on_every_backend {
 on_every_backend!(
     claims_are_exclusive_under_concurrency,
     claims_take_only_due_work_and_lease_it,
+    executions_promoted_ahead_are_claimed_only_at_their_time,
     finishes_are_fenced_by_attempt_and_reclaim,
     leases_extend_and_never_shorten,
     leases_asked_for_together_are_extended_each_as_its_own,
@@ -604,6 +605,36 @@ mod checks {
             assert_eq!((e.status, e.attempt_count), (ExecutionStatus::Running, 1), "{e:?}");
             assert!(e.worker_id.is_some() && e.lease_expires_at.is_some(), "{e:?}");
         }
+    }
+
+    /// The promoter releases an execution with no overlap policy a little before its time,
+    /// and no claim takes it before that time; a tick with an overlap policy waits for its
+    /// time, when the policy is judged.
+    pub async fn executions_promoted_ahead_are_claimed_only_at_their_time(store: Arc<dyn Store>) {
+        endpoint(&*store, "a").await;
+        let at = now();
+        let soon = at + chrono::Duration::milliseconds(200);
+        let j = job("a", Trigger::Delayed, None, at);
+        let plain = execution(&j, ExecutionStatus::Pending, soon);
+        store.job_insert(&j, Some(&plain)).await.unwrap();
+        let k = job("a", Trigger::Cron, None, at);
+        let mut held = execution(&k, ExecutionStatus::Pending, soon);
+        held.overlap_policy = Some(crate::domain::OverlapPolicy::Skip);
+        store.job_insert(&k, Some(&held)).await.unwrap();
+
+        let promoted = store.execution_promote_due(at, chrono::Duration::milliseconds(250)).await.unwrap();
+        assert_eq!(promoted, [soon], "the plain one only, and its time");
+        let queued = store.execution_get(&plain.execution_id).await.unwrap().unwrap();
+        assert_eq!((queued.status, queued.run_at), (ExecutionStatus::Queued, soon));
+        assert_eq!(store.execution_get(&held.execution_id).await.unwrap().unwrap().status, ExecutionStatus::Pending);
+        let early =
+            ClaimParams { now: at + chrono::Duration::milliseconds(199), ..claim("w", 10, Duration::from_secs(30)) };
+        assert!(store.execution_claim(&early).await.unwrap().is_empty(), "not before its time");
+        let due = ClaimParams { now: soon, ..claim("w", 10, Duration::from_secs(30)) };
+        let claimed = store.execution_claim(&due).await.unwrap();
+        assert_eq!(claimed.iter().map(|e| &e.execution_id).collect::<Vec<_>>(), [&plain.execution_id]);
+        // At its time the overlap policy is judged, and the tick released.
+        assert_eq!(store.execution_promote_due(soon, chrono::Duration::zero()).await.unwrap(), [soon]);
     }
 
     pub async fn claims_take_only_due_work_and_lease_it(store: Arc<dyn Store>) {

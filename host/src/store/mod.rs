@@ -564,8 +564,15 @@ pub trait Store: Send + Sync + 'static {
     /// create the tick's execution (idempotent on its key). Per tick, whether it was recorded
     /// (false: another scheduler advanced that job first).
     async fn cron_advance_many(&self, advances: &[CronAdvance]) -> StoreResult<Vec<bool>>;
-    /// PENDING executions whose time has come become QUEUED; how many.
-    async fn execution_promote_due(&self, now: DateTime<Utc>) -> StoreResult<u64>;
+    /// PENDING executions whose time has come become QUEUED, and those with no overlap policy
+    /// up to `ahead` before their time (a claim never takes one before its `run_at`: the
+    /// promotion's own writes are then off the path from a tick's time to its claim); the
+    /// `run_at` of each promoted.
+    async fn execution_promote_due(
+        &self,
+        now: DateTime<Utc>,
+        ahead: chrono::Duration,
+    ) -> StoreResult<Vec<DateTime<Utc>>>;
     /// The earliest `run_at` after `now` of a PENDING execution: when the promoter next has work.
     async fn execution_next_pending(&self, now: DateTime<Utc>) -> StoreResult<Option<DateTime<Utc>>>;
     /// RUNNING executions whose lease has expired by the database's clock (their worker is
