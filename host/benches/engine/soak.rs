@@ -166,8 +166,11 @@ pub async fn soak(total: usize, window: usize) -> Value {
         }
         let mut tuples = Vec::new();
         for table in TABLES {
+            // Its partitions where it has them; pg_partition_tree lists nothing for a plain table.
             let leaves = format!(
-                "FROM pg_stat_user_tables s JOIN pg_partition_tree(to_regclass('{table}')) p ON p.relid = s.relid WHERE p.isleaf"
+                "FROM pg_stat_user_tables s
+                 WHERE s.relid IN (SELECT relid FROM pg_partition_tree(to_regclass('{table}')) WHERE isleaf)
+                    OR s.relid = to_regclass('{table}')"
             );
             let dead = db.scalar(&format!("SELECT COALESCE(SUM(s.n_dead_tup), 0)::bigint {leaves}")).await;
             let live = db.scalar(&format!("SELECT COALESCE(SUM(s.n_live_tup), 0)::bigint {leaves}")).await;

@@ -182,6 +182,12 @@ async fn history_partitions_are_made_ahead_and_dropped_whole_past_the_retention(
     assert!(store.execution_get(&late[0].execution_id).await.unwrap().is_some());
     // New spans keep being made ahead of now.
     assert!(!upkept.made.is_empty());
+    // The vacuumer sees the queue's partition, each span, and the tables not partitioned.
+    let churn: Vec<String> = store.table_churn().await.unwrap().tables.into_iter().map(|(t, _, _)| t).collect();
+    for table in ["executions_live", "executions_done_default", "attempts_default", "jobs"] {
+        assert!(churn.iter().any(|t| t == table), "{table} in {churn:?}");
+    }
+    assert!(!churn.iter().any(|t| t == &span.name), "dropped: {churn:?}");
 
     // The purge's row-by-row part reads only what no drop takes: the DEFAULT partition.
     let cutoff = now() + chrono::Duration::seconds(1);

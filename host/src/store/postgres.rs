@@ -229,13 +229,16 @@ async fn warn_if_autovacuum_off(pool: &PgPool) {
 const CHURNING_TABLES: [&str; 4] = ["attempts", "execution_logs", "executions", "jobs"];
 
 /// The tables that hold the rows of `$1` (each table itself, or where it is partitioned, its
-/// partitions: `store::partitions`) with their dead and live rows.
+/// partitions: `store::partitions`) with their dead and live rows. (`pg_partition_tree` lists
+/// nothing for a table that is not partitioned.)
 const CHURNING_LEAVES: &str = "SELECT c.relname::text, s.n_dead_tup, s.n_live_tup
      FROM UNNEST($1::text[]) AS t(name)
-     CROSS JOIN LATERAL pg_partition_tree(to_regclass(t.name)) AS p
+     JOIN pg_class root ON root.oid = to_regclass(t.name)
+     CROSS JOIN LATERAL (SELECT relid FROM pg_partition_tree(root.oid) WHERE isleaf
+                         UNION ALL
+                         SELECT root.oid WHERE root.relkind = 'r') AS p
      JOIN pg_class c ON c.oid = p.relid
      JOIN pg_stat_user_tables s ON s.relid = p.relid
-     WHERE p.isleaf
      ORDER BY 1";
 
 /// Per-table autovacuum settings for the queue's churn (why: in the file).
