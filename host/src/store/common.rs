@@ -62,6 +62,173 @@ macro_rules! impl_store {
                  OR EXISTS (SELECT 1 FROM executions x WHERE x.job_id = j.job_id AND x.status = 'RUNNING')";
 
             impl $store {
+                /// [`Store::job_pause`], once: see `store::retrying_moved`.
+                async fn job_pause_once(&self, job_id: &str, at: DateTime<Utc>) -> StoreResult<bool> {
+                    let mut tx = self.begin_write().await?;
+                    let done = sqlx::query(
+                        "UPDATE jobs SET paused_at = $2, cron_next_run_at = NULL
+                         WHERE job_id = $1 AND status = 'ACTIVE' AND trigger_type = 'CRON' AND paused_at IS NULL",
+                    )
+                    .bind(job_id)
+                    .bind(DbTime(at))
+                    .execute(&mut *tx)
+                    .await?;
+                    // A tick made ahead, or held by `buffer_one`, is not delivered while paused:
+                    // it is removed (it never ran), so a resume that catches up makes it again.
+                    if done.rows_affected() == 1 {
+                        // (A tick promoted ahead of its time is QUEUED, not yet due.)
+                        sqlx::query(
+                            "DELETE FROM executions WHERE job_id = $1 AND attempt_count = 0
+                               AND (status = 'PENDING' OR (status = 'QUEUED' AND run_at > $2))",
+                        )
+                        .bind(job_id)
+                        .bind(DbTime(at))
+                        .execute(&mut *tx)
+                        .await?;
+                    }
+                    tx.commit().await?;
+                    Ok(done.rows_affected() == 1)
+                }
+
+                /// [`Store::job_cancel_waiting`], once: see `store::retrying_moved`.
+                async fn job_cancel_waiting_once(&self, job_id: &str) -> StoreResult<Vec<String>> {
+                    let at = DbTime(now());
+                    let mut tx = self.begin_write().await?;
+                    let cancelled: Vec<(String,)> = sqlx::query_as(
+                        "UPDATE executions SET status = 'CANCELLED', completed_at = $2, worker_id = NULL
+                         WHERE job_id = $1 AND status IN ('PENDING', 'QUEUED', 'RETRYING')
+                         RETURNING execution_id",
+                    )
+                    .bind(job_id)
+                    .bind(at)
+                    .fetch_all(&mut *tx)
+                    .await?;
+                    if !cancelled.is_empty() {
+                        sqlx::query("UPDATE jobs SET status = 'RETIRED', retired_at = $2 WHERE job_id = $1 AND status = 'ACTIVE'")
+                            .bind(job_id)
+                            .bind(at)
+                            .execute(&mut *tx)
+                            .await?;
+                    }
+                    tx.commit().await?;
+                    Ok(cancelled.into_iter().map(|(id,)| id).collect())
+                }
+
+                /// [`Store::execution_cancel`], once: see `store::retrying_moved`.
+                async fn execution_cancel_once(&self, execution_id: &str) -> StoreResult<bool> {
+                    // Compare-and-set against the claim: whichever commits first wins.
+                    let done = sqlx::query(
+                        "UPDATE executions SET status = 'CANCELLED', completed_at = $2, worker_id = NULL
+                         WHERE execution_id = $1 AND status IN ('PENDING', 'QUEUED', 'RETRYING')",
+                    )
+                    .bind(execution_id)
+                    .bind(DbTime(now()))
+                    .execute(&self.pool)
+                    .await?;
+                    Ok(done.rows_affected() == 1)
+                }
+
+                /// [`Store::execution_promote_due`], once: see `store::retrying_moved`.
+                async fn execution_promote_due_once(&self, now: DateTime<Utc>, ahead: chrono::Duration) -> StoreResult<Vec<DateTime<Utc>>> {
+                    // Ticks of jobs with an overlap policy (every other execution has none) go
+                    // through the policy first, in the same transaction: while an earlier
+                    // execution of the job is unfinished, a `skip` tick is skipped, and a
+                    // `buffer_one` tick waits unless an older one already waits, when it is
+                    // skipped. Only the oldest due tick of such a job is released at once.
+                    let mut tx = self.begin_write().await?;
+                    let busy = "(EXISTS (SELECT 1 FROM executions p WHERE p.job_id = executions.job_id
+                                      AND p.status IN ('QUEUED', 'RETRYING'))
+                                 OR EXISTS (SELECT 1 FROM executions p WHERE p.job_id = executions.job_id
+                                      AND p.status = 'RUNNING'))";
+                    let older_waiting = "EXISTS (SELECT 1 FROM executions b WHERE b.job_id = executions.job_id
+                                     AND b.status = 'PENDING' AND b.overlap_policy IS NOT NULL
+                                     AND (b.run_at, b.execution_id) < (executions.run_at, executions.execution_id))";
+                    let skipped = sqlx::query(&format!(
+                        "UPDATE executions SET status = 'CANCELLED', completed_at = $1, output = $2
+                         WHERE status = 'PENDING' AND run_at <= $1 AND overlap_policy IS NOT NULL AND {busy}
+                           AND (overlap_policy = 'skip' OR {older_waiting})"
+                    ))
+                    .bind(DbTime(now))
+                    .bind(Json(serde_json::json!({
+                        "skipped": "overlap_policy: an earlier execution of the job was still unfinished at this tick"
+                    })))
+                    .execute(&mut *tx)
+                    .await?;
+                    if skipped.rows_affected() > 0 {
+                        tracing::debug!(skipped = skipped.rows_affected(), "Skipped cron ticks by overlap policy.");
+                    }
+                    // An overlap policy is judged at the tick's time; anything else may go
+                    // ahead of it (`$2`).
+                    let promoted: Vec<(DateTime<Utc>,)> = sqlx::query_as(&format!(
+                        "UPDATE executions SET status = 'QUEUED'
+                         WHERE status = 'PENDING' AND run_at <= $2
+                           AND (overlap_policy IS NULL OR (run_at <= $1 AND NOT ({busy} OR {older_waiting})))
+                         RETURNING run_at"
+                    ))
+                    .bind(DbTime(now))
+                    .bind(DbTime(now + ahead))
+                    .fetch_all(&mut *tx)
+                    .await?;
+                    tx.commit().await?;
+                    Ok(promoted.into_iter().map(|(at,)| at).collect())
+                }
+
+                /// [`Store::execution_reclaim_expired`], once: see `store::retrying_moved`.
+                async fn execution_reclaim_expired_once(&self, now: DateTime<Utc>) -> StoreResult<u64> {
+                    let mut tx = self.begin_write().await?;
+                    // The row lock this takes also fences the lost worker: its finishing write
+                    // waits for this one and then finds the execution no longer RUNNING. A row
+                    // some statement holds locked this instant (a live worker renewing or
+                    // finishing it) is passed over (`SKIP_LOCKED`) rather than waited on in an
+                    // order that could deadlock, and looked at again next round. Each backend
+                    // names its clock (`DB_NOW`): PostgreSQL's own, so every process compares
+                    // leases against one clock.
+                    let sql = format!(
+                        "UPDATE executions
+                         SET status = CASE WHEN attempt_count >= max_attempts THEN 'FAILED' ELSE 'RETRYING' END,
+                             completed_at = CASE WHEN attempt_count >= max_attempts THEN $1 ELSE NULL END,
+                             worker_id = NULL,
+                             lease_expires_at = NULL,
+                             run_at = $1
+                         WHERE execution_id IN (SELECT execution_id FROM executions
+                                                WHERE status = 'RUNNING' AND lease_expires_at < {now}
+                                                ORDER BY execution_id{skip_locked})
+                           AND status = 'RUNNING'
+                         RETURNING execution_id, attempt_count, started_at",
+                        now = Self::DB_NOW,
+                        skip_locked = Self::SKIP_LOCKED,
+                    );
+                    let reclaimed: Vec<(String, i32, Option<DateTime<Utc>>)> = sqlx::query_as(&sql)
+                        .bind(DbTime(now))
+                        .fetch_all(&mut *tx)
+                        .await?;
+                    let error = serde_json::json!({
+                        "type": "WORKER_LOST",
+                        "message": "The worker holding this attempt stopped renewing its lease (it was stopped, or lost the database); the execution was reclaimed.",
+                        "retryable": true,
+                    });
+                    for (execution_id, attempt, started_at) in &reclaimed {
+                        // (execution, attempt number) is unique only within a partition where
+                        // attempts are partitioned by time: asked first.
+                        sqlx::query(
+                            "INSERT INTO attempts (attempt_id, execution_id, attempt_number, status, started_at, completed_at, error, created_at)
+                             SELECT $1, $2, $3, 'FAILED', $4, $5, $6, $5
+                             WHERE NOT EXISTS (SELECT 1 FROM attempts a WHERE a.execution_id = $2 AND a.attempt_number = $3)
+                             ON CONFLICT DO NOTHING",
+                        )
+                        .bind($crate::ids::AttemptId::new())
+                        .bind(execution_id)
+                        .bind(attempt)
+                        .bind(DbTime(started_at.unwrap_or(now)))
+                        .bind(DbTime(now))
+                        .bind(Json(&error))
+                        .execute(&mut *tx)
+                        .await?;
+                    }
+                    tx.commit().await?;
+                    Ok(reclaimed.len() as u64)
+                }
+
                 /// One page of `table` in (`time_column`, `key`) order, strictly after the cursor,
                 /// among the rows whose `filters` columns equal the given values.
                 async fn list_page<T>(
@@ -1264,30 +1431,7 @@ macro_rules! impl_store {
                 }
 
                 async fn job_pause(&self, job_id: &str, at: DateTime<Utc>) -> StoreResult<bool> {
-                    let mut tx = self.begin_write().await?;
-                    let done = sqlx::query(
-                        "UPDATE jobs SET paused_at = $2, cron_next_run_at = NULL
-                         WHERE job_id = $1 AND status = 'ACTIVE' AND trigger_type = 'CRON' AND paused_at IS NULL",
-                    )
-                    .bind(job_id)
-                    .bind(DbTime(at))
-                    .execute(&mut *tx)
-                    .await?;
-                    // A tick made ahead, or held by `buffer_one`, is not delivered while paused:
-                    // it is removed (it never ran), so a resume that catches up makes it again.
-                    if done.rows_affected() == 1 {
-                        // (A tick promoted ahead of its time is QUEUED, not yet due.)
-                        sqlx::query(
-                            "DELETE FROM executions WHERE job_id = $1 AND attempt_count = 0
-                               AND (status = 'PENDING' OR (status = 'QUEUED' AND run_at > $2))",
-                        )
-                        .bind(job_id)
-                        .bind(DbTime(at))
-                        .execute(&mut *tx)
-                        .await?;
-                    }
-                    tx.commit().await?;
-                    Ok(done.rows_affected() == 1)
+                    $crate::store::retrying_moved(|| self.job_pause_once(job_id, at)).await
                 }
 
                 async fn job_resume(&self, job_id: &str, next_run_at: Option<DateTime<Utc>>) -> StoreResult<bool> {
@@ -1303,26 +1447,7 @@ macro_rules! impl_store {
                 }
 
                 async fn job_cancel_waiting(&self, job_id: &str) -> StoreResult<Vec<String>> {
-                    let at = DbTime(now());
-                    let mut tx = self.begin_write().await?;
-                    let cancelled: Vec<(String,)> = sqlx::query_as(
-                        "UPDATE executions SET status = 'CANCELLED', completed_at = $2, worker_id = NULL
-                         WHERE job_id = $1 AND status IN ('PENDING', 'QUEUED', 'RETRYING')
-                         RETURNING execution_id",
-                    )
-                    .bind(job_id)
-                    .bind(at)
-                    .fetch_all(&mut *tx)
-                    .await?;
-                    if !cancelled.is_empty() {
-                        sqlx::query("UPDATE jobs SET status = 'RETIRED', retired_at = $2 WHERE job_id = $1 AND status = 'ACTIVE'")
-                            .bind(job_id)
-                            .bind(at)
-                            .execute(&mut *tx)
-                            .await?;
-                    }
-                    tx.commit().await?;
-                    Ok(cancelled.into_iter().map(|(id,)| id).collect())
+                    $crate::store::retrying_moved(|| self.job_cancel_waiting_once(job_id)).await
                 }
 
                 async fn job_versions(&self, job_id: &str, page: &PageRequest) -> StoreResult<Vec<Job>> {
@@ -1507,16 +1632,7 @@ macro_rules! impl_store {
                 }
 
                 async fn execution_cancel(&self, execution_id: &str) -> StoreResult<bool> {
-                    // Compare-and-set against the claim: whichever commits first wins.
-                    let done = sqlx::query(
-                        "UPDATE executions SET status = 'CANCELLED', completed_at = $2, worker_id = NULL
-                         WHERE execution_id = $1 AND status IN ('PENDING', 'QUEUED', 'RETRYING')",
-                    )
-                    .bind(execution_id)
-                    .bind(DbTime(now()))
-                    .execute(&self.pool)
-                    .await?;
-                    Ok(done.rows_affected() == 1)
+                    $crate::store::retrying_moved(|| self.execution_cancel_once(execution_id)).await
                 }
 
                 async fn attempt_list(&self, execution_id: &str, page: &PageRequest) -> StoreResult<Vec<Attempt>> {
@@ -1570,47 +1686,7 @@ macro_rules! impl_store {
                 }
 
                 async fn execution_promote_due(&self, now: DateTime<Utc>, ahead: chrono::Duration) -> StoreResult<Vec<DateTime<Utc>>> {
-                    // Ticks of jobs with an overlap policy (every other execution has none) go
-                    // through the policy first, in the same transaction: while an earlier
-                    // execution of the job is unfinished, a `skip` tick is skipped, and a
-                    // `buffer_one` tick waits unless an older one already waits, when it is
-                    // skipped. Only the oldest due tick of such a job is released at once.
-                    let mut tx = self.begin_write().await?;
-                    let busy = "(EXISTS (SELECT 1 FROM executions p WHERE p.job_id = executions.job_id
-                                      AND p.status IN ('QUEUED', 'RETRYING'))
-                                 OR EXISTS (SELECT 1 FROM executions p WHERE p.job_id = executions.job_id
-                                      AND p.status = 'RUNNING'))";
-                    let older_waiting = "EXISTS (SELECT 1 FROM executions b WHERE b.job_id = executions.job_id
-                                     AND b.status = 'PENDING' AND b.overlap_policy IS NOT NULL
-                                     AND (b.run_at, b.execution_id) < (executions.run_at, executions.execution_id))";
-                    let skipped = sqlx::query(&format!(
-                        "UPDATE executions SET status = 'CANCELLED', completed_at = $1, output = $2
-                         WHERE status = 'PENDING' AND run_at <= $1 AND overlap_policy IS NOT NULL AND {busy}
-                           AND (overlap_policy = 'skip' OR {older_waiting})"
-                    ))
-                    .bind(DbTime(now))
-                    .bind(Json(serde_json::json!({
-                        "skipped": "overlap_policy: an earlier execution of the job was still unfinished at this tick"
-                    })))
-                    .execute(&mut *tx)
-                    .await?;
-                    if skipped.rows_affected() > 0 {
-                        tracing::debug!(skipped = skipped.rows_affected(), "Skipped cron ticks by overlap policy.");
-                    }
-                    // An overlap policy is judged at the tick's time; anything else may go
-                    // ahead of it (`$2`).
-                    let promoted: Vec<(DateTime<Utc>,)> = sqlx::query_as(&format!(
-                        "UPDATE executions SET status = 'QUEUED'
-                         WHERE status = 'PENDING' AND run_at <= $2
-                           AND (overlap_policy IS NULL OR (run_at <= $1 AND NOT ({busy} OR {older_waiting})))
-                         RETURNING run_at"
-                    ))
-                    .bind(DbTime(now))
-                    .bind(DbTime(now + ahead))
-                    .fetch_all(&mut *tx)
-                    .await?;
-                    tx.commit().await?;
-                    Ok(promoted.into_iter().map(|(at,)| at).collect())
+                    $crate::store::retrying_moved(|| self.execution_promote_due_once(now, ahead)).await
                 }
 
                 async fn execution_next_pending(&self, now: DateTime<Utc>) -> StoreResult<Option<DateTime<Utc>>> {
@@ -1626,58 +1702,7 @@ macro_rules! impl_store {
                 }
 
                 async fn execution_reclaim_expired(&self, now: DateTime<Utc>) -> StoreResult<u64> {
-                    let mut tx = self.begin_write().await?;
-                    // The row lock this takes also fences the lost worker: its finishing write
-                    // waits for this one and then finds the execution no longer RUNNING. A row
-                    // some statement holds locked this instant (a live worker renewing or
-                    // finishing it) is passed over (`SKIP_LOCKED`) rather than waited on in an
-                    // order that could deadlock, and looked at again next round. Each backend
-                    // names its clock (`DB_NOW`): PostgreSQL's own, so every process compares
-                    // leases against one clock.
-                    let sql = format!(
-                        "UPDATE executions
-                         SET status = CASE WHEN attempt_count >= max_attempts THEN 'FAILED' ELSE 'RETRYING' END,
-                             completed_at = CASE WHEN attempt_count >= max_attempts THEN $1 ELSE NULL END,
-                             worker_id = NULL,
-                             lease_expires_at = NULL,
-                             run_at = $1
-                         WHERE execution_id IN (SELECT execution_id FROM executions
-                                                WHERE status = 'RUNNING' AND lease_expires_at < {now}
-                                                ORDER BY execution_id{skip_locked})
-                           AND status = 'RUNNING'
-                         RETURNING execution_id, attempt_count, started_at",
-                        now = Self::DB_NOW,
-                        skip_locked = Self::SKIP_LOCKED,
-                    );
-                    let reclaimed: Vec<(String, i32, Option<DateTime<Utc>>)> = sqlx::query_as(&sql)
-                        .bind(DbTime(now))
-                        .fetch_all(&mut *tx)
-                        .await?;
-                    let error = serde_json::json!({
-                        "type": "WORKER_LOST",
-                        "message": "The worker holding this attempt stopped renewing its lease (it was stopped, or lost the database); the execution was reclaimed.",
-                        "retryable": true,
-                    });
-                    for (execution_id, attempt, started_at) in &reclaimed {
-                        // (execution, attempt number) is unique only within a partition where
-                        // attempts are partitioned by time: asked first.
-                        sqlx::query(
-                            "INSERT INTO attempts (attempt_id, execution_id, attempt_number, status, started_at, completed_at, error, created_at)
-                             SELECT $1, $2, $3, 'FAILED', $4, $5, $6, $5
-                             WHERE NOT EXISTS (SELECT 1 FROM attempts a WHERE a.execution_id = $2 AND a.attempt_number = $3)
-                             ON CONFLICT DO NOTHING",
-                        )
-                        .bind($crate::ids::AttemptId::new())
-                        .bind(execution_id)
-                        .bind(attempt)
-                        .bind(DbTime(started_at.unwrap_or(now)))
-                        .bind(DbTime(now))
-                        .bind(Json(&error))
-                        .execute(&mut *tx)
-                        .await?;
-                    }
-                    tx.commit().await?;
-                    Ok(reclaimed.len() as u64)
+                    $crate::store::retrying_moved(|| self.execution_reclaim_expired_once(now)).await
                 }
 
                 // ---- worker ----

@@ -137,7 +137,7 @@ async fn history_partitions_are_made_ahead_and_dropped_whole_past_the_retention(
             + chrono::Duration::seconds(20)
     };
     let made = store.history_upkeep(then, window, None).await.unwrap();
-    assert_eq!(made.made.len(), 3 * 3, "three spans for each of the three tables: {:?}", made.made);
+    assert_eq!(made.made.len(), 3 * 4, "four spans for each of the three tables: {:?}", made.made);
     assert!(store.history_upkeep(then, window, None).await.unwrap().made.is_empty(), "made once");
     let span = super::partitions::Partition::parse("executions_done", &made.made[0]).unwrap();
     let inside = span.from.unwrap() + chrono::Duration::seconds(1);
@@ -199,6 +199,54 @@ async fn history_partitions_are_made_ahead_and_dropped_whole_past_the_retention(
     assert_eq!(store.job_purge_finished(cutoff, 10).await.unwrap(), 2, "the finished one's, the late one's");
     assert!(store.job_get(&jobs[0]).await.unwrap().is_none());
     assert!(store.job_get(&jobs[1]).await.unwrap().is_some());
+}
+
+/// A partition attached over the time rows are being written for, while they are written
+/// (as the scheduler's first round after a start does), refuses none of them: every write
+/// lands, in the DEFAULT partition or the new one. PostgreSQL only (`store::partitions`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partitions_made_while_rows_are_written_refuse_none() {
+    let (store, _guard) = stores().await.into_iter().find(|(s, _)| s.backend() == Backend::Postgres).unwrap();
+    endpoint(&*store, "a").await;
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writers: Vec<_> = (0..4)
+        .map(|w| {
+            let (store, stop) = (store.clone(), stop.clone());
+            tokio::spawn(async move {
+                let mut written = 0;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    queued(&*store, "a", 5).await;
+                    let worker = format!("w{w}");
+                    let held = store.execution_claim(&claim(&worker, 5, Duration::from_secs(60))).await.unwrap();
+                    let finishes: Vec<_> = held.iter().map(|e| finish(e, ExecutionStatus::Success)).collect();
+                    let landed =
+                        store.execution_finish_many(&finishes).await.unwrap_or_else(|e| panic!("results: {e:?}"));
+                    assert!(landed.iter().all(|l| *l));
+                    written += landed.len();
+                }
+                written
+            })
+        })
+        .collect();
+    let window = Duration::from_secs(10);
+    for _ in 0..15 {
+        // Every span gone, and the DEFAULT partitions emptied, so the next round attaches a
+        // span over now while the writers write.
+        store.history_upkeep(now(), window, Some(now() + chrono::Duration::hours(1))).await.unwrap();
+        let ids = store
+            .execution_ids_finished(&FinishedScope::CreatedBefore(now() + chrono::Duration::hours(1)), 100_000)
+            .await
+            .unwrap();
+        store.execution_delete_finished(&ids).await.unwrap();
+        store.history_upkeep(now(), window, None).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut written = 0;
+    for writer in writers {
+        written += writer.await.unwrap();
+    }
+    assert!(written > 0);
 }
 
 struct DropDatabase {

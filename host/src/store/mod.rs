@@ -104,6 +104,34 @@ impl StoreError {
     }
 }
 
+impl StoreError {
+    /// Whether the database aborted the statement as a serialization failure (SQLSTATE
+    /// 40001): where history is partitioned, what a statement that waited for a row gets when
+    /// the row's holder moved it out of the queue's partition (`store::partitions`).
+    pub fn is_serialization_failure(&self) -> bool {
+        matches!(self, Self::Database(sqlx::Error::Database(db)) if db.code().as_deref() == Some("40001"))
+    }
+}
+
+/// Run `attempt` again, up to five times in all, while it fails with a serialization failure.
+/// On PostgreSQL a statement that meets a row another transaction has just finished (moved out
+/// of `executions_live`) fails so rather than find the row gone (`store::partitions`): once
+/// more, it no longer sees the row. For the writes that meet rows others finish: claims,
+/// lease renewals, cancels, promotions, reclaims.
+pub(crate) async fn retrying_moved<T, F, Fut>(mut attempt: F) -> StoreResult<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = StoreResult<T>>,
+{
+    let mut tries = 1;
+    loop {
+        match attempt().await {
+            Err(error) if error.is_serialization_failure() && tries < 5 => tries += 1,
+            done => return done,
+        }
+    }
+}
+
 impl From<sqlx::Error> for StoreError {
     fn from(error: sqlx::Error) -> Self {
         Self::from_sqlx(error)

@@ -33,7 +33,8 @@ use crate::flow::{RateLimit, StoredBucket};
 use crate::ids::{AttemptId, LogId};
 // Inside impl_store! the shared imports (chrono, DbTime, Execution, EXECUTION_COLUMNS, …)
 // are in scope for the backend's own methods too.
-use super::{Backend, Signal, StoreResult, WorkerCommits};
+use super::engine::EXECUTION_COLUMNS;
+use super::{Backend, DbTime, Execution, Signal, StoreResult, WorkerCommits};
 
 pub struct PgStore {
     pool: PgPool,
@@ -156,19 +157,12 @@ impl PgStore {
              FROM locked AS l
              WHERE e.execution_id = l.execution_id AND e.status = 'RUNNING'"
         );
-        // Where history is partitioned, a row finished (moved out of the queue's partition)
-        // while this waited for it ends the statement with a serialization error; once more,
-        // the row is simply no longer RUNNING (`store::partitions`).
-        let mut tries = 0;
-        let done = loop {
-            tries += 1;
-            let done =
-                sqlx::query(&sql).persistent(false).bind(&ids).bind(&attempts).bind(&for_ms).execute(&self.pool).await;
-            match done {
-                Err(sqlx::Error::Database(db)) if db.code().as_deref() == Some("40001") && tries < 10 => continue,
-                done => break done?,
-            }
-        };
+        // A row finished (moved out of the queue's partition) while this waited for it: once
+        // more, it is simply no longer RUNNING (`store::partitions`).
+        let done = super::retrying_moved(|| async {
+            Ok(sqlx::query(&sql).persistent(false).bind(&ids).bind(&attempts).bind(&for_ms).execute(&self.pool).await?)
+        })
+        .await?;
         Ok(done.rows_affected())
     }
 
@@ -759,33 +753,9 @@ fn created_in_order(
     jobs.iter().map(|(j, _)| inserted.contains(j.job_id.as_str()).then(|| j.as_written())).collect()
 }
 
-impl_store!(PgStore, Postgres, {
-    fn backend(&self) -> Backend {
-        Backend::Postgres
-    }
-
-    async fn migrate(&self) -> StoreResult<()> {
-        let mut migrator = sqlx::migrate!("../migrations/postgres");
-        // One lock for PostgreSQL and CockroachDB alike: a row (see `MigrationLock`), since
-        // CockroachDB has no advisory locks, the migrator's own way.
-        migrator.set_locking(false);
-        let lock = MigrationLock::acquire(&self.pool).await?;
-        let result = async {
-            accept_rewritten_migrations(&self.pool, &migrator).await?;
-            migrator.run(&self.pool).await?;
-            if !self.cockroach {
-                super::partitions::convert(&self.pool).await?;
-                self.partitioned.store(true, std::sync::atomic::Ordering::Relaxed);
-                sqlx::raw_sql(AUTOVACUUM).execute(&self.pool).await?;
-            }
-            StoreResult::Ok(())
-        }
-        .await;
-        lock.release(&self.pool).await?;
-        result
-    }
-
-    async fn execution_claim(&self, claim: &super::ClaimParams) -> StoreResult<Vec<Execution>> {
+impl PgStore {
+    /// One claim (`Store::execution_claim`).
+    async fn claim_once(&self, claim: &super::ClaimParams) -> StoreResult<Vec<Execution>> {
         // One statement, endpoint by endpoint:
         // - `queued`: every endpoint with claimable executions, by a loose index scan of
         //   idx_executions_claim_endpoint (one probe per endpoint, however long its queue);
@@ -913,6 +883,39 @@ impl_store!(PgStore, Postgres, {
         Self::spend_tokens(&mut tx, &buckets, &claimed, claim.now).await?;
         tx.commit().await?;
         Ok(claimed)
+    }
+}
+
+impl_store!(PgStore, Postgres, {
+    fn backend(&self) -> Backend {
+        Backend::Postgres
+    }
+
+    async fn migrate(&self) -> StoreResult<()> {
+        let mut migrator = sqlx::migrate!("../migrations/postgres");
+        // One lock for PostgreSQL and CockroachDB alike: a row (see `MigrationLock`), since
+        // CockroachDB has no advisory locks, the migrator's own way.
+        migrator.set_locking(false);
+        let lock = MigrationLock::acquire(&self.pool).await?;
+        let result = async {
+            accept_rewritten_migrations(&self.pool, &migrator).await?;
+            migrator.run(&self.pool).await?;
+            if !self.cockroach {
+                super::partitions::convert(&self.pool).await?;
+                self.partitioned.store(true, std::sync::atomic::Ordering::Relaxed);
+                sqlx::raw_sql(AUTOVACUUM).execute(&self.pool).await?;
+            }
+            StoreResult::Ok(())
+        }
+        .await;
+        lock.release(&self.pool).await?;
+        result
+    }
+
+    async fn execution_claim(&self, claim: &super::ClaimParams) -> StoreResult<Vec<Execution>> {
+        // Another worker's claim and result may move a row this one saw queued out of the
+        // queue's partition before this reaches it: once more (`store::retrying_moved`).
+        super::retrying_moved(|| self.claim_once(claim)).await
     }
 
     async fn execution_lease_extend(&self, leases: &[super::LeaseExtend]) -> StoreResult<u64> {
