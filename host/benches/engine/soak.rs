@@ -122,6 +122,15 @@ pub async fn soak(total: usize, window: usize) -> Value {
             .await;
         }
     }
+    // The scheduler makes history partitions from its first round on, the first starting
+    // 10 s to a span ahead (store/partitions.rs); until then finished executions go to the
+    // DEFAULT partition, which the purge empties row by row. The windows begin once a
+    // partition covers now, as in a service that has been running.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while db.scalar(PARTITION_OVER_NOW).await == 0 {
+        assert!(Instant::now() < deadline, "no history partition covers now after two minutes");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
     for i in 0..cron_jobs {
         post(&api, "/jobs", &json!({"endpoint": "cron", "trigger": "CRON", "cron": "* * * * * *", "timezone": "UTC", "input": {"n": i}}))
             .await;
@@ -215,6 +224,15 @@ pub async fn soak(total: usize, window: usize) -> Value {
     json!({"executions": total, "window": window, "cron_jobs_per_second": cron_jobs, "retention": retention, "te_vacuum": vacuum,
            "windows": windows, "verdict": verdict})
 }
+
+/// Whether a partition of `executions_done` (not the DEFAULT one) covers now.
+const PARTITION_OVER_NOW: &str = "SELECT COUNT(*) FROM (
+     SELECT pg_get_expr(c.relpartbound, c.oid) AS bound
+     FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+     WHERE i.inhparent = to_regclass('executions_done')) AS p
+ WHERE bound <> 'DEFAULT'
+   AND (regexp_match(bound, 'FROM \\(''([^'']+)''\\)'))[1]::timestamptz <= now()
+   AND (regexp_match(bound, 'TO \\(''([^'']+)''\\)'))[1]::timestamptz > now()";
 
 /// Whether an execution of the windows' endpoint still waits or runs: the partial indexes on
 /// those statuses answer without reading finished rows.

@@ -21,6 +21,17 @@ pub fn every(retention: Duration) -> Duration {
     (partitions::window(retention) / 3).clamp(Duration::from_secs(1), Duration::from_secs(60))
 }
 
+/// How long to sleep for the next round to start `every` from `at`, put off to the middle of
+/// a second. Cron ticks fall on whole seconds, and a round's drop holds every write to the
+/// history for up to 20 ms (`store::partitions`): begun half a second from the ticks, it is
+/// over long before the next.
+fn until_mid_second(at: chrono::DateTime<chrono::Utc>, every: Duration) -> Duration {
+    let next = at + chrono::Duration::from_std(every).unwrap_or(chrono::Duration::seconds(60));
+    let into_second = next.timestamp_subsec_micros();
+    let to_middle = (1_500_000 - into_second) % 1_000_000;
+    every + Duration::from_micros(u64::from(to_middle))
+}
+
 pub async fn run(store: Arc<dyn Store>, retention: Duration, shutdown: CancellationToken, beat: Beat) {
     let window = partitions::window(retention);
     let every = every(retention);
@@ -47,8 +58,22 @@ pub async fn run(store: Arc<dyn Store>, retention: Duration, shutdown: Cancellat
         }
         tokio::select! {
             () = shutdown.cancelled() => break,
-            () = tokio::time::sleep(every) => {}
+            () = tokio::time::sleep(until_mid_second(now(), every)) => {}
         }
     }
     beat.stopped();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rounds_start_at_the_middle_of_a_second() {
+        let at = |text: &str| chrono::DateTime::parse_from_rfc3339(text).unwrap().with_timezone(&chrono::Utc);
+        let every = Duration::from_secs(3);
+        assert_eq!(until_mid_second(at("2026-11-28T01:00:00.100Z"), every), Duration::from_millis(3_400));
+        assert_eq!(until_mid_second(at("2026-11-28T01:00:00.900Z"), every), Duration::from_millis(3_600));
+        assert_eq!(until_mid_second(at("2026-11-28T01:00:00.500Z"), every), every);
+    }
 }

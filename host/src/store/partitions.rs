@@ -125,17 +125,25 @@ fn align_down(t: DateTime<Utc>, window: Duration) -> DateTime<Utc> {
     t.duration_trunc(window).unwrap_or(t)
 }
 
+/// How far past now a new partition starts, at the least. A partition is attached while
+/// writes go on (their lock does not conflict with the attach's), so one made over a time rows
+/// are being written for would race them: a row routed to the DEFAULT partition by the list
+/// of partitions before it, and written there after it, is refused (23514). Rows are stamped
+/// with their process's clock, so this is also the clock skew between processes that never
+/// meets a partition being made.
+const LEAD: chrono::Duration = chrono::Duration::seconds(10);
+
 /// The partitions to make so that `existing` reach the [`horizon`] past `now`: from where
-/// the newest ends, or (with none, or a gap up to now) from the start of the span `now` is in,
-/// each ending on a multiple of `window`. A span over rows already in the DEFAULT partition is
-/// refused as it is attached ([`make_ahead`]): those times stay the DEFAULT partition's.
+/// the newest ends, or (with none, or none reaching [`LEAD`] past now) from the first
+/// boundary past that lead — the times before it are the DEFAULT partition's — each ending
+/// on a multiple of `window`.
 pub fn to_make(table: &str, existing: &[Partition], now: DateTime<Utc>, window: Duration) -> Vec<Partition> {
     let step = chrono::Duration::from_std(window).unwrap_or(chrono::Duration::days(1));
     let horizon = horizon(now, window);
     let newest = existing.iter().map(|p| p.to).max();
     let mut from = match newest {
-        Some(to) if to > now => to,
-        _ => align_down(now, window),
+        Some(to) if to >= now + LEAD => to,
+        _ => align_down(now + LEAD, window) + step,
     };
     let mut made = Vec::new();
     while from < horizon {
@@ -211,13 +219,18 @@ pub async fn upkeep(
         upkept.made.extend(make_ahead(pool, table, now, window).await?);
         analyze_ended(pool, table, now).await?;
         let Some(cutoff) = cutoff else { continue };
-        for partition in to_drop(&list(pool, table).await?, cutoff) {
-            if let Some(rows) = drop_partition(pool, &partition.name).await? {
+        let expired = to_drop(&list(pool, table).await?, cutoff);
+        let mut emptied = Vec::new();
+        for partition in expired {
+            if let Some(rows) = empty_partition(pool, &partition.name).await? {
                 if table == "executions_done" {
                     upkept.executions_dropped += rows;
                 }
-                upkept.dropped.push(partition.name);
+                emptied.push(partition.name);
             }
+        }
+        if drop_partitions(pool, &emptied).await? {
+            upkept.dropped.extend(emptied);
         }
     }
     Ok(upkept)
@@ -249,15 +262,13 @@ async fn make_ahead(pool: &PgPool, table: &str, now: DateTime<Utc>, window: Dura
     if to_make(table, &list(pool, table).await?, now, window).is_empty() {
         return Ok(made);
     }
-    // Writes into the table wait while its partitions change, and this waits for those in
-    // flight: a row is then never routed to the DEFAULT partition by the old list of
-    // partitions and written there after a partition for its time is attached (which refuses
-    // it, where it would have been refused a moment before had it come earlier, when the
-    // attach checks the DEFAULT partition's rows). Makers take turns on it too.
+    // The lock an attach takes on the parent: writes go on (only the DEFAULT partition is
+    // locked exclusively, to check that none of its rows falls in the new span), and makers
+    // take turns.
     let mut tx = pool.begin().await?;
     run(
         &mut tx,
-        &format!("SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'; LOCK TABLE ONLY {table} IN SHARE ROW EXCLUSIVE MODE"),
+        &format!("SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'; LOCK TABLE ONLY {table} IN SHARE UPDATE EXCLUSIVE MODE"),
     )
     .await?;
     // Asked again under the lock: another scheduler may have made them meanwhile.
@@ -281,8 +292,8 @@ async fn make_ahead(pool: &PgPool, table: &str, now: DateTime<Utc>, window: Dura
 }
 
 /// A new partition: made as a table of its own, then attached, which locks the parent less
-/// than `CREATE TABLE … PARTITION OF` (reads go on); the parent's indexes are built on it as
-/// it is attached (instantly: it is empty).
+/// than `CREATE TABLE … PARTITION OF` (SHARE UPDATE EXCLUSIVE: reads and writes go on); the
+/// parent's indexes are built on it as it is attached (instantly: it is empty).
 async fn attach_new(tx: &mut PgConnection, table: &str, partition: &Partition) -> Result<(), sqlx::Error> {
     let from = partition.from.map_or_else(|| "MINVALUE".to_owned(), |t| format!("'{}'", literal(t)));
     run(
@@ -311,10 +322,12 @@ fn literal(t: DateTime<Utc>) -> String {
     t.format("%Y-%m-%d %H:%M:%S%.6f+00").to_string()
 }
 
-/// Drop one partition, waiting at most [`LOCK_TIMEOUT`] for the lock it takes on its parent:
-/// its rows as last counted (`ANALYZE`; 0 if never), or None when the lock did not come in
-/// time (tried again next round) or another scheduler dropped it first.
-async fn drop_partition(pool: &PgPool, name: &str) -> StoreResult<Option<i64>> {
+/// Empty one partition wholly past the retention: its rows as last counted (`ANALYZE`; 0 if
+/// never, or already emptied), or None when its lock did not come within [`LOCK_TIMEOUT`]
+/// (tried again next round). `TRUNCATE` locks the partition alone: it waits for the reads of
+/// it in flight and holds the next ones meanwhile, but no write ever comes to it (its time is
+/// past), so deliveries go on.
+async fn empty_partition(pool: &PgPool, name: &str) -> StoreResult<Option<i64>> {
     let mut tx = pool.begin().await?;
     run(&mut tx, &format!("SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")).await?;
     let rows: Option<(f32,)> = sqlx::query_as("SELECT reltuples FROM pg_class WHERE oid = to_regclass($1)")
@@ -322,18 +335,52 @@ async fn drop_partition(pool: &PgPool, name: &str) -> StoreResult<Option<i64>> {
         .fetch_optional(&mut *tx)
         .await?;
     let Some((rows,)) = rows else { return Ok(None) };
-    match run(&mut tx, &format!("DROP TABLE IF EXISTS {name}")).await {
-        Ok(_) => {
+    match run(&mut tx, &format!("TRUNCATE {name}")).await {
+        Ok(()) => {
             tx.commit().await?;
             Ok(Some(rows.max(0.0).round() as i64))
         }
-        // 55P03: lock_not_available, the lock timeout.
-        Err(sqlx::Error::Database(db)) if db.code().as_deref() == Some("55P03") => {
-            tracing::info!(partition = %name, "The partition's drop waited too long for its lock; trying again next round.");
+        Err(error) if lock_timed_out(&error) => {
+            tracing::info!(partition = %name, "Emptying the partition waited too long for its lock; trying again next round.");
             Ok(None)
         }
         Err(error) => Err(error.into()),
     }
+}
+
+/// How long a drop of emptied partitions may wait for its lock. Dropping a partition locks its
+/// parent exclusively: every write to the table waits for it (and, while it waits, for
+/// the statements before it), so it waits little and is tried again each round; emptied
+/// partitions cost nothing meanwhile.
+const DROP_LOCK_TIMEOUT: &str = "20ms";
+
+/// Drop `names` (emptied partitions of one table) in one transaction; whether they went.
+async fn drop_partitions(pool: &PgPool, names: &[String]) -> StoreResult<bool> {
+    if names.is_empty() {
+        return Ok(false);
+    }
+    let mut tx = pool.begin().await?;
+    let dropped = run(
+        &mut tx,
+        &format!("SET LOCAL lock_timeout = '{DROP_LOCK_TIMEOUT}'; DROP TABLE IF EXISTS {}", names.join(", ")),
+    )
+    .await;
+    match dropped {
+        Ok(()) => {
+            tx.commit().await?;
+            Ok(true)
+        }
+        Err(error) if lock_timed_out(&error) => {
+            tracing::debug!(partitions = ?names, "Dropping emptied partitions waited too long for the lock; trying again next round.");
+            Ok(false)
+        }
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// SQLSTATE 55P03, lock_not_available: `lock_timeout` passed.
+fn lock_timed_out(error: &sqlx::Error) -> bool {
+    matches!(error, sqlx::Error::Database(db) if db.code().as_deref() == Some("55P03"))
 }
 
 /// An index as `pg_get_indexdef` writes it, with what the conversion needs to know of it.
@@ -581,26 +628,26 @@ mod tests {
     fn partitions_are_made_from_the_newest_to_ahead_of_now() {
         let window = Duration::from_secs(60);
         let now = at("2026-11-28T01:45:20Z");
-        // None yet: from the span now is in, to three spans past now.
+        // None yet: from the first boundary past the lead (never over a time rows are written
+        // for now), to three spans past now.
         let made = to_make("t", &[], now, window);
         let spans: Vec<_> = made.iter().map(|p| (p.from.unwrap(), p.to)).collect();
-        assert_eq!(spans.first().unwrap().0, at("2026-11-28T01:45:00Z"));
+        assert_eq!(spans.first().unwrap().0, at("2026-11-28T01:46:00Z"));
         assert_eq!(spans.last().unwrap().1, at("2026-11-28T01:49:00Z"));
-        // A day's span: today's and tomorrow's.
+        let close = to_make("t", &[], at("2026-11-28T01:45:55Z"), window);
+        assert_eq!(close[0].from, Some(at("2026-11-28T01:47:00Z")), "01:46 is within the lead");
+        // A day's span: from tomorrow.
         let days = to_make("t", &[], now, Duration::from_secs(86_400));
-        assert_eq!(
-            days.iter().map(|p| p.to).collect::<Vec<_>>(),
-            [at("2026-11-29T00:00:00Z"), at("2026-11-30T00:00:00Z")]
-        );
+        assert_eq!(days.iter().map(|p| p.to).collect::<Vec<_>>(), [at("2026-11-30T00:00:00Z")]);
         assert!(spans.windows(2).all(|w| w[0].1 == w[1].0), "contiguous: {spans:?}");
         // Up to date: nothing.
         assert!(to_make("t", &made, now, window).is_empty());
         // Later on, from where the newest ends.
         let later = to_make("t", &made, at("2026-11-28T01:47:10Z"), window);
         assert_eq!(later.first().unwrap().from, Some(at("2026-11-28T01:49:00Z")));
-        // After a long stop: from the span now is in (the gap is the DEFAULT partition's).
+        // After a long stop: from the next window (the gap is the DEFAULT partition's).
         let after_stop = to_make("t", &made, at("2026-11-28T03:00:10Z"), window);
-        assert_eq!(after_stop.first().unwrap().from, Some(at("2026-11-28T03:00:00Z")));
+        assert_eq!(after_stop.first().unwrap().from, Some(at("2026-11-28T03:01:00Z")));
         // The window grew: the next partition ends on the new window's boundary, joined with
         // the next when that is less than half a window away.
         let wider = to_make("t", &made, now, Duration::from_secs(3600));
@@ -609,7 +656,7 @@ mod tests {
 
     #[test]
     fn only_partitions_wholly_past_the_cutoff_are_dropped() {
-        let made = to_make("t", &[], at("2026-11-28T01:45:20Z"), Duration::from_secs(60));
+        let made = to_make("t", &[], at("2026-11-28T01:44:20Z"), Duration::from_secs(60));
         let dropped = to_drop(&made, at("2026-11-28T01:47:00Z"));
         assert_eq!(
             dropped.iter().map(|p| p.to).collect::<Vec<_>>(),
