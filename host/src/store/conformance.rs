@@ -430,6 +430,7 @@ on_every_backend!(
     claims_are_exclusive_under_concurrency,
     claims_take_only_due_work_and_lease_it,
     executions_promoted_ahead_are_claimed_only_at_their_time,
+    a_free_slot_goes_to_the_endpoint_the_worker_holds_fewest_of,
     finishes_are_fenced_by_attempt_and_reclaim,
     leases_extend_and_never_shorten,
     leases_asked_for_together_are_extended_each_as_its_own,
@@ -659,6 +660,25 @@ mod checks {
             assert_eq!((e.status, e.attempt_count), (ExecutionStatus::Running, 1), "{e:?}");
             assert!(e.worker_id.is_some() && e.lease_expires_at.is_some(), "{e:?}");
         }
+    }
+
+    /// A worker whose slots all hold one endpoint's backlog gives its next free slot to
+    /// another endpoint's due work, however much older the backlog is.
+    pub async fn a_free_slot_goes_to_the_endpoint_the_worker_holds_fewest_of(store: Arc<dyn Store>) {
+        endpoint(&*store, "backlog").await;
+        endpoint(&*store, "tick").await;
+        queued(&*store, "backlog", 10).await;
+        let tick = queued(&*store, "tick", 1).await;
+        let shares = EndpointShares { held: vec![("backlog".to_owned(), 50)], ceiling: 100 };
+        let one = ClaimParams { shares, ..claim("w", 1, Duration::from_secs(30)) };
+        let claimed = store.execution_claim(&one).await.unwrap();
+        assert_eq!(claimed.iter().map(|e| &e.execution_id).collect::<Vec<_>>(), [&tick[0]]);
+        // Holding neither, a claim of two takes one of each (round-robin).
+        queued(&*store, "tick", 1).await;
+        let two = store.execution_claim(&claim("w", 2, Duration::from_secs(30))).await.unwrap();
+        let mut endpoints: Vec<&str> = two.iter().map(|e| e.endpoint.as_str()).collect();
+        endpoints.sort();
+        assert_eq!(endpoints, ["backlog", "tick"]);
     }
 
     /// The promoter releases an execution with no overlap policy a little before its time,

@@ -615,7 +615,9 @@ pub trait Store: Send + Sync + 'static {
     /// of `claim.lease` from the database's clock, and no other worker can claim it meanwhile.
     /// Executions are taken endpoint by endpoint within `claim.shares`: each endpoint with due
     /// work gets an equal part of the claim (up to its allowance), earliest due first within
-    /// an endpoint.
+    /// an endpoint; when the claim has fewer slots than that makes, they go first to the
+    /// endpoints this worker holds fewest of (a backlog's endpoint, holding every slot, does
+    /// not keep another's due work waiting).
     async fn execution_claim(&self, claim: &ClaimParams) -> StoreResult<Vec<Execution>>;
     /// Extend the leases of executions a worker still holds (never shortening one); how many
     /// were extended (an execution reclaimed or cancelled meanwhile is not).

@@ -827,7 +827,11 @@ impl PgStore {
              ),
              taken AS MATERIALIZED (
                  SELECT t.execution_id, t.run_at,
-                        row_number() OVER (PARTITION BY d.endpoint ORDER BY t.run_at) AS turn
+                        -- The claim's slots go first to the endpoints this worker holds fewest
+                        -- of: an endpoint's n-th execution here ranks after whatever it holds.
+                        (SELECT COALESCE(SUM(h.held), 0) FROM UNNEST($6::text[], $7::int4[]) AS h(endpoint, held)
+                         WHERE h.endpoint = d.endpoint)
+                          + row_number() OVER (PARTITION BY d.endpoint ORDER BY t.run_at) AS turn
                  FROM due d
                  CROSS JOIN LATERAL (
                      SELECT x.execution_id, x.run_at

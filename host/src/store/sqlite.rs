@@ -303,9 +303,12 @@ impl_store!(SqliteStore, Sqlite, {
             .bind((*allowance).min(part))
             .fetch_all(&mut *tx)
             .await?;
-            taken.extend(rows.into_iter().enumerate().map(|(turn, (id, run_at))| (turn, run_at, id)));
+            // An endpoint's n-th execution here ranks after whatever this worker holds of it.
+            let held = claim.shares.held.iter().find(|(e, _)| e == endpoint).map_or(0, |(_, h)| *h as usize);
+            taken.extend(rows.into_iter().enumerate().map(|(turn, (id, run_at))| (held + turn, run_at, id)));
         }
-        // Round-robin: every endpoint's first, then every second, …, earliest due first.
+        // The claim's slots go first to the endpoints this worker holds fewest of, round-robin
+        // among equals (every endpoint's first, then every second, …), earliest due first.
         taken.sort();
         taken.truncate(usize::try_from(claim.limit).unwrap_or(0));
         let ids: Vec<&str> = taken.iter().map(|(_, _, id)| id.as_str()).collect();
