@@ -48,10 +48,11 @@ pub async fn run(store: Arc<dyn Store>, retention: Duration, shutdown: Cancellat
                 if !upkept.made.is_empty() {
                     tracing::debug!(made = ?upkept.made, "Made history partitions ahead.");
                 }
-                if !upkept.dropped.is_empty() {
-                    crate::metrics::purged("executions", upkept.executions_dropped as usize);
-                    tracing::info!(dropped = ?upkept.dropped, executions = upkept.executions_dropped,
-                        "Dropped history partitions older than TE_RETENTION.");
+                crate::metrics::purged("executions", upkept.executions_dropped as usize);
+                crate::metrics::purged("jobs", upkept.jobs_purged as usize);
+                if !upkept.dropped.is_empty() || upkept.jobs_purged > 0 {
+                    tracing::info!(dropped = ?upkept.dropped, executions = upkept.executions_dropped, jobs = upkept.jobs_purged,
+                        "Dropped history partitions older than TE_RETENTION, with their one-shot jobs.");
                 }
             }
             Err(error) => tracing::warn!(%error, "Keeping the history partitions failed; retrying next round."),

@@ -165,6 +165,19 @@ async fn history_partitions_are_made_ahead_and_dropped_whole_past_the_retention(
     let page = PageRequest { after: None, limit: 10, ..Default::default() };
     assert_eq!(store.attempt_list(&ids[0], &page).await.unwrap().len(), 1);
     assert_eq!(store.log_list(&ids[0], &page).await.unwrap().len(), 1);
+    // One that failed inside the span and was retried since: its job stays with the retry.
+    let retried_job = job("a", Trigger::Immediate, None, inside);
+    let mut failed = execution(&retried_job, ExecutionStatus::Failed, inside);
+    failed.idempotency_key = None;
+    store.job_insert(&retried_job, Some(&failed)).await.unwrap();
+    let retry = ExecutionWrite {
+        execution_id: ExecutionId::new(),
+        idempotency_key: Some(format!("{RETRY_KEY_PREFIX}{}", failed.execution_id)),
+        retry_of: Some(failed.execution_id.clone()),
+        created_at: now(),
+        ..execution(&retried_job, ExecutionStatus::Pending, now() + chrono::Duration::days(1))
+    };
+    assert!(matches!(store.execution_retry_many(&[retry]).await.unwrap()[0], Some(Inserted::Created(_))));
     // One finished now, outside every partition: the DEFAULT partition's, purged by row.
     queued(&*store, "a", 1).await;
     let late = store.execution_claim(&claim("w", 1, Duration::from_secs(60))).await.unwrap();
@@ -174,6 +187,9 @@ async fn history_partitions_are_made_ahead_and_dropped_whole_past_the_retention(
     // attempt and log line; the waiting one stays, and so does the one in the DEFAULT partition.
     let upkept = store.history_upkeep(now(), window, Some(span.to)).await.unwrap();
     assert_eq!(upkept.dropped.len(), 3, "{upkept:?}");
+    assert_eq!(upkept.jobs_purged, 1, "the finished execution's one-shot job goes with it");
+    assert!(store.job_get(&jobs[0]).await.unwrap().is_none());
+    assert!(store.job_get(&retried_job.job_id).await.unwrap().is_some(), "a retried job stays");
     assert!(upkept.dropped.contains(&span.name), "{upkept:?}");
     assert!(store.execution_get(&ids[0]).await.unwrap().is_none());
     assert!(store.attempt_list(&ids[0], &page).await.unwrap().is_empty());
@@ -196,9 +212,8 @@ async fn history_partitions_are_made_ahead_and_dropped_whole_past_the_retention(
     assert_eq!(store.execution_delete_finished(&by_row).await.unwrap(), 1);
     assert!(store.execution_get(&late[0].execution_id).await.unwrap().is_none());
     // The job left with no execution goes too; the waiting one's stays.
-    assert_eq!(store.job_purge_finished(cutoff, 10).await.unwrap(), 2, "the finished one's, the late one's");
-    assert!(store.job_get(&jobs[0]).await.unwrap().is_none());
-    assert!(store.job_get(&jobs[1]).await.unwrap().is_some());
+    assert_eq!(store.job_purge_finished(cutoff, 10).await.unwrap(), 1, "the late one's");
+    assert!(store.job_get(&jobs[1]).await.unwrap().is_some(), "the waiting one's stays");
 }
 
 /// A partition attached over the time rows are being written for, while they are written

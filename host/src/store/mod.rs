@@ -365,6 +365,8 @@ pub struct HistoryUpkept {
     /// The finished executions in the partitions dropped, as PostgreSQL last counted them
     /// (`ANALYZE`, run once as each partition's span ends).
     pub executions_dropped: i64,
+    /// The one-shot jobs deleted with their first execution's partition.
+    pub jobs_purged: i64,
 }
 
 /// What one process tells the others through the database.

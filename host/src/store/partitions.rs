@@ -222,6 +222,9 @@ pub async fn upkeep(
         let expired = to_drop(&list(pool, table).await?, cutoff);
         let mut emptied = Vec::new();
         for partition in expired {
+            if table == "executions_done" {
+                upkept.jobs_purged += purge_jobs_of(pool, &partition.name).await?;
+            }
             if let Some(rows) = empty_partition(pool, &partition.name).await? {
                 if table == "executions_done" {
                     upkept.executions_dropped += rows;
@@ -345,6 +348,45 @@ async fn empty_partition(pool: &PgPool, name: &str) -> StoreResult<Option<i64>> 
             Ok(None)
         }
         Err(error) => Err(error.into()),
+    }
+}
+
+/// Jobs deleted by one statement of [`purge_jobs_of`].
+const JOBS_PER_DELETE: i64 = 5_000;
+
+/// Delete the one-shot jobs whose first execution is in `partition` (an expired span of
+/// `executions_done`, about to be emptied) and that have no retry, in statements of
+/// [`JOBS_PER_DELETE`]; how many. A one-shot job's first execution is made with it, at the same
+/// instant, and any later one retries an earlier (`retry_of`): joined by that instant, and the
+/// few retries read once per statement, a job costs one probe of its primary key, where the
+/// purge's row-by-row search for jobs with no execution left probes every partition for each.
+/// What this leaves (retried jobs, retired cron versions, jobs whose first execution was in
+/// the DEFAULT partition) the purge deletes row by row.
+async fn purge_jobs_of(pool: &PgPool, partition: &str) -> StoreResult<i64> {
+    let sql = format!(
+        "DELETE FROM jobs j
+         USING (SELECT e.job_id, e.created_at FROM {partition} e
+                WHERE e.job_id > $1
+                ORDER BY e.job_id
+                LIMIT {JOBS_PER_DELETE}) AS first
+         WHERE j.job_id = first.job_id AND j.created_at = first.created_at
+           AND j.trigger_type <> 'CRON'
+           AND j.job_id NOT IN (SELECT r.job_id FROM executions r WHERE r.retry_of IS NOT NULL)
+         RETURNING j.job_id"
+    );
+    let (mut after, mut purged) = (String::new(), 0);
+    loop {
+        // Where the next statement starts: the last execution this one read, deleted or not.
+        let (last,): (Option<String>,) = sqlx::query_as(&format!(
+            "SELECT max(job_id) FROM (SELECT job_id FROM {partition} WHERE job_id > $1 ORDER BY job_id LIMIT {JOBS_PER_DELETE}) AS s"
+        ))
+        .bind(&after)
+        .fetch_one(pool)
+        .await?;
+        let Some(last) = last else { return Ok(purged) };
+        let deleted = sqlx::query(&sql).bind(&after).execute(pool).await?;
+        purged += deleted.rows_affected() as i64;
+        after = last;
     }
 }
 

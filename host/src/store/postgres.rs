@@ -516,22 +516,23 @@ impl PgStore {
         let won: std::collections::HashSet<&str> = moved.iter().map(|(id,)| id.as_str()).collect();
         let executions: Vec<&super::ExecutionWrite> =
             advances.iter().filter(|a| won.contains(a.job_id.as_str())).filter_map(|a| a.execution.as_ref()).collect();
-        Self::insert_executions(tx, &executions).await?;
+        Self::insert_executions(tx, &executions, &INSERT_EXECUTIONS).await?;
         Ok(advances.iter().map(|a| won.contains(a.job_id.as_str())).collect())
     }
 
-    /// New executions in one INSERT fed by UNNEST of arrays; one already there with the same
-    /// (job, idempotency key) is passed over.
+    /// New executions in one INSERT fed by UNNEST of arrays, by `statement`
+    /// ([`INSERT_EXECUTIONS`], or [`INSERT_EXECUTIONS_OF_NEW_JOBS`]).
     async fn insert_executions(
         tx: &mut Transaction<'_, Postgres>,
         executions: &[&super::ExecutionWrite],
+        statement: &str,
     ) -> StoreResult<()> {
         if executions.is_empty() {
             return Ok(());
         }
         let mut args = PgArguments::default();
         push_execution_arrays(&mut args, executions)?;
-        sqlx::query_with(&INSERT_EXECUTIONS, args).execute(&mut **tx).await?;
+        sqlx::query_with(statement, args).execute(&mut **tx).await?;
         Ok(())
     }
 
@@ -584,7 +585,7 @@ impl PgStore {
         let created = created_in_order(jobs, inserted);
         let executions: Vec<&super::ExecutionWrite> =
             jobs.iter().zip(&created).filter(|(_, c)| c.is_some()).filter_map(|((_, e), _)| *e).collect();
-        Self::insert_executions(tx, &executions).await?;
+        Self::insert_executions(tx, &executions, &INSERT_EXECUTIONS_OF_NEW_JOBS).await?;
         Ok(created)
     }
 }
@@ -671,10 +672,16 @@ fn executions_from_arrays(first: usize) -> String {
     )
 }
 
-/// New executions from their arrays (`$1` onwards).
+/// New executions from their arrays (`$1` onwards), each passed over when an execution of its
+/// job already has its key (a cron tick recorded twice).
 static INSERT_EXECUTIONS: LazyLock<String> = LazyLock::new(|| {
     format!("{EXECUTION_INSERT} {} WHERE {EXECUTION_KEY_FREE} {EXECUTION_CONFLICT}", executions_from_arrays(1))
 });
+
+/// The first executions of jobs inserted in the same transaction, from their arrays (`$1`
+/// onwards): no execution of those jobs can exist yet, so none is looked for.
+static INSERT_EXECUTIONS_OF_NEW_JOBS: LazyLock<String> =
+    LazyLock::new(|| format!("{EXECUTION_INSERT} {} {EXECUTION_CONFLICT}", executions_from_arrays(1)));
 
 /// New jobs from their arrays (`$1` onwards), returning the ids of those inserted.
 static INSERT_JOBS: LazyLock<String> =
@@ -688,7 +695,6 @@ static INSERT_JOBS_WITH_EXECUTIONS: LazyLock<String> = LazyLock::new(|| {
               inserted AS ({jobs} RETURNING job_id),
               executions_inserted AS (
                   {EXECUTION_INSERT} {executions} WHERE v.job_id IN (SELECT job_id FROM inserted)
-                      AND {EXECUTION_KEY_FREE}
                   {EXECUTION_CONFLICT})
          SELECT * FROM inserted",
         jobs = jobs_from_arrays(),
