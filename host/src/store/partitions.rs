@@ -474,6 +474,23 @@ impl IndexDef {
         Some(format!("CREATE {unique}INDEX {name} ON {table}{rest}"))
     }
 
+    /// The statuses its condition confines it to (`status = 'X'`, or `status = ANY (…)`), or
+    /// None when it names none, or excludes some (`<>`).
+    fn statuses(&self) -> Option<Vec<String>> {
+        let predicate = &self.definition[self.definition.find(" WHERE ")?..];
+        if predicate.contains("<>") || !predicate.contains("status = ") {
+            return None;
+        }
+        let named: Vec<String> = predicate
+            .split('\'')
+            .skip(1)
+            .step_by(2)
+            .filter(|word| word.chars().all(|c| c.is_ascii_uppercase() || c == '_'))
+            .map(str::to_owned)
+            .collect();
+        (!named.is_empty()).then_some(named)
+    }
+
     /// The key and predicate: what makes two indexes the same index.
     fn shape(&self) -> Option<&str> {
         self.definition.find(" USING ").map(|at| &self.definition[at..])
@@ -605,7 +622,27 @@ async fn convert_executions(tx: &mut PgConnection) -> StoreResult<()> {
         statements.extend(index.on("executions_live", &format!("{}_live", index.name), true));
     }
     run(&mut *tx, &statements.join(";\n")).await?;
-    index_tree(tx, "executions", &indexes).await?;
+    // Each index where its rows can be: one whose condition names only unfinished statuses on
+    // the queue's partition, only finished ones on the history's, the rest on both. Every
+    // index the queue's partition carries is written on each claim and result and read whole by
+    // each of its vacuums, every few seconds.
+    let (mut live, mut done, mut both) = (Vec::new(), Vec::new(), Vec::new());
+    for index in indexes.iter().filter(|i| !i.primary) {
+        match (index.unique, index.statuses()) {
+            // The unique key: unique on the queue's partition (above), plain among the finished.
+            (true, _) => done.push(index.clone()),
+            (false, Some(named)) if named.iter().all(|s| LIVE_STATUSES.contains(&format!("'{s}'"))) => {
+                live.push(index.clone())
+            }
+            (false, Some(named)) if named.iter().all(|s| DONE_STATUSES.contains(&format!("'{s}'"))) => {
+                done.push(index.clone())
+            }
+            _ => both.push(index.clone()),
+        }
+    }
+    index_tree(tx, "executions", &both).await?;
+    index_tree(tx, "executions_live", &live).await?;
+    index_tree(tx, "executions_done", &done).await?;
     run(
         &mut *tx,
         &format!(
@@ -645,6 +682,31 @@ async fn convert_by_time(tx: &mut PgConnection, table: &str, column: &str) -> St
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_index_condition_names_the_statuses_it_holds() {
+        let index = |definition: &str| IndexDef {
+            name: "i".into(),
+            definition: definition.into(),
+            primary: false,
+            unique: false,
+            constraint: None,
+        };
+        let claim = index("CREATE INDEX i ON public.executions USING btree (endpoint, run_at) WHERE (status = ANY (ARRAY['QUEUED'::text, 'RETRYING'::text]))");
+        assert_eq!(claim.statuses().unwrap(), ["QUEUED", "RETRYING"]);
+        let unhandled = index("CREATE INDEX i ON public.executions USING btree (completed_at) WHERE ((status = 'FAILED'::text) AND (failure_handled_at IS NULL))");
+        assert_eq!(unhandled.statuses().unwrap(), ["FAILED"]);
+        assert_eq!(
+            index("CREATE INDEX i ON public.executions USING btree (job_id) WHERE (status <> 'RUNNING'::text)")
+                .statuses(),
+            None
+        );
+        assert_eq!(
+            index("CREATE INDEX i ON public.executions USING btree (job_id) WHERE (retry_of IS NOT NULL)").statuses(),
+            None
+        );
+        assert_eq!(index("CREATE INDEX i ON public.executions USING btree (job_id)").statuses(), None);
+    }
 
     fn at(text: &str) -> DateTime<Utc> {
         DateTime::parse_from_rfc3339(text).unwrap().with_timezone(&Utc)

@@ -790,10 +790,10 @@ impl PgStore {
         // - `taken`: from each, its earliest due executions, at most its allowance and an equal
         //   part of the claim, locked with SKIP LOCKED so concurrent claimers pass over each
         //   other's rows; numbered within the endpoint;
-        // - the update takes them round-robin (every endpoint's first, then every second, …)
-        //   and finds them by primary key, joined to them. (Written as `execution_id =
-        //   ANY(ARRAY(…))`, the generic plan made while the table was a few pages read the
-        //   whole table for them: 41 ms of a 45 ms claim at 20,000 rows.)
+        // - the update takes them by rank (what this worker holds of the endpoint plus the
+        //   execution's turn within it: the endpoints held least first, round-robin among
+        //   equals) and finds them by primary key, from an array (see the statement; `INDEX_PLANS`
+        //   keeps its plan on indexes whatever the statistics).
         // `taken` is materialized, so it locks once; rows it locked beyond the claim's size are
         // released at commit. The lease counts from the database's clock, the reclaimer's.
         let sql = format!(
@@ -874,9 +874,13 @@ impl PgStore {
              SET status = 'RUNNING', worker_id = $1, started_at = GREATEST($2, created_at),
                  attempt_count = attempt_count + 1, claimed_at = COALESCE(claimed_at, GREATEST($2, created_at)),
                  lease_expires_at = now() + $4 * INTERVAL '1 millisecond'
-             FROM (SELECT execution_id AS id FROM taken ORDER BY turn, run_at LIMIT $3) AS chosen
-             -- The status again: it confines the update to the queue's partition.
-             WHERE execution_id = chosen.id AND status IN ('QUEUED', 'RETRYING')
+             -- Found by primary key, from an array: with the rows as a join, a plan made while
+             -- the queue's table held a few rows scanned all of it once per row taken.
+             -- Every unfinished status, not the two taken: it confines the update to the
+             -- queue's partition without naming a partial index's condition, whose index a
+             -- plan for a near-empty table would read whole instead.
+             WHERE execution_id = ANY(ARRAY(SELECT execution_id FROM taken ORDER BY turn, run_at LIMIT $3))
+               AND status IN ('PENDING', 'QUEUED', 'RUNNING', 'RETRYING')
              RETURNING {EXECUTION_COLUMNS}"
         );
         let (names, held): (Vec<&str>, Vec<i32>) = claim.shares.held.iter().map(|(e, h)| (e.as_str(), *h)).unzip();
@@ -993,7 +997,22 @@ impl_store!(PgStore, Postgres, {
         let leaves: Vec<(String, i64, i64)> =
             sqlx::query_as(CHURNING_LEAVES).bind(&CHURNING_TABLES[..]).fetch_all(&self.pool).await?;
         let Some((table, _, _)) = leaves.iter().find(|(name, _, _)| name == table) else { return Ok(()) };
-        sqlx::raw_sql(&format!("VACUUM (ANALYZE, SKIP_LOCKED) \"{table}\"")).execute(&self.pool).await?;
+        // The queue's partition is vacuumed every few seconds, and analyzed at most once a
+        // minute: its size swings with the queue, so its statistics are a moment's (the
+        // statements that read it are written to take their indexes whatever they say,
+        // `INDEX_PLANS`), and each ANALYZE holds a snapshot that keeps dead rows from being
+        // removed meanwhile.
+        let (analyzed_lately,): (bool,) = sqlx::query_as(
+            "SELECT COALESCE(GREATEST(last_analyze, last_autoanalyze) > now() - INTERVAL '1 minute', false)
+             FROM pg_stat_user_tables WHERE relid = to_regclass($1)",
+        )
+        .bind(format!("\"{table}\""))
+        .fetch_optional(&self.pool)
+        .await?
+        .unwrap_or((false,));
+        let options =
+            if table == "executions_live" && analyzed_lately { "SKIP_LOCKED" } else { "ANALYZE, SKIP_LOCKED" };
+        sqlx::raw_sql(&format!("VACUUM ({options}) \"{table}\"")).execute(&self.pool).await?;
         Ok(())
     }
 
