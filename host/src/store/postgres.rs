@@ -207,7 +207,8 @@ impl PgStore {
             (_, true) => "BEGIN; SET LOCAL plan_cache_mode = force_generic_plan",
             (_, false) => return self.begin_write().await,
         };
-        Ok(self.pool.begin_with(format!("{begin}; {INDEX_PLANS}")).await?)
+        let claim = if generic_plan { CLAIM_PLANS } else { "" };
+        Ok(self.pool.begin_with(format!("{begin}; {INDEX_PLANS}{claim}")).await?)
     }
 }
 
@@ -221,6 +222,12 @@ impl PgStore {
 /// statement of the queue is written for its indexes; with sequential scans priced out
 /// the planner takes them whatever the statistics say.
 const INDEX_PLANS: &str = "SET LOCAL enable_seqscan = off";
+
+/// What the claim's transaction sets besides: its rows come from its index in `run_at` order,
+/// a few per endpoint (`LIMIT`); a bitmap scan reads every due row of the endpoint and sorts
+/// them, which a plan for a near-empty partition takes for the cheaper way (it read 25,001
+/// rows of each endpoint for 25).
+const CLAIM_PLANS: &str = "; SET LOCAL enable_bitmapscan = off; SET LOCAL enable_sort = off";
 
 /// Every execution is written three times or more (queued, claimed, finished), and each
 /// write leaves its old row version and index entries behind until VACUUM removes them; a
@@ -779,110 +786,118 @@ fn created_in_order(
     jobs.iter().map(|(j, _)| inserted.contains(j.job_id.as_str()).then(|| j.as_written())).collect()
 }
 
+/// The claim (`Store::execution_claim`): its parameters are $1 the worker, $2 now, $3 the
+/// claim's size, $4 the lease in ms, $5 the shares' ceiling, $6/$7 what the worker holds of
+/// each endpoint, $8/$9 the rate-limited endpoints' allowances.
+///
+/// One statement, endpoint by endpoint:
+/// - `queued`: every endpoint with claimable executions, by a loose index scan of
+///   idx_executions_claim_endpoint (one probe per endpoint, however long its queue);
+/// - `due`: those with an allowance left (this worker's shares, and the endpoint's
+///   max_concurrency less what every worker runs of it now) and something due now;
+/// - `taken`: from each, its earliest due executions, at most its allowance and an equal
+///   part of the claim, locked with SKIP LOCKED so concurrent claimers pass over each
+///   other's rows; numbered within the endpoint;
+/// - the update takes them by rank (what this worker holds of the endpoint plus the
+///   execution's turn within it: the endpoints held least first, round-robin among
+///   equals) and finds them by primary key, from an array (see the statement; `INDEX_PLANS`
+///   keeps its plan on indexes whatever the statistics).
+/// `taken` is materialized, so it locks once; rows it locked beyond the claim's size are
+/// released at commit. The lease counts from the database's clock, the reclaimer's.
+fn claim_sql() -> String {
+    format!(
+        "WITH RECURSIVE queued(endpoint) AS (
+             (SELECT endpoint FROM executions
+              WHERE status IN ('QUEUED', 'RETRYING')
+              ORDER BY endpoint
+              LIMIT 1)
+             UNION ALL
+             SELECT (SELECT e.endpoint FROM executions e
+                     WHERE e.status IN ('QUEUED', 'RETRYING') AND e.endpoint > q.endpoint
+                     ORDER BY e.endpoint
+                     LIMIT 1)
+             FROM queued q
+             WHERE q.endpoint IS NOT NULL
+         ),
+         allowed AS (
+             -- At most the ceiling less what this worker holds of it, and for an endpoint
+             -- with max_concurrency, that less what all workers run of it now (the RUNNING
+             -- rows are few: a scan of idx_executions_running).
+             SELECT q.endpoint,
+                    LEAST($5 - COALESCE(h.held, 0),
+                          CASE WHEN ep.max_concurrency IS NULL THEN $5
+                               ELSE ep.max_concurrency - (SELECT COUNT(*) FROM executions r
+                                                          WHERE r.status = 'RUNNING' AND r.endpoint = q.endpoint)
+                          END,
+                          -- The tokens of a rate-limited endpoint's bucket.
+                          COALESCE(c.cap, $5),
+                          -- A half-open circuit: one probe, while none of its executions runs.
+                          CASE WHEN ep.circuit_open_until IS NULL THEN $5
+                               ELSE 1 - (SELECT COUNT(*) FROM executions r
+                                         WHERE r.status = 'RUNNING' AND r.endpoint = q.endpoint)
+                          END) AS allowance
+             FROM queued q
+             LEFT JOIN endpoints ep ON ep.name = q.endpoint
+             LEFT JOIN UNNEST($6::text[], $7::int4[]) AS h(endpoint, held) ON h.endpoint = q.endpoint
+             LEFT JOIN UNNEST($8::text[], $9::int4[]) AS c(endpoint, cap) ON c.endpoint = q.endpoint
+             WHERE q.endpoint IS NOT NULL
+               -- A receiver's 429 Retry-After pauses the whole endpoint.
+               AND (ep.paused_until IS NULL OR ep.paused_until <= $2)
+               -- An open circuit, or a disabled endpoint, is passed by.
+               AND (ep.circuit_open_until IS NULL OR ep.circuit_open_until <= $2)
+               AND ep.disabled_at IS NULL
+         ),
+         due AS (
+             -- The endpoint's earliest waiting execution is due: one index probe per
+             -- endpoint. (Written as EXISTS, the planner, with statistics from before a
+             -- burst of work, hashed every due execution of every endpoint on each claim:
+             -- 27 ms of a 27 ms claim with 20,000 queued.)
+             SELECT a.endpoint, a.allowance
+             FROM allowed a
+             WHERE a.allowance > 0
+               AND (SELECT x.run_at FROM executions x
+                    WHERE x.endpoint = a.endpoint AND x.status IN ('QUEUED', 'RETRYING')
+                    ORDER BY x.run_at
+                    LIMIT 1) <= $2
+         ),
+         taken AS MATERIALIZED (
+             SELECT t.execution_id, t.run_at,
+                    -- The claim's slots go first to the endpoints this worker holds fewest
+                    -- of: an endpoint's n-th execution here ranks after whatever it holds.
+                    (SELECT COALESCE(SUM(h.held), 0) FROM UNNEST($6::text[], $7::int4[]) AS h(endpoint, held)
+                     WHERE h.endpoint = d.endpoint)
+                      + row_number() OVER (PARTITION BY d.endpoint ORDER BY t.run_at) AS turn
+             FROM due d
+             CROSS JOIN LATERAL (
+                 SELECT x.execution_id, x.run_at
+                 FROM executions x
+                 WHERE x.endpoint = d.endpoint AND x.status IN ('QUEUED', 'RETRYING') AND x.run_at <= $2
+                 ORDER BY x.run_at
+                 LIMIT LEAST(d.allowance, CEIL($3::float8 / (SELECT COUNT(*) FROM due))::int)
+                 FOR UPDATE SKIP LOCKED
+             ) AS t
+         )
+         -- `$2` is read before the statement runs, and the statement sees rows committed
+         -- after that instant: never record a start before the execution existed.
+         UPDATE executions
+         SET status = 'RUNNING', worker_id = $1, started_at = GREATEST($2, created_at),
+             attempt_count = attempt_count + 1, claimed_at = COALESCE(claimed_at, GREATEST($2, created_at)),
+             lease_expires_at = now() + $4 * INTERVAL '1 millisecond'
+         -- Found by primary key, from an array: with the rows as a join, a plan made while
+         -- the queue's table held a few rows scanned all of it once per row taken.
+         -- Every unfinished status, not the two taken: it confines the update to the
+         -- queue's partition without naming a partial index's condition, whose index a
+         -- plan for a near-empty table would read whole instead.
+         WHERE execution_id = ANY(ARRAY(SELECT execution_id FROM taken ORDER BY turn, run_at LIMIT $3))
+           AND status IN ('PENDING', 'QUEUED', 'RUNNING', 'RETRYING')
+         RETURNING {EXECUTION_COLUMNS}"
+    )
+}
+
 impl PgStore {
     /// One claim (`Store::execution_claim`).
     async fn claim_once(&self, claim: &super::ClaimParams) -> StoreResult<Vec<Execution>> {
-        // One statement, endpoint by endpoint:
-        // - `queued`: every endpoint with claimable executions, by a loose index scan of
-        //   idx_executions_claim_endpoint (one probe per endpoint, however long its queue);
-        // - `due`: those with an allowance left (this worker's shares, and the endpoint's
-        //   max_concurrency less what every worker runs of it now) and something due now;
-        // - `taken`: from each, its earliest due executions, at most its allowance and an equal
-        //   part of the claim, locked with SKIP LOCKED so concurrent claimers pass over each
-        //   other's rows; numbered within the endpoint;
-        // - the update takes them by rank (what this worker holds of the endpoint plus the
-        //   execution's turn within it: the endpoints held least first, round-robin among
-        //   equals) and finds them by primary key, from an array (see the statement; `INDEX_PLANS`
-        //   keeps its plan on indexes whatever the statistics).
-        // `taken` is materialized, so it locks once; rows it locked beyond the claim's size are
-        // released at commit. The lease counts from the database's clock, the reclaimer's.
-        let sql = format!(
-            "WITH RECURSIVE queued(endpoint) AS (
-                 (SELECT endpoint FROM executions
-                  WHERE status IN ('QUEUED', 'RETRYING')
-                  ORDER BY endpoint
-                  LIMIT 1)
-                 UNION ALL
-                 SELECT (SELECT e.endpoint FROM executions e
-                         WHERE e.status IN ('QUEUED', 'RETRYING') AND e.endpoint > q.endpoint
-                         ORDER BY e.endpoint
-                         LIMIT 1)
-                 FROM queued q
-                 WHERE q.endpoint IS NOT NULL
-             ),
-             allowed AS (
-                 -- At most the ceiling less what this worker holds of it, and for an endpoint
-                 -- with max_concurrency, that less what all workers run of it now (the RUNNING
-                 -- rows are few: a scan of idx_executions_running).
-                 SELECT q.endpoint,
-                        LEAST($5 - COALESCE(h.held, 0),
-                              CASE WHEN ep.max_concurrency IS NULL THEN $5
-                                   ELSE ep.max_concurrency - (SELECT COUNT(*) FROM executions r
-                                                              WHERE r.status = 'RUNNING' AND r.endpoint = q.endpoint)
-                              END,
-                              -- The tokens of a rate-limited endpoint's bucket.
-                              COALESCE(c.cap, $5),
-                              -- A half-open circuit: one probe, while none of its executions runs.
-                              CASE WHEN ep.circuit_open_until IS NULL THEN $5
-                                   ELSE 1 - (SELECT COUNT(*) FROM executions r
-                                             WHERE r.status = 'RUNNING' AND r.endpoint = q.endpoint)
-                              END) AS allowance
-                 FROM queued q
-                 LEFT JOIN endpoints ep ON ep.name = q.endpoint
-                 LEFT JOIN UNNEST($6::text[], $7::int4[]) AS h(endpoint, held) ON h.endpoint = q.endpoint
-                 LEFT JOIN UNNEST($8::text[], $9::int4[]) AS c(endpoint, cap) ON c.endpoint = q.endpoint
-                 WHERE q.endpoint IS NOT NULL
-                   -- A receiver's 429 Retry-After pauses the whole endpoint.
-                   AND (ep.paused_until IS NULL OR ep.paused_until <= $2)
-                   -- An open circuit, or a disabled endpoint, is passed by.
-                   AND (ep.circuit_open_until IS NULL OR ep.circuit_open_until <= $2)
-                   AND ep.disabled_at IS NULL
-             ),
-             due AS (
-                 -- The endpoint's earliest waiting execution is due: one index probe per
-                 -- endpoint. (Written as EXISTS, the planner, with statistics from before a
-                 -- burst of work, hashed every due execution of every endpoint on each claim:
-                 -- 27 ms of a 27 ms claim with 20,000 queued.)
-                 SELECT a.endpoint, a.allowance
-                 FROM allowed a
-                 WHERE a.allowance > 0
-                   AND (SELECT x.run_at FROM executions x
-                        WHERE x.endpoint = a.endpoint AND x.status IN ('QUEUED', 'RETRYING')
-                        ORDER BY x.run_at
-                        LIMIT 1) <= $2
-             ),
-             taken AS MATERIALIZED (
-                 SELECT t.execution_id, t.run_at,
-                        -- The claim's slots go first to the endpoints this worker holds fewest
-                        -- of: an endpoint's n-th execution here ranks after whatever it holds.
-                        (SELECT COALESCE(SUM(h.held), 0) FROM UNNEST($6::text[], $7::int4[]) AS h(endpoint, held)
-                         WHERE h.endpoint = d.endpoint)
-                          + row_number() OVER (PARTITION BY d.endpoint ORDER BY t.run_at) AS turn
-                 FROM due d
-                 CROSS JOIN LATERAL (
-                     SELECT x.execution_id, x.run_at
-                     FROM executions x
-                     WHERE x.endpoint = d.endpoint AND x.status IN ('QUEUED', 'RETRYING') AND x.run_at <= $2
-                     ORDER BY x.run_at
-                     LIMIT LEAST(d.allowance, CEIL($3::float8 / (SELECT COUNT(*) FROM due))::int)
-                     FOR UPDATE SKIP LOCKED
-                 ) AS t
-             )
-             -- `$2` is read before the statement runs, and the statement sees rows committed
-             -- after that instant: never record a start before the execution existed.
-             UPDATE executions
-             SET status = 'RUNNING', worker_id = $1, started_at = GREATEST($2, created_at),
-                 attempt_count = attempt_count + 1, claimed_at = COALESCE(claimed_at, GREATEST($2, created_at)),
-                 lease_expires_at = now() + $4 * INTERVAL '1 millisecond'
-             -- Found by primary key, from an array: with the rows as a join, a plan made while
-             -- the queue's table held a few rows scanned all of it once per row taken.
-             -- Every unfinished status, not the two taken: it confines the update to the
-             -- queue's partition without naming a partial index's condition, whose index a
-             -- plan for a near-empty table would read whole instead.
-             WHERE execution_id = ANY(ARRAY(SELECT execution_id FROM taken ORDER BY turn, run_at LIMIT $3))
-               AND status IN ('PENDING', 'QUEUED', 'RUNNING', 'RETRYING')
-             RETURNING {EXECUTION_COLUMNS}"
-        );
+        let sql = claim_sql();
         let (names, held): (Vec<&str>, Vec<i32>) = claim.shares.held.iter().map(|(e, h)| (e.as_str(), *h)).unzip();
         // Claims for endpoints with max_concurrency, a rate limit or a circuit that is not
         // closed take turns: each locks those endpoints' rows first, so the claim after it (a
@@ -1040,3 +1055,93 @@ impl_store!(PgStore, Postgres, {
         Ok(true)
     }
 });
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The claim's plan stays on its indexes when the queue's partition has the statistics it
+    /// has after waves of work: counted while it was nearly empty and bloated (a vacuum then
+    /// finds a row or two in hundreds of pages), then refilled. Plans made for those
+    /// statistics read every queued row of an endpoint to take 25 of it (a bitmap scan and a
+    /// sort), or all 50,000 once for each row taken (the update joined to the rows).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_claim_reads_what_it_takes_whatever_the_statistics_say() {
+        let admin = std::env::var("TE_TEST_POSTGRES_URL")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
+        let name = format!("te_test_{}", uuid::Uuid::new_v4().simple());
+        let admin_pool = PgPool::connect(&admin).await.unwrap();
+        sqlx::query(&format!("CREATE DATABASE {name}")).execute(&admin_pool).await.unwrap();
+        let url = format!("{}/{name}", admin.rsplit_once('/').unwrap().0);
+        let store = PgStore::connect(&url, 2).await.unwrap();
+        super::super::Store::migrate(&store).await.unwrap();
+        let queue = |prefix: &'static str| {
+            format!(
+                "INSERT INTO executions (execution_id, job_id, endpoint, endpoint_type, status, input, max_attempts, run_at, created_at)
+                 SELECT 'exec_{prefix}' || lpad(g::text, 8, '0'), 'job_' || g,
+                        CASE WHEN g % 1000 = 0 THEN 'b' ELSE 'a' END, 'HTTP', 'QUEUED', '{{}}', 3,
+                        now() - INTERVAL '1 minute' + g * INTERVAL '1 ms', now()
+                 FROM generate_series(1, 50000) AS g"
+            )
+        };
+        // One statement each: several in one string run as one transaction, and VACUUM cannot.
+        // Waves of a queue filling and emptying, each vacuumed with a row or a few left behind.
+        for sql in [
+            "INSERT INTO endpoints (name, endpoint_type, spec, retry_policy) VALUES ('a', 'HTTP', '{}', '{}'), ('b', 'HTTP', '{}', '{}')"
+                .to_owned(),
+            queue("b"),
+            "DELETE FROM executions WHERE execution_id NOT LIKE '%000'".to_owned(),
+            "VACUUM ANALYZE executions_live".to_owned(),
+            queue("c"),
+            "DELETE FROM executions WHERE execution_id NOT IN ('exec_c00049000', 'exec_b00050000')".to_owned(),
+            "VACUUM ANALYZE executions_live".to_owned(),
+            queue("d"),
+        ] {
+            sqlx::raw_sql(&sql).execute(&store.pool).await.unwrap();
+        }
+        let (pages, rows): (i32, f32) =
+            sqlx::query_as("SELECT relpages, reltuples FROM pg_class WHERE relname = 'executions_live'")
+                .fetch_one(&store.pool)
+                .await
+                .unwrap();
+        assert!(
+            pages > 100 && rows < 10.0,
+            "the statistics of a bloated, nearly empty table: {pages} pages, {rows} rows"
+        );
+
+        // The claim as a worker makes it: its transaction's settings, its generic plan.
+        let mut tx = store.begin_claim().await.unwrap();
+        sqlx::raw_sql(&format!(
+            "PREPARE claim(text, timestamptz, int, bigint, int, text[], int4[], text[], int4[]) AS {}",
+            claim_sql()
+        ))
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+        let (plan,): (serde_json::Value,) = sqlx::query_as(
+            "EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON)
+             EXECUTE claim('w', now(), 50, 30000, 200, ARRAY['a'], ARRAY[150], ARRAY[]::text[], ARRAY[]::int4[])",
+        )
+        .fetch_one(&mut *tx)
+        .await
+        .unwrap();
+        tx.rollback().await.unwrap();
+        let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).execute(&admin_pool).await;
+
+        // Every row every node read from the table, times the times it ran.
+        fn read(node: &serde_json::Value) -> f64 {
+            let own = if node["Relation Name"] == "executions_live" {
+                node["Actual Rows"].as_f64().unwrap_or(0.0) * node["Actual Loops"].as_f64().unwrap_or(1.0)
+                    + node["Rows Removed by Filter"].as_f64().unwrap_or(0.0)
+            } else {
+                0.0
+            };
+            own + node["Plans"].as_array().map_or(0.0, |plans| plans.iter().map(read).sum())
+        }
+        let top = &plan[0]["Plan"];
+        let taken = top["Actual Rows"].as_f64().unwrap();
+        assert_eq!(taken, 50.0, "{plan}");
+        let rows = read(top);
+        assert!(rows < 1_000.0, "the claim of 50 read {rows} rows of the queue's partition: {plan:#}");
+    }
+}
