@@ -113,7 +113,8 @@ impl StoreError {
     }
 }
 
-/// Run `attempt` again, up to five times in all, while it fails with a serialization failure.
+/// Run `attempt` again, up to ten times in all, a millisecond more apart each time, while it
+/// fails with a serialization failure.
 /// On PostgreSQL a statement that meets a row another transaction has just finished (moved out
 /// of `executions_live`) fails so rather than find the row gone (`store::partitions`): once
 /// more, it no longer sees the row. For the writes that meet rows others finish: claims,
@@ -126,7 +127,10 @@ where
     let mut tries = 1;
     loop {
         match attempt().await {
-            Err(error) if error.is_serialization_failure() && tries < 5 => tries += 1,
+            Err(error) if error.is_serialization_failure() && tries < 10 => {
+                tokio::time::sleep(std::time::Duration::from_millis(tries)).await;
+                tries += 1;
+            }
             done => return done,
         }
     }

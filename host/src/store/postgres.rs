@@ -802,6 +802,7 @@ fn created_in_order(
 ///   execution's turn within it: the endpoints held least first, round-robin among
 ///   equals) and finds them by primary key, from an array (see the statement; `INDEX_PLANS`
 ///   keeps its plan on indexes whatever the statistics).
+///
 /// `taken` is materialized, so it locks once; rows it locked beyond the claim's size are
 /// released at commit. The lease counts from the database's clock, the reclaimer's.
 fn claim_sql() -> String {
