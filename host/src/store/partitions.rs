@@ -371,8 +371,12 @@ async fn purge_jobs_of(pool: &PgPool, partition: &str) -> StoreResult<i64> {
     // The partition's executions a chunk at a time, in job id order from its index (a plan that
     // read the partition whole and sorted it for each chunk made the purge quadratic), and
     // their jobs deleted by primary key.
-    let next =
-        format!("SELECT job_id, created_at FROM {partition} WHERE job_id > $1 ORDER BY job_id LIMIT {JOBS_PER_DELETE}");
+    // (`status <> 'RUNNING'`, true of every finished execution, is the condition of the index
+    // that holds them in job order, idx_executions_settled_by_job.)
+    let next = format!(
+        "SELECT job_id, created_at FROM {partition} WHERE job_id > $1 AND status <> 'RUNNING'
+         ORDER BY job_id LIMIT {JOBS_PER_DELETE}"
+    );
     let delete = "DELETE FROM jobs j
          USING UNNEST($1::text[], $2::timestamptz[]) AS first(job_id, created_at)
          WHERE j.job_id = first.job_id AND j.created_at = first.created_at
