@@ -1,0 +1,222 @@
+//! The upkeep of the history's partitions: made ahead of time, analyzed once their span has
+//! ended, emptied and dropped once wholly older than the retention, and the one-shot jobs of
+//! a dropped span deleted with it.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use sqlx::{PgConnection, PgPool};
+
+use super::{children, list, literal, lock_timed_out, run, to_drop, to_make, Partition, BY_TIME, LOCK_TIMEOUT};
+use crate::store::{HistoryUpkept, StoreResult};
+
+/// Make every table's partitions up to the [`horizon`] past `now`; `ANALYZE` each partition
+/// once its span has ended (the planner's figures for it, and the count of its rows when it
+/// is dropped); drop those wholly older than `cutoff` (None: keep everything). Any number of
+/// schedulers may do this at once: the makers take turns on a lock of the parent, and a
+/// partition another dropped first is gone.
+pub async fn upkeep(
+    pool: &PgPool,
+    now: DateTime<Utc>,
+    window: Duration,
+    cutoff: Option<DateTime<Utc>>,
+) -> StoreResult<HistoryUpkept> {
+    let mut upkept = HistoryUpkept::default();
+    for (table, _) in BY_TIME {
+        upkept.made.extend(make_ahead(pool, table, now, window).await?);
+        analyze_ended(pool, table, now).await?;
+        let Some(cutoff) = cutoff else { continue };
+        let expired = to_drop(&list(pool, table).await?, cutoff);
+        let mut emptied = Vec::new();
+        for partition in expired {
+            if table == "executions_done" {
+                upkept.jobs_purged += purge_jobs_of(pool, &partition.name).await?;
+            }
+            if let Some(rows) = empty_partition(pool, &partition.name).await? {
+                if table == "executions_done" {
+                    upkept.executions_dropped += rows;
+                }
+                emptied.push(partition.name);
+            }
+        }
+        if drop_partitions(pool, &emptied).await? {
+            upkept.dropped.extend(emptied);
+        }
+    }
+    Ok(upkept)
+}
+
+/// `ANALYZE` the partitions of `table` whose span has ended and that were never analyzed:
+/// rows no longer arrive in them (but for a late finish), and nothing else would analyze a
+/// table that is only ever inserted into where autovacuum is off.
+async fn analyze_ended(pool: &PgPool, table: &str, now: DateTime<Utc>) -> StoreResult<()> {
+    let unanalyzed: Vec<(String,)> = sqlx::query_as(
+        "SELECT c.relname::text FROM pg_inherits i
+         JOIN pg_class c ON c.oid = i.inhrelid
+         JOIN pg_stat_user_tables s ON s.relid = i.inhrelid
+         WHERE i.inhparent = to_regclass($1) AND s.last_analyze IS NULL AND s.last_autoanalyze IS NULL",
+    )
+    .bind(table)
+    .fetch_all(pool)
+    .await?;
+    for (name,) in unanalyzed {
+        if Partition::parse(table, &name).is_some_and(|p| p.to <= now) {
+            // A tenth of the default sample (3,000 rows): a partition's rows are alike, and
+            // the planner needs its size and rough distributions, not fine histograms.
+            let mut tx = pool.begin().await?;
+            run(&mut tx, &format!("SET LOCAL default_statistics_target = 10; ANALYZE {name}")).await?;
+            tx.commit().await?;
+        }
+    }
+    Ok(())
+}
+
+async fn make_ahead(pool: &PgPool, table: &str, now: DateTime<Utc>, window: Duration) -> StoreResult<Vec<String>> {
+    let mut made = Vec::new();
+    if to_make(table, &list(pool, table).await?, now, window).is_empty() {
+        return Ok(made);
+    }
+    // The lock an attach takes on the parent: writes go on (only the DEFAULT partition is
+    // locked exclusively, to check that none of its rows falls in the new span), and makers
+    // take turns.
+    let mut tx = pool.begin().await?;
+    run(
+        &mut tx,
+        &format!("SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'; LOCK TABLE ONLY {table} IN SHARE UPDATE EXCLUSIVE MODE"),
+    )
+    .await?;
+    // Asked again under the lock: another scheduler may have made them meanwhile.
+    let existing: Vec<Partition> =
+        children(&mut tx, table).await?.iter().filter_map(|name| Partition::parse(table, name)).collect();
+    for partition in to_make(table, &existing, now, window) {
+        // A savepoint each: a partition over rows already in the DEFAULT partition is refused
+        // (23514), and the ones after it may still be made.
+        run(&mut tx, "SAVEPOINT make").await?;
+        match attach_new(&mut tx, table, &partition).await {
+            Ok(()) => made.push(partition.name),
+            Err(error) => {
+                run(&mut tx, "ROLLBACK TO SAVEPOINT make").await?;
+                tracing::info!(partition = %partition.name, error = %crate::error_chain::describe(&error),
+                    "Could not make the partition; the rows of its time stay in the DEFAULT partition.");
+            }
+        }
+    }
+    tx.commit().await?;
+    Ok(made)
+}
+
+/// A new partition: made as a table of its own, then attached, which locks the parent less
+/// than `CREATE TABLE … PARTITION OF` (SHARE UPDATE EXCLUSIVE: reads and writes go on); the
+/// parent's indexes are built on it as it is attached (instantly: it is empty).
+async fn attach_new(tx: &mut PgConnection, table: &str, partition: &Partition) -> Result<(), sqlx::Error> {
+    let from = partition.from.map_or_else(|| "MINVALUE".to_owned(), |t| format!("'{}'", literal(t)));
+    run(
+        &mut *tx,
+        &format!(
+            "CREATE TABLE {name} (LIKE {table} INCLUDING DEFAULTS INCLUDING CONSTRAINTS);
+         ALTER TABLE {table} ATTACH PARTITION {name} FOR VALUES FROM ({from}) TO ('{to}')",
+            name = partition.name,
+            to = literal(partition.to),
+        ),
+    )
+    .await?;
+    Ok(())
+}
+
+/// Empty one partition wholly past the retention: its rows as last counted (`ANALYZE`; 0 if
+/// never, or already emptied), or None when its lock did not come within [`LOCK_TIMEOUT`]
+/// (tried again next round). `TRUNCATE` locks the partition alone: it waits for the reads of
+/// it in flight and holds the next ones meanwhile, but no write ever comes to it (its time is
+/// past), so deliveries go on.
+async fn empty_partition(pool: &PgPool, name: &str) -> StoreResult<Option<i64>> {
+    let mut tx = pool.begin().await?;
+    run(&mut tx, &format!("SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")).await?;
+    let rows: Option<(f32,)> = sqlx::query_as("SELECT reltuples FROM pg_class WHERE oid = to_regclass($1)")
+        .bind(name)
+        .fetch_optional(&mut *tx)
+        .await?;
+    let Some((rows,)) = rows else { return Ok(None) };
+    match run(&mut tx, &format!("TRUNCATE {name}")).await {
+        Ok(()) => {
+            tx.commit().await?;
+            Ok(Some(rows.max(0.0).round() as i64))
+        }
+        Err(error) if lock_timed_out(&error) => {
+            tracing::info!(partition = %name, "Emptying the partition waited too long for its lock; trying again next round.");
+            Ok(None)
+        }
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// Jobs deleted by one statement of [`purge_jobs_of`]: short, since a statement running holds
+/// back the vacuum of the queue's partition (5,000 took a quarter of a second in the soak).
+const JOBS_PER_DELETE: i64 = 1_000;
+
+/// Delete the one-shot jobs whose first execution is in `partition` (an expired span of
+/// `executions_done`, about to be emptied) and that have no retry, in statements of
+/// [`JOBS_PER_DELETE`]; how many. A one-shot job's first execution is made with it, at the same
+/// instant, and any later one retries an earlier (`retry_of`): joined by that instant, and the
+/// few retries read once per statement, a job costs one probe of its primary key, where the
+/// purge's row-by-row search for jobs with no execution left probes every partition for each.
+/// What this leaves (retried jobs, retired cron versions, jobs whose first execution was in
+/// the DEFAULT partition) the purge deletes row by row.
+async fn purge_jobs_of(pool: &PgPool, partition: &str) -> StoreResult<i64> {
+    // The partition's executions a chunk at a time, in job id order from its index (a plan that
+    // read the partition whole and sorted it for each chunk made the purge quadratic), and
+    // their jobs deleted by primary key.
+    // (`status <> 'RUNNING'`, true of every finished execution, is the condition of the index
+    // that holds them in job order, idx_executions_settled_by_job.)
+    let next = format!(
+        "SELECT job_id, created_at FROM {partition} WHERE job_id > $1 AND status <> 'RUNNING'
+         ORDER BY job_id LIMIT {JOBS_PER_DELETE}"
+    );
+    let delete = "DELETE FROM jobs j
+         USING UNNEST($1::text[], $2::timestamptz[]) AS first(job_id, created_at)
+         WHERE j.job_id = first.job_id AND j.created_at = first.created_at
+           AND j.trigger_type <> 'CRON'
+           AND j.job_id NOT IN (SELECT r.job_id FROM executions r WHERE r.retry_of IS NOT NULL)";
+    let (mut after, mut purged) = (String::new(), 0);
+    loop {
+        let mut tx = pool.begin().await?;
+        run(&mut tx, "SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off").await?;
+        let chunk: Vec<(String, DateTime<Utc>)> =
+            sqlx::query_as(&next).bind(&after).persistent(false).fetch_all(&mut *tx).await?;
+        let Some((last, _)) = chunk.last() else { return Ok(purged) };
+        after = last.clone();
+        let (ids, times): (Vec<String>, Vec<DateTime<Utc>>) = chunk.into_iter().unzip();
+        let deleted = sqlx::query(delete).bind(&ids).bind(&times).persistent(false).execute(&mut *tx).await?;
+        tx.commit().await?;
+        purged += deleted.rows_affected() as i64;
+    }
+}
+
+/// How long a drop of emptied partitions may wait for its lock. Dropping a partition locks its
+/// parent exclusively: every write to the table waits for it (and, while it waits, for
+/// the statements before it), so it waits little and is tried again each round; emptied
+/// partitions cost nothing meanwhile.
+const DROP_LOCK_TIMEOUT: &str = "20ms";
+
+/// Drop `names` (emptied partitions of one table) in one transaction; whether they went.
+async fn drop_partitions(pool: &PgPool, names: &[String]) -> StoreResult<bool> {
+    if names.is_empty() {
+        return Ok(false);
+    }
+    let mut tx = pool.begin().await?;
+    let dropped = run(
+        &mut tx,
+        &format!("SET LOCAL lock_timeout = '{DROP_LOCK_TIMEOUT}'; DROP TABLE IF EXISTS {}", names.join(", ")),
+    )
+    .await;
+    match dropped {
+        Ok(()) => {
+            tx.commit().await?;
+            Ok(true)
+        }
+        Err(error) if lock_timed_out(&error) => {
+            tracing::debug!(partitions = ?names, "Dropping emptied partitions waited too long for the lock; trying again next round.");
+            Ok(false)
+        }
+        Err(error) => Err(error.into()),
+    }
+}
