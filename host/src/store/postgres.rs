@@ -66,10 +66,16 @@ fn buckets(limited: &[Limited], now: chrono::DateTime<chrono::Utc>) -> Vec<(Stri
 
 impl PgStore {
     pub async fn connect(url: &str, pool_size: u32) -> StoreResult<Self> {
+        // Each process names its connections (`taskexec/PID` in pg_stat_activity), unless the
+        // URL names them itself: who holds which connection is then plain to an operator.
+        let mut options: sqlx::postgres::PgConnectOptions = url.parse()?;
+        if options.get_application_name().is_none() {
+            options = options.application_name(&format!("taskexec/{}", std::process::id()));
+        }
         let pool = match PgPoolOptions::new()
             .max_connections(pool_size)
             .acquire_timeout(Duration::from_secs(10))
-            .connect(url)
+            .connect_with(options)
             .await
         {
             // The pool retries a refused connection until its timeout and then says only that
