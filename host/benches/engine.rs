@@ -46,6 +46,9 @@
 //!   (10,000,000) finished executions with their attempts and logs (see `engine/history.rs`).
 //! - soak (PostgreSQL, only when named; `scripts/bench soak`): millions of executions in
 //!   windows, as history piles up (see `engine/soak.rs`).
+//! - scaling (PostgreSQL, only when named; `scripts/bench scaling`): BENCH_SCALING (100,000)
+//!   jobs through two `api` processes, drained by 1, 2 and 4 `worker` processes beside 1-3
+//!   `scheduler` processes: rate, CPU per kind of process, connections (see `engine/scaling.rs`).
 //! - convert (PostgreSQL, only when named): a database of BENCH_CONVERT (1,000,000) finished
 //!   executions written before history was partitioned, and the migrate that partitions it:
 //!   how long it takes (see `engine/history.rs`).
@@ -73,6 +76,8 @@ use support::{eventually, Backend, Client, Receiver, Server, ServerOptions, Test
 
 #[path = "engine/history.rs"]
 mod history;
+#[path = "engine/scaling.rs"]
+mod scaling;
 #[path = "engine/soak.rs"]
 mod soak;
 
@@ -542,6 +547,15 @@ impl Nginx {
     }
 }
 
+impl Nginx {
+    /// nginx's master process and its worker process (which does the work).
+    fn pids(&self) -> Vec<u32> {
+        let master = self.child.id();
+        let children = std::fs::read_to_string(format!("/proc/{master}/task/{master}/children")).unwrap_or_default();
+        std::iter::once(master).chain(children.split_whitespace().filter_map(|p| p.parse().ok())).collect()
+    }
+}
+
 impl Drop for Nginx {
     fn drop(&mut self) {
         // SIGTERM to the master, which stops its worker (SIGKILL would leave the worker behind).
@@ -919,6 +933,11 @@ async fn main() {
             let r = history::history(env_usize("BENCH_HISTORY", 10_000_000)).await;
             println!("{name:<9} history     {r}");
             results.insert("history".into(), r);
+        }
+        if scenarios.contains("scaling") && backend == Backend::Postgres {
+            let r = scaling::scaling(env_usize("BENCH_SCALING", 100_000)).await;
+            println!("{name:<9} scaling     {r}");
+            results.insert("scaling".into(), r);
         }
         if scenarios.contains("convert") && backend == Backend::Postgres {
             let r = history::convert(env_usize("BENCH_CONVERT", 1_000_000)).await;

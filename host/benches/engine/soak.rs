@@ -61,7 +61,7 @@ struct CpuPerExecution {
 }
 
 /// A process's CPU time so far (user + system), in clock ticks (`/proc/PID/stat`).
-fn cpu_ticks(pid: u32) -> u64 {
+pub(super) fn cpu_ticks(pid: u32) -> u64 {
     let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return 0 };
     // The command name may hold spaces; the fields after it are space-separated.
     let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
@@ -73,7 +73,7 @@ fn cpu_ticks(pid: u32) -> u64 {
 
 /// The CPU time of every process named `postgres` (the server and its backends), in ticks.
 /// Backends that ended during the window take theirs with them: the figure is a floor.
-fn postgres_ticks() -> u64 {
+pub(super) fn postgres_ticks() -> u64 {
     let Ok(dir) = std::fs::read_dir("/proc") else { return 0 };
     dir.filter_map(Result::ok)
         .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()))
@@ -83,7 +83,7 @@ fn postgres_ticks() -> u64 {
 }
 
 /// Milliseconds per clock tick (`getconf CLK_TCK`, 100 on Linux).
-const MS_PER_TICK: f64 = 10.0;
+pub(super) const MS_PER_TICK: f64 = 10.0;
 
 pub async fn soak(total: usize, window: usize) -> Value {
     let cron_jobs = super::env_usize("BENCH_SOAK_CRON", 20);
