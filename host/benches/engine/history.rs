@@ -55,10 +55,10 @@ pub async fn history(rows: usize) -> Value {
     let now = Utc::now();
     let origin = now - chrono::Duration::days(DAYS);
     // Day partitions over the history, as a scheduler running all along would have made them
-    // (store/partitions.rs; the first day is the DEFAULT partition's).
+    // (store/partitions; the first day is the DEFAULT partition's).
     let day = Duration::from_secs(86_400);
     for d in 0..=DAYS {
-        store.history_upkeep(origin + chrono::Duration::days(d), day, None).await.unwrap();
+        store.history_upkeep(origin + chrono::Duration::days(d), day, None, Duration::ZERO).await.unwrap();
     }
     make_history(&db, rows, chunk, origin, started).await;
     let load_seconds = started.elapsed().as_secs_f64();

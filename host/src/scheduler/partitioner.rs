@@ -41,7 +41,9 @@ pub async fn run(store: Arc<dyn Store>, retention: Duration, shutdown: Cancellat
         let at = now();
         let cutoff =
             (!retention.is_zero()).then(|| at - chrono::Duration::from_std(retention).unwrap_or(chrono::Duration::MAX));
-        let upkept = store.history_upkeep(at, window, cutoff).await;
+        // The jobs of expired partitions are deleted for at most a round's period, so that the
+        // partitions ahead are made at least every other period (they reach three spans ahead).
+        let upkept = store.history_upkeep(at, window, cutoff, every).await;
         crate::metrics::loop_round("partitioner", round.elapsed(), upkept.is_err());
         match upkept {
             Ok(upkept) => {

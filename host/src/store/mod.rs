@@ -660,15 +660,17 @@ pub trait Store: Send + Sync + 'static {
         Ok(())
     }
     /// Where finished history is kept in time partitions (PostgreSQL, `store::partitions`):
-    /// make them `partitions::AHEAD` spans of `window` ahead of `now`, and drop those wholly
-    /// older than `cutoff` (None: keep all). Elsewhere nothing: the purge deletes by row.
+    /// make them spans of `window` ahead of `now`, and drop those wholly older than `cutoff`
+    /// (None: keep all), deleting their one-shot jobs for at most about `budget` (the next
+    /// round goes on where this one stopped). Elsewhere nothing: the purge deletes by row.
     async fn history_upkeep(
         &self,
         now: DateTime<Utc>,
         window: std::time::Duration,
         cutoff: Option<DateTime<Utc>>,
+        budget: std::time::Duration,
     ) -> StoreResult<HistoryUpkept> {
-        let _ = (now, window, cutoff);
+        let _ = (now, window, cutoff, budget);
         Ok(HistoryUpkept::default())
     }
 

@@ -991,11 +991,12 @@ impl_store!(PgStore, Postgres, {
         now: chrono::DateTime<chrono::Utc>,
         window: Duration,
         cutoff: Option<chrono::DateTime<chrono::Utc>>,
+        budget: Duration,
     ) -> StoreResult<super::HistoryUpkept> {
         if !self.partitioned.load(std::sync::atomic::Ordering::Relaxed) {
             return Ok(super::HistoryUpkept::default());
         }
-        super::partitions::upkeep(&self.pool, now, window, cutoff).await
+        super::partitions::upkeep(&self.pool, now, window, cutoff, budget).await
     }
 
     async fn signal(&self, signal: Signal) -> StoreResult<()> {

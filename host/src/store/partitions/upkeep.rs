@@ -2,7 +2,8 @@
 //! ended, emptied and dropped once wholly older than the retention, and the one-shot jobs of
 //! a dropped span deleted with it.
 
-use std::time::Duration;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use sqlx::{PgConnection, PgPool};
@@ -15,22 +16,41 @@ use crate::store::{HistoryUpkept, StoreResult};
 /// is dropped); drop those wholly older than `cutoff` (None: keep everything). Any number of
 /// schedulers may do this at once: the makers take turns on a lock of the parent, and a
 /// partition another dropped first is gone.
+///
+/// Partitions are made first, for every table, and the jobs of expired partitions are then
+/// deleted for at most `budget`: a round that deleted jobs for longer than the partitions
+/// ahead last (a 30 s span of 360,000 executions took minutes) made its spans late, over
+/// times rows had already been written for into the DEFAULT partition, which no partition
+/// can then take and the purge must delete row by row.
 pub async fn upkeep(
     pool: &PgPool,
     now: DateTime<Utc>,
     window: Duration,
     cutoff: Option<DateTime<Utc>>,
+    budget: Duration,
 ) -> StoreResult<HistoryUpkept> {
     let mut upkept = HistoryUpkept::default();
     for (table, _) in BY_TIME {
         upkept.made.extend(make_ahead(pool, table, now, window).await?);
+    }
+    for (table, _) in BY_TIME {
         analyze_ended(pool, table, now).await?;
-        let Some(cutoff) = cutoff else { continue };
+    }
+    let Some(cutoff) = cutoff else { return Ok(upkept) };
+    let deadline = Instant::now() + budget;
+    for (table, _) in BY_TIME {
         let expired = to_drop(&list(pool, table).await?, cutoff);
         let mut emptied = Vec::new();
         for partition in expired {
             if table == "executions_done" {
-                upkept.jobs_purged += purge_jobs_of(pool, &partition.name).await?;
+                let (purged, done) = purge_jobs_of(pool, &partition.name, deadline).await?;
+                upkept.jobs_purged += purged;
+                if !done {
+                    // Its executions stay until its jobs are gone (the next rounds go on
+                    // from here), so that no job is left without an execution to find it by;
+                    // its attempts and log lines stay with them.
+                    return Ok(upkept);
+                }
             }
             if let Some(rows) = empty_partition(pool, &partition.name).await? {
                 if table == "executions_done" {
@@ -161,7 +181,7 @@ const JOBS_PER_DELETE: i64 = 1_000;
 /// purge's row-by-row search for jobs with no execution left probes every partition for each.
 /// What this leaves (retried jobs, retired cron versions, jobs whose first execution was in
 /// the DEFAULT partition) the purge deletes row by row.
-async fn purge_jobs_of(pool: &PgPool, partition: &str) -> StoreResult<i64> {
+async fn purge_jobs_of(pool: &PgPool, partition: &str, deadline: Instant) -> StoreResult<(i64, bool)> {
     // The partition's executions a chunk at a time, in job id order from its index (a plan that
     // read the partition whole and sorted it for each chunk made the purge quadratic), and
     // their jobs deleted by primary key.
@@ -176,18 +196,38 @@ async fn purge_jobs_of(pool: &PgPool, partition: &str) -> StoreResult<i64> {
          WHERE j.job_id = first.job_id AND j.created_at = first.created_at
            AND j.trigger_type <> 'CRON'
            AND j.job_id NOT IN (SELECT r.job_id FROM executions r WHERE r.retry_of IS NOT NULL)";
-    let (mut after, mut purged) = (String::new(), 0);
+    let mut after = resume_point(partition);
+    let mut purged = 0;
     loop {
         let mut tx = pool.begin().await?;
         run(&mut tx, "SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off").await?;
         let chunk: Vec<(String, DateTime<Utc>)> =
             sqlx::query_as(&next).bind(&after).persistent(false).fetch_all(&mut *tx).await?;
-        let Some((last, _)) = chunk.last() else { return Ok(purged) };
+        let Some((last, _)) = chunk.last() else { return Ok((purged, true)) };
         after = last.clone();
         let (ids, times): (Vec<String>, Vec<DateTime<Utc>>) = chunk.into_iter().unzip();
         let deleted = sqlx::query(delete).bind(&ids).bind(&times).persistent(false).execute(&mut *tx).await?;
         tx.commit().await?;
         purged += deleted.rows_affected() as i64;
+        // At least one statement a round, so that every round gets on.
+        if Instant::now() >= deadline {
+            *JOBS_PURGED_TO.lock().unwrap_or_else(|e| e.into_inner()) = Some((partition.to_owned(), after));
+            return Ok((purged, false));
+        }
+    }
+}
+
+/// Where the last round's [`purge_jobs_of`] stopped at its deadline: the partition, and the
+/// last job id it deleted up to. Only a shortcut: another process may have gone further, and
+/// without it a round starts from the partition's first job again, finding those deleted.
+static JOBS_PURGED_TO: Mutex<Option<(String, String)>> = Mutex::new(None);
+
+/// Where to start deleting the jobs of `partition`: where this process left off, if it was there.
+fn resume_point(partition: &str) -> String {
+    let mut purged_to = JOBS_PURGED_TO.lock().unwrap_or_else(|e| e.into_inner());
+    match purged_to.take() {
+        Some((name, after)) if name == partition => after,
+        _ => String::new(),
     }
 }
 
