@@ -27,7 +27,7 @@
 //!   (20,000) IMMEDIATE jobs created through the API, each an HTTP POST to nginx in its own
 //!   process, drained by a `worker,scheduler` process with the default settings; then
 //!   graphile-worker (npm, `benches/graphile/`) with the same jobs and receiver, at concurrency
-//!   24 with its defaults and tuned: jobs/second each, and taskexec's ratio to each.
+//!   24 (BENCH_GRAPHILE_CONCURRENCY) with its defaults and tuned: jobs/second each, and taskexec's ratio to each.
 //!   BENCH_SIDE_BY_SIDE_SLOTS sets the worker's TE_WORKER_MAX_CONCURRENT; BENCH_PEERS=0 leaves
 //!   graphile-worker out (an A/B of taskexec builds, with TE_TEST_BINARY); BENCH_TIMELINE=1
 //!   prints taskexec's claims and completions per 100 ms. Each contender's clock starts after `sync`.
@@ -642,7 +642,7 @@ async fn side_by_side(n: usize) -> Value {
             .env("DATABASE_URL", &peer_db.url)
             .env("RECEIVER_URL", &nginx.url)
             .env("N", n.to_string())
-            .env("CONCURRENCY", "24")
+            .env("CONCURRENCY", std::env::var("BENCH_GRAPHILE_CONCURRENCY").unwrap_or_else(|_| "24".into()))
             .env("TUNED", if tuned { "1" } else { "0" })
             .output()
             .expect("node runs (scripts/bench installs graphile-worker)");
