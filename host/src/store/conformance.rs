@@ -196,6 +196,9 @@ async fn history_partitions_are_made_ahead_and_dropped_whole_past_the_retention(
     assert!(store.job_get(&jobs[0]).await.unwrap().is_none());
     assert!(store.job_get(&retried_job.job_id).await.unwrap().is_some(), "a retried job stays");
     assert!(upkept.dropped.contains(&span.name), "{upkept:?}");
+    // The purge's search for empty jobs stops at the oldest span still kept.
+    let kept_from = store.history_kept_from().await.unwrap().expect("spans are kept");
+    assert!(kept_from >= span.to, "{kept_from} after the dropped span's end {}", span.to);
     assert!(store.execution_get(&ids[0]).await.unwrap().is_none());
     assert!(store.attempt_list(&ids[0], &page).await.unwrap().is_empty());
     assert!(store.log_list(&ids[0], &page).await.unwrap().is_empty());

@@ -660,6 +660,14 @@ pub trait Store: Send + Sync + 'static {
         Ok(())
     }
     /// Where finished history is kept in time partitions (PostgreSQL, `store::partitions`):
+    /// the start of the oldest span still kept. A job created before it with no execution
+    /// left is one the drops (or the row purge) left behind; one created after it may still
+    /// have its execution in a span, so the purge's search for empty jobs stops here instead
+    /// of reading every job of the spans not yet dropped. None elsewhere, or with no span.
+    async fn history_kept_from(&self) -> StoreResult<Option<DateTime<Utc>>> {
+        Ok(None)
+    }
+    /// Where finished history is kept in time partitions (PostgreSQL, `store::partitions`):
     /// make them spans of `window` ahead of `now`, and drop those wholly older than `cutoff`
     /// (None: keep all), deleting their one-shot jobs for at most about `budget` (the next
     /// round goes on where this one stopped). Elsewhere nothing: the purge deletes by row.

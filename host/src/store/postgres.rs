@@ -990,6 +990,14 @@ impl_store!(PgStore, Postgres, {
         self.lease_write(leases, " SKIP LOCKED").await
     }
 
+    async fn history_kept_from(&self) -> StoreResult<Option<chrono::DateTime<chrono::Utc>>> {
+        if !self.partitioned.load(std::sync::atomic::Ordering::Relaxed) {
+            return Ok(None);
+        }
+        let spans = super::partitions::list(&self.pool, "executions_done").await?;
+        Ok(spans.iter().filter_map(|p| p.from).min())
+    }
+
     async fn history_upkeep(
         &self,
         now: chrono::DateTime<chrono::Utc>,
