@@ -1081,6 +1081,33 @@ impl_store!(PgStore, Postgres, {
 mod tests {
     use super::*;
 
+    /// A database of its own on the test server (`TE_TEST_POSTGRES_URL`), migrated.
+    struct FreshDatabase {
+        admin_pool: PgPool,
+        name: String,
+        store: PgStore,
+    }
+
+    impl FreshDatabase {
+        async fn migrated() -> Self {
+            let admin = std::env::var("TE_TEST_POSTGRES_URL")
+                .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
+            let name = format!("te_test_{}", uuid::Uuid::new_v4().simple());
+            let admin_pool = PgPool::connect(&admin).await.unwrap();
+            sqlx::query(&format!("CREATE DATABASE {name}")).execute(&admin_pool).await.unwrap();
+            let url = format!("{}/{name}", admin.rsplit_once('/').unwrap().0);
+            let store = PgStore::connect(&url, 2).await.unwrap();
+            super::super::Store::migrate(&store).await.unwrap();
+            Self { admin_pool, name, store }
+        }
+
+        async fn drop(self) {
+            self.store.pool.close().await;
+            let drop = format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name);
+            let _ = sqlx::query(&drop).execute(&self.admin_pool).await;
+        }
+    }
+
     /// The claim's plan stays on its indexes when the queue's partition has the statistics it
     /// has after waves of work: counted while it was nearly empty and bloated (a vacuum then
     /// finds a row or two in hundreds of pages), then refilled. Plans made for those
@@ -1088,14 +1115,8 @@ mod tests {
     /// sort), or all 50,000 once for each row taken (the update joined to the rows).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_claim_reads_what_it_takes_whatever_the_statistics_say() {
-        let admin = std::env::var("TE_TEST_POSTGRES_URL")
-            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
-        let name = format!("te_test_{}", uuid::Uuid::new_v4().simple());
-        let admin_pool = PgPool::connect(&admin).await.unwrap();
-        sqlx::query(&format!("CREATE DATABASE {name}")).execute(&admin_pool).await.unwrap();
-        let url = format!("{}/{name}", admin.rsplit_once('/').unwrap().0);
-        let store = PgStore::connect(&url, 2).await.unwrap();
-        super::super::Store::migrate(&store).await.unwrap();
+        let db = FreshDatabase::migrated().await;
+        let store = &db.store;
         let queue = |prefix: &'static str| {
             format!(
                 "INSERT INTO executions (execution_id, job_id, endpoint, endpoint_type, status, input, max_attempts, run_at, created_at)
@@ -1147,7 +1168,7 @@ mod tests {
         .await
         .unwrap();
         tx.rollback().await.unwrap();
-        let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).execute(&admin_pool).await;
+        db.drop().await;
 
         // Every row every node read from the table, times the times it ran.
         fn read(node: &serde_json::Value) -> f64 {
@@ -1173,14 +1194,8 @@ mod tests {
     /// rate in one scaling run in six). `postgres_autovacuum.sql` keeps no statistics of it.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_result_write_probes_by_id_whatever_the_statistics_say() {
-        let admin = std::env::var("TE_TEST_POSTGRES_URL")
-            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
-        let name = format!("te_test_{}", uuid::Uuid::new_v4().simple());
-        let admin_pool = PgPool::connect(&admin).await.unwrap();
-        sqlx::query(&format!("CREATE DATABASE {name}")).execute(&admin_pool).await.unwrap();
-        let url = format!("{}/{name}", admin.rsplit_once('/').unwrap().0);
-        let store = PgStore::connect(&url, 2).await.unwrap();
-        super::super::Store::migrate(&store).await.unwrap();
+        let db = FreshDatabase::migrated().await;
+        let store = &db.store;
         for sql in [
             "INSERT INTO endpoints (name, endpoint_type, spec, retry_policy) VALUES ('a', 'HTTP', '{}', '{}')",
             "INSERT INTO executions (execution_id, job_id, endpoint, endpoint_type, status, input, max_attempts, run_at, created_at)
@@ -1209,7 +1224,7 @@ mod tests {
         .await
         .unwrap();
         tx.rollback().await.unwrap();
-        let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).execute(&admin_pool).await;
+        db.drop().await;
 
         // Every scan of the queue's partition in the plan, by the index it reads and its condition.
         fn scans(node: &serde_json::Value, found: &mut Vec<(String, String)>) {
