@@ -58,6 +58,8 @@ mod upkeep;
 
 pub use convert::convert;
 pub use upkeep::upkeep;
+#[cfg(test)]
+pub(super) use upkeep::{JOBS_DELETE, JOBS_PURGE_PLANS};
 
 use super::StoreResult;
 

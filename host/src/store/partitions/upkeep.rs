@@ -43,7 +43,7 @@ pub async fn upkeep(
         let mut emptied = Vec::new();
         for partition in expired {
             if table == "executions_done" {
-                let (purged, done) = purge_jobs_of(pool, &partition.name, deadline).await?;
+                let (purged, done) = purge_jobs_of(pool, &partition, deadline).await?;
                 upkept.jobs_purged += purged;
                 if !done {
                     // Its executions stay until its jobs are gone (the next rounds go on
@@ -173,56 +173,70 @@ async fn empty_partition(pool: &PgPool, name: &str) -> StoreResult<Option<i64>> 
 /// back the vacuum of the queue's partition (5,000 took a quarter of a second in the soak).
 const JOBS_PER_DELETE: i64 = 1_000;
 
+/// The delete of [`purge_jobs_of`]: $1 the chunk's job ids, $2 and $3 the span's bounds (a
+/// null $2 for a span from the beginning of time: unbounded). By primary key from an array,
+/// so that no plan can join the chunk to `jobs` otherwise: joined to the chunk as a table,
+/// with statistics from when `jobs` was small, the planner read all of `jobs` once and
+/// compared every row with every job of the chunk (50 s a statement in the short soak, while
+/// no vacuum could remove a dead row). The span as a range, which no index of `jobs`
+/// answers: as two comparisons, the planner read idx_jobs_created from its start instead.
+pub(in crate::store) const JOBS_DELETE: &str = "DELETE FROM jobs j
+     WHERE j.job_id = ANY($1::text[])
+       AND tstzrange($2, $3) @> j.created_at
+       AND j.trigger_type <> 'CRON'
+       AND NOT EXISTS (SELECT 1 FROM executions r WHERE r.job_id = j.job_id AND r.retry_of IS NOT NULL)";
+
 /// Delete the one-shot jobs whose first execution is in `partition` (an expired span of
 /// `executions_done`, about to be emptied) and that have no retry, in statements of
 /// [`JOBS_PER_DELETE`]; how many. A one-shot job's first execution is made with it, at the same
-/// instant, and any later one retries an earlier (`retry_of`): joined by that instant, and the
-/// few retries read once per statement, a job costs one probe of its primary key, where the
-/// purge's row-by-row search for jobs with no execution left probes every partition for each.
-/// What this leaves (retried jobs, retired cron versions, jobs whose first execution was in
-/// the DEFAULT partition) the purge deletes row by row.
-async fn purge_jobs_of(pool: &PgPool, partition: &str, deadline: Instant) -> StoreResult<(i64, bool)> {
+/// instant, and any later one retries an earlier (`retry_of`): a job of the span's executions
+/// made within the span, with no retry, has no execution elsewhere. A job costs a probe of
+/// its primary key and one of the few retries' index per partition, where the purge's
+/// row-by-row search for jobs with no execution left probes every partition for each. What
+/// this leaves (retried jobs, retired cron versions, jobs whose first execution was in the
+/// DEFAULT partition) the purge deletes row by row.
+async fn purge_jobs_of(pool: &PgPool, partition: &Partition, deadline: Instant) -> StoreResult<(i64, bool)> {
     // The partition's executions a chunk at a time, in job id order from its index (a plan that
     // read the partition whole and sorted it for each chunk made the purge quadratic), and
     // their jobs deleted by primary key.
     // (`status <> 'RUNNING'`, true of every finished execution, is the condition of the index
-    // that holds them in job order, idx_executions_settled_by_job.)
+    // that holds them in job order, idx_executions_settled_by_job.) Each job once: a cron
+    // job has an execution a second in every span, and a chunk of one job's thousand
+    // executions deletes nothing.
     let next = format!(
-        "SELECT job_id, created_at FROM {partition} WHERE job_id > $1 AND status <> 'RUNNING'
-         ORDER BY job_id LIMIT {JOBS_PER_DELETE}"
+        "SELECT DISTINCT job_id FROM {} WHERE job_id > $1 AND status <> 'RUNNING' ORDER BY job_id LIMIT {JOBS_PER_DELETE}",
+        partition.name
     );
-    let delete = "DELETE FROM jobs j
-         USING UNNEST($1::text[], $2::timestamptz[]) AS first(job_id, created_at)
-         WHERE j.job_id = first.job_id AND j.created_at = first.created_at
-           AND j.trigger_type <> 'CRON'
-           AND j.job_id NOT IN (SELECT r.job_id FROM executions r WHERE r.retry_of IS NOT NULL)";
-    let mut after = resume_point(partition);
+    let mut after = resume_point(&partition.name);
     let mut purged = 0;
     loop {
         let mut tx = pool.begin().await?;
         run(&mut tx, JOBS_PURGE_PLANS).await?;
-        let chunk: Vec<(String, DateTime<Utc>)> =
-            sqlx::query_as(&next).bind(&after).persistent(false).fetch_all(&mut *tx).await?;
-        let Some((last, _)) = chunk.last() else { return Ok((purged, true)) };
+        let ids: Vec<String> = sqlx::query_scalar(&next).bind(&after).persistent(false).fetch_all(&mut *tx).await?;
+        let Some(last) = ids.last() else { return Ok((purged, true)) };
         after = last.clone();
-        let (ids, times): (Vec<String>, Vec<DateTime<Utc>>) = chunk.into_iter().unzip();
-        let deleted = sqlx::query(delete).bind(&ids).bind(&times).persistent(false).execute(&mut *tx).await?;
+        let deleted = sqlx::query(JOBS_DELETE)
+            .bind(&ids)
+            .bind(partition.from)
+            .bind(partition.to)
+            .persistent(false)
+            .execute(&mut *tx)
+            .await?;
         tx.commit().await?;
         purged += deleted.rows_affected() as i64;
         // At least one statement a round, so that every round gets on.
         if Instant::now() >= deadline {
-            *JOBS_PURGED_TO.lock().unwrap_or_else(|e| e.into_inner()) = Some((partition.to_owned(), after));
+            *JOBS_PURGED_TO.lock().unwrap_or_else(|e| e.into_inner()) = Some((partition.name.clone(), after));
             return Ok((purged, false));
         }
     }
 }
 
-/// The plan of [`purge_jobs_of`]'s statements: index reads, and the delete a primary key probe
-/// per job. Left to itself, the planner joined a chunk of 1,000 jobs to `jobs` by a merge join
-/// that read `pk_jobs` from its first entry (1.9 million rows, 1.3 s a chunk, and 0.4 s more
-/// compiling it: its cost estimate set off JIT), where the probes take 11 ms (the soak at
-/// 5d567fe, EXPLAIN ANALYZE on its database).
-const JOBS_PURGE_PLANS: &str = "SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off;
+/// The plan of [`purge_jobs_of`]'s statements: index reads. (When the delete still joined the
+/// chunk as a table, the planner joined it to `jobs` by a merge join that read `pk_jobs` from
+/// its first entry: 1.9 million rows, 1.3 s a chunk, and 0.4 s more compiling it, its cost
+/// estimate having set off JIT, where the probes take 11 ms; the soak at 5d567fe.)
+pub(in crate::store) const JOBS_PURGE_PLANS: &str = "SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off;
      SET LOCAL enable_mergejoin = off; SET LOCAL enable_hashjoin = off; SET LOCAL jit = off";
 
 /// Where the last round's [`purge_jobs_of`] stopped at its deadline: the partition, and the

@@ -160,3 +160,62 @@ async fn the_result_write_probes_by_id_whatever_the_statistics_say() {
         assert!(condition.contains("execution_id"), "a probe by id: {condition}");
     }
 }
+
+/// The jobs of an expired span are deleted by probes of `pk_jobs`, however many jobs there are
+/// and whatever the statistics say: here they were taken when `jobs` held ten rows, as when a
+/// service is new. Joined to its chunk as a table, the planner read every job for each
+/// statement of 1,000 (50 s each in the short soak, holding back every vacuum meanwhile).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_jobs_purge_probes_by_id_whatever_the_statistics_say() {
+    let db = FreshDatabase::migrated().await;
+    let store = &db.store;
+    let jobs = |from: i32, to: i32| {
+        format!(
+            "INSERT INTO jobs (job_id, endpoint, endpoint_type, trigger_type, created_at)
+             SELECT 'job_' || lpad(g::text, 8, '0'), 'a', 'HTTP', 'IMMEDIATE', now() - INTERVAL '1 hour'
+             FROM generate_series({from}, {to}) AS g"
+        )
+    };
+    for sql in [
+        "INSERT INTO endpoints (name, endpoint_type, spec, retry_policy) VALUES ('a', 'HTTP', '{}', '{}')".to_owned(),
+        jobs(1, 10),
+        "ANALYZE jobs".to_owned(),
+        jobs(11, 100_000),
+    ] {
+        sqlx::raw_sql(&sql).execute(&store.pool).await.unwrap();
+    }
+    let mut tx = store.pool.begin().await.unwrap();
+    sqlx::raw_sql(super::super::partitions::JOBS_PURGE_PLANS).execute(&mut *tx).await.unwrap();
+    let explain = format!("EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) {}", super::super::partitions::JOBS_DELETE);
+    let ids: Vec<String> = (50_001..=51_000).map(|n| format!("job_{n:08}")).collect();
+    let (plan,): (serde_json::Value,) = sqlx::query_as(&explain)
+        .bind(&ids)
+        .bind(None::<chrono::DateTime<chrono::Utc>>)
+        .bind(chrono::Utc::now())
+        .fetch_one(&mut *tx)
+        .await
+        .unwrap();
+    tx.rollback().await.unwrap();
+    db.drop().await;
+
+    // Every scan of `jobs`: its index, its condition, and the rows it read.
+    fn scans(node: &serde_json::Value, found: &mut Vec<(String, String, f64)>) {
+        let scan = node["Node Type"].as_str().is_some_and(|t| t.ends_with("Scan"));
+        if scan && node["Relation Name"] == "jobs" {
+            let index = node["Index Name"].as_str().unwrap_or("(none)").to_owned();
+            let rows = node["Actual Rows"].as_f64().unwrap_or(0.0) * node["Actual Loops"].as_f64().unwrap_or(1.0)
+                + node["Rows Removed by Filter"].as_f64().unwrap_or(0.0);
+            found.push((index, node["Index Cond"].as_str().unwrap_or("").to_owned(), rows));
+        }
+        for child in node["Plans"].as_array().into_iter().flatten() {
+            scans(child, found);
+        }
+    }
+    let mut found = Vec::new();
+    scans(&plan[0]["Plan"], &mut found);
+    assert_eq!(found.len(), 1, "{plan:#}");
+    let (index, condition, rows) = &found[0];
+    assert_eq!(index, "pk_jobs", "{plan:#}");
+    assert!(condition.contains("job_id"), "a probe by id: {condition}");
+    assert_eq!(*rows, 1_000.0, "the chunk's jobs, and no others: {plan:#}");
+}
