@@ -140,9 +140,11 @@ pub fn spawn(
     let beat = liveness.register("scheduler.partitioner", every);
     loops.push(tokio::spawn(partitioner::run(store.clone(), config.retention, shutdown.clone(), beat)));
     if config.vacuum != vacuumer::VacuumMode::Off {
-        let every = vacuumer::EVERY;
-        let beat = liveness.register("scheduler.vacuumer", every);
-        loops.push(tokio::spawn(vacuumer::run(store.clone(), config.vacuum, every, shutdown.clone(), beat)));
+        for tables in [vacuumer::Tables::Queue, vacuumer::Tables::History] {
+            let beat = liveness.register(tables.loop_name(), tables.longest_round());
+            let vacuum = vacuumer::run(store.clone(), config.vacuum, tables, vacuumer::EVERY, shutdown.clone(), beat);
+            loops.push(tokio::spawn(vacuum));
+        }
     }
     loops.extend([
         tokio::spawn(cron_materializer::run(

@@ -276,6 +276,31 @@ const CHURNING_LEAVES: &str = "SELECT c.relname::text, s.n_dead_tup, s.n_live_tu
 /// Per-table autovacuum settings for the queue's churn (why: in the file).
 const AUTOVACUUM: &str = include_str!("postgres_autovacuum.sql");
 
+/// The pace of the scheduler's vacuum of a history table (`Store::vacuum`): autovacuum's own
+/// (`autovacuum_vacuum_cost_delay`, 2 ms since PostgreSQL 12, at the default cost limit),
+/// where a manual VACUUM runs unpaced.
+const HISTORY_VACUUM_PACE: &str = "SET vacuum_cost_delay = '2ms'";
+
+/// Vacuum `table` at [`HISTORY_VACUUM_PACE`], so that a vacuum of millions of rows is not the
+/// queue's rival for the disk and the CPU, then `analyze` it unpaced, since an ANALYZE holds
+/// back every vacuum for as long as it runs. The pace is a session setting, as VACUUM runs in
+/// no transaction (so no SET LOCAL), reset after it. (Through a transaction-mode pooler the
+/// setting may reach another server connection: it paces nothing but a VACUUM or an
+/// ANALYZE, which only the vacuumer runs.)
+async fn paced_vacuum(pool: &PgPool, table: &str, analyze: bool) -> StoreResult<()> {
+    let mut connection = pool.acquire().await?;
+    sqlx::query(HISTORY_VACUUM_PACE).persistent(false).execute(&mut *connection).await?;
+    let vacuum = format!("VACUUM (SKIP_LOCKED) \"{table}\"");
+    let vacuumed = sqlx::query(&vacuum).persistent(false).execute(&mut *connection).await;
+    sqlx::query("RESET vacuum_cost_delay").persistent(false).execute(&mut *connection).await?;
+    vacuumed?;
+    if analyze {
+        let analyze = format!("ANALYZE (SKIP_LOCKED) \"{table}\"");
+        sqlx::query(&analyze).persistent(false).execute(&mut *connection).await?;
+    }
+    Ok(())
+}
+
 /// Serialises migrations across processes that start together, on PostgreSQL and CockroachDB
 /// alike: whoever holds the one row of `te_migration_lock` migrates, the others wait for it
 /// and then find nothing to do. A holder that dies leaves a row that expires (after
@@ -718,23 +743,29 @@ impl_store!(PgStore, Postgres, {
         let leaves: Vec<(String, i64, i64)> =
             sqlx::query_as(CHURNING_LEAVES).bind(&CHURNING_TABLES[..]).fetch_all(&self.pool).await?;
         let Some((table, _, _)) = leaves.iter().find(|(name, _, _)| name == table) else { return Ok(()) };
-        // The queue's partition is vacuumed every few seconds, and analyzed at most once a
-        // minute: its size swings with the queue, so its statistics are a moment's (the
-        // statements that read it are written to take their indexes whatever they say,
-        // `INDEX_PLANS`), and each ANALYZE holds a snapshot that keeps dead rows from being
-        // removed meanwhile.
+        // Each table is analyzed at most once a minute (the queue's partition) or ten (the
+        // others), not at every vacuum: an ANALYZE holds a snapshot, unlike a VACUUM, and
+        // while it runs no vacuum removes a dead row newer than it: in the short soak, the
+        // ANALYZE of each `jobs` vacuum (every 10 s after a purge) left the queue's dead rows
+        // to pile up to 180,000, and the rate fell by two thirds. The queue's statistics are
+        // a moment's anyway (its size swings with the queue; the statements that read it take
+        // their indexes whatever they say, `INDEX_PLANS`).
+        let queue = table == "executions_live" || table == "executions";
         let (analyzed_lately,): (bool,) = sqlx::query_as(
-            "SELECT COALESCE(GREATEST(last_analyze, last_autoanalyze) > now() - INTERVAL '1 minute', false)
+            "SELECT COALESCE(GREATEST(last_analyze, last_autoanalyze) > now() - $2 * INTERVAL '1 minute', false)
              FROM pg_stat_user_tables WHERE relid = to_regclass($1)",
         )
         .bind(format!("\"{table}\""))
+        .bind(if queue { 1.0 } else { 10.0 })
         .fetch_optional(&self.pool)
         .await?
         .unwrap_or((false,));
-        let options =
-            if table == "executions_live" && analyzed_lately { "SKIP_LOCKED" } else { "ANALYZE, SKIP_LOCKED" };
-        sqlx::raw_sql(&format!("VACUUM ({options}) \"{table}\"")).execute(&self.pool).await?;
-        Ok(())
+        if queue {
+            let options = if analyzed_lately { "SKIP_LOCKED" } else { "ANALYZE, SKIP_LOCKED" };
+            sqlx::raw_sql(&format!("VACUUM ({options}) \"{table}\"")).execute(&self.pool).await?;
+            return Ok(());
+        }
+        paced_vacuum(&self.pool, table, !analyzed_lately).await
     }
 
     async fn listen(&self, signal: Signal, wake: Arc<tokio::sync::Notify>) -> StoreResult<bool> {
