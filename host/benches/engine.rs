@@ -763,9 +763,11 @@ async fn claim_latency(backend: Backend, rows: usize) -> Value {
 
 /// A claim as the claim scenarios make it: 50 at a time, now, with no share held.
 fn bench_claim() -> taskexec::store::ClaimParams {
+    let now = Utc::now();
     taskexec::store::ClaimParams {
         worker_id: "bench-claims".into(),
-        now: Utc::now(),
+        now,
+        due_by: now,
         limit: 50,
         lease: Duration::from_secs(300),
         shares: taskexec::store::EndpointShares { held: Vec::new(), ceiling: 1_000 },

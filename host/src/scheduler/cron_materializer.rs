@@ -14,12 +14,15 @@
 //! the policy when the tick is due. The advance is a compare-and-set on the old
 //! tick, so two schedulers never both advance one job. Retiring a job cancels its waiting tick.
 //!
-//! The loop sleeps until the earliest next tick less the lookahead (at most
-//! `TE_CRON_TICK_INTERVAL_SEC`), and is woken early when a cron job is created, updated or
+//! The loop sleeps until the earliest next tick less the lookahead, or the time of the earliest
+//! tick it made that is still waiting (its job's next is made then), at most
+//! `TE_CRON_TICK_INTERVAL_SEC`; it is woken early when a cron job is created, updated or
 //! resumed (in this process, or in another through a PostgreSQL NOTIFY), or a waiting tick is
-//! released in this process.
+//! released in this process. (Without the wake at a waiting tick's time, a per-second job's
+//! next tick was made anywhere in the second after it, down to 17 ms before its own time,
+//! too late to be promoted and claimed ahead: the soak's cron lateness, docs/benchmarks.md.)
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -51,26 +54,33 @@ pub async fn run(
         Ok(false) => {}
         Err(error) => tracing::warn!(%error, "Could not LISTEN for cron job changes; they are seen at the next pass."),
     }
+    // The times of the ticks this loop made that are still ahead: at each, its job's next
+    // tick may be made (`Store::cron_due` holds a job back until its last tick's time).
+    let mut waiting: BTreeSet<DateTime<Utc>> = BTreeSet::new();
     loop {
         beat.beat();
         let round = std::time::Instant::now();
-        let made = materialize_due(&store, &plugins, now(), lookahead, config.cron_batch_size, &wakeups).await;
+        let made =
+            materialize_due(&store, &plugins, now(), lookahead, config.cron_batch_size, &wakeups, &mut waiting).await;
         crate::metrics::loop_round("cron_materializer", round.elapsed(), made.is_err());
         match made {
             Ok(0) => {}
             Ok(created) => tracing::debug!(created, "Materialized cron ticks."),
             Err(error) => tracing::warn!(%error, "Cron materialization failed; retrying next tick."),
         }
-        let sleep = match store.cron_next_due(now()).await {
-            Ok(Some(next)) => {
-                (next - lookahead - now()).to_std().unwrap_or(Duration::ZERO).min(config.cron_tick_interval)
-            }
+        let at = now();
+        waiting = waiting.split_off(&(at + chrono::Duration::microseconds(1)));
+        let mut sleep = match store.cron_next_due(at).await {
+            Ok(Some(next)) => (next - lookahead - at).to_std().unwrap_or(Duration::ZERO).min(config.cron_tick_interval),
             Ok(None) => config.cron_tick_interval,
             Err(error) => {
                 tracing::warn!(%error, "Could not read the next cron tick.");
                 config.cron_tick_interval
             }
         };
+        if let Some(first) = waiting.first() {
+            sleep = sleep.min((*first - at).to_std().unwrap_or(Duration::ZERO));
+        }
         tokio::select! {
             () = shutdown.cancelled() => break,
             () = tokio::time::sleep(sleep) => {}
@@ -86,9 +96,9 @@ pub fn tick_key(job_id: &str, tick: DateTime<Utc>) -> String {
 }
 
 /// Materialize every tick due by `now + lookahead` (ticks still ahead of `now` as PENDING),
-/// catching up missed ones; the number of executions made. Each batch of due jobs is advanced
-/// in one transaction, and workers (or the promoter) are woken as soon as a batch is written
-/// rather than after the whole pass.
+/// catching up missed ones; the number of executions made. The times of those made ahead go
+/// into `waiting`. Each batch of due jobs is advanced in one transaction, and workers (or the
+/// promoter) are woken as soon as a batch is written rather than after the whole pass.
 pub async fn materialize_due(
     store: &Arc<dyn Store>,
     plugins: &PluginHost,
@@ -96,6 +106,7 @@ pub async fn materialize_due(
     lookahead: chrono::Duration,
     batch: i64,
     wakeups: &Wakeups,
+    waiting: &mut BTreeSet<DateTime<Utc>>,
 ) -> StoreResult<usize> {
     let mut created = 0;
     // Retry policies per endpoint version and schedules (parsed, or their plugin loaded) once
@@ -159,6 +170,7 @@ pub async fn materialize_due(
         if made.iter().any(|e| e.status == ExecutionStatus::Pending) {
             wakeups.pending_changed.notify_one();
         }
+        waiting.extend(made.iter().map(|e| e.run_at).filter(|t| *t > now));
         created += made.len();
         // Another scheduler advanced everything we saw: let it carry on.
         if !recorded.iter().any(|won| *won) {

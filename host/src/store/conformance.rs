@@ -391,9 +391,11 @@ async fn queued(store: &dyn Store, endpoint: &str, n: usize) -> Vec<ExecutionId>
 }
 
 fn claim(worker: &str, limit: i64, lease: Duration) -> ClaimParams {
+    let at = now();
     ClaimParams {
         worker_id: worker.to_owned(),
-        now: now(),
+        now: at,
+        due_by: at,
         limit,
         lease,
         shares: EndpointShares { held: Vec::new(), ceiling: 1000 },
@@ -455,7 +457,7 @@ macro_rules! on_every_backend {
 on_every_backend!(
     claims_are_exclusive_under_concurrency,
     claims_take_only_due_work_and_lease_it,
-    executions_promoted_ahead_are_claimed_only_at_their_time,
+    executions_promoted_ahead_are_claimed_ahead_to_start_at_their_time,
     a_free_slot_goes_to_the_endpoint_the_worker_holds_fewest_of,
     finishes_are_fenced_by_attempt_and_reclaim,
     leases_extend_and_never_shorten,
@@ -707,10 +709,11 @@ mod checks {
         assert_eq!(endpoints, ["backlog", "tick"]);
     }
 
-    /// The promoter releases an execution with no overlap policy a little before its time,
-    /// and no claim takes it before that time; a tick with an overlap policy waits for its
-    /// time, when the policy is judged.
-    pub async fn executions_promoted_ahead_are_claimed_only_at_their_time(store: Arc<dyn Store>) {
+    /// The promoter releases an execution with no overlap policy a little before its time; a
+    /// claim takes it only when its `due_by` reaches that time, and records it as starting
+    /// then (the worker starts it at it). A tick with an overlap policy waits for its time,
+    /// when the policy is judged.
+    pub async fn executions_promoted_ahead_are_claimed_ahead_to_start_at_their_time(store: Arc<dyn Store>) {
         endpoint(&*store, "a").await;
         let at = now();
         let soon = at + chrono::Duration::milliseconds(200);
@@ -727,12 +730,14 @@ mod checks {
         let queued = store.execution_get(&plain.execution_id).await.unwrap().unwrap();
         assert_eq!((queued.status, queued.run_at), (ExecutionStatus::Queued, soon));
         assert_eq!(store.execution_get(&held.execution_id).await.unwrap().unwrap().status, ExecutionStatus::Pending);
-        let early =
-            ClaimParams { now: at + chrono::Duration::milliseconds(199), ..claim("w", 10, Duration::from_secs(30)) };
-        assert!(store.execution_claim(&early).await.unwrap().is_empty(), "not before its time");
-        let due = ClaimParams { now: soon, ..claim("w", 10, Duration::from_secs(30)) };
-        let claimed = store.execution_claim(&due).await.unwrap();
+        let early = at + chrono::Duration::milliseconds(199);
+        let not_yet = ClaimParams { now: early, due_by: early, ..claim("w", 10, Duration::from_secs(30)) };
+        assert!(store.execution_claim(&not_yet).await.unwrap().is_empty(), "a claim takes nothing due after due_by");
+        // A worker claims it ahead, to start it at its time: so the claim records its start.
+        let ahead = ClaimParams { now: early, due_by: early + READY_AHEAD, ..claim("w", 10, Duration::from_secs(30)) };
+        let claimed = store.execution_claim(&ahead).await.unwrap();
         assert_eq!(claimed.iter().map(|e| &e.execution_id).collect::<Vec<_>>(), [&plain.execution_id]);
+        assert_eq!((claimed[0].started_at, claimed[0].claimed_at), (Some(soon), Some(soon)), "it starts at its time");
         // At its time the overlap policy is judged, and the tick released.
         assert_eq!(store.execution_promote_due(soon, chrono::Duration::zero()).await.unwrap(), [soon]);
     }

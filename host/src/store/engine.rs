@@ -400,12 +400,22 @@ impl AttemptFinish {
     }
 }
 
-/// A claim: up to `limit` due executions for `worker_id`, each leased for `lease` from the
-/// database's clock.
+/// How long before its time an execution may be made ready: the promoter makes it QUEUED,
+/// and a worker claims it, up to this long ahead, and the worker starts it at its time. The
+/// database's writes on the way (the promotion, the claim) are then off the path from an
+/// execution's time to its start: on two cores saturated by a backlog, a claim made at a
+/// cron tick's time started it 53-222 ms late at p99 (the soak, docs/benchmarks.md), where a
+/// worker's timer is a millisecond late.
+pub const READY_AHEAD: chrono::Duration = chrono::Duration::milliseconds(250);
+
+/// A claim: up to `limit` executions for `worker_id` whose `run_at` is at most `due_by` (now,
+/// or up to [`READY_AHEAD`] later: the worker then starts each at its `run_at`), each leased
+/// for `lease` from the database's clock.
 #[derive(Debug, Clone)]
 pub struct ClaimParams {
     pub worker_id: String,
     pub now: DateTime<Utc>,
+    pub due_by: DateTime<Utc>,
     pub limit: i64,
     pub lease: std::time::Duration,
     /// How many executions of each endpoint this claim may take (see `worker::fairness`).

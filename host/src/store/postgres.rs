@@ -649,6 +649,7 @@ impl PgStore {
             .bind(&held)
             .bind(&cap_names)
             .bind(&caps)
+            .bind(DbTime(claim.due_by))
             .fetch_all(&mut *tx)
             .await?;
         Self::spend_tokens(&mut tx, &buckets, &claimed, claim.now).await?;

@@ -264,9 +264,10 @@ impl_store!(SqliteStore, Sqlite, {
                AND (ep.circuit_open_until IS NULL OR ep.circuit_open_until <= $1)
                AND ep.disabled_at IS NULL
                AND EXISTS (SELECT 1 FROM executions x
-                           WHERE x.endpoint = q.endpoint AND x.status IN ('QUEUED', 'RETRYING') AND x.run_at <= $1)",
+                           WHERE x.endpoint = q.endpoint AND x.status IN ('QUEUED', 'RETRYING') AND x.run_at <= $2)",
         )
         .bind(DbTime(claim.now))
+        .bind(DbTime(claim.due_by))
         .fetch_all(&mut *tx)
         .await?;
         // The tokens of each rate-limited endpoint's bucket now.
@@ -299,7 +300,7 @@ impl_store!(SqliteStore, Sqlite, {
                  LIMIT $3",
             )
             .bind(endpoint)
-            .bind(DbTime(claim.now))
+            .bind(DbTime(claim.due_by))
             .bind((*allowance).min(part))
             .fetch_all(&mut *tx)
             .await?;
@@ -315,10 +316,11 @@ impl_store!(SqliteStore, Sqlite, {
         let sql = format!(
             // `$2` is read before the write lock is taken; an execution committed meanwhile
             // must not be recorded as started before it existed (MAX of the fixed-width
-            // timestamps is the later time).
+            // timestamps is the later time). One claimed ahead of its time starts at it.
             "UPDATE executions
-             SET status = 'RUNNING', worker_id = $1, started_at = MAX($2, created_at), attempt_count = attempt_count + 1,
-                 claimed_at = COALESCE(claimed_at, MAX($2, created_at)), lease_expires_at = $3
+             SET status = 'RUNNING', worker_id = $1, started_at = MAX($2, created_at, run_at),
+                 attempt_count = attempt_count + 1, claimed_at = COALESCE(claimed_at, MAX($2, created_at, run_at)),
+                 lease_expires_at = $3
              WHERE execution_id IN (SELECT value FROM json_each($4))
              RETURNING {EXECUTION_COLUMNS}"
         );

@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::health::Liveness;
 use crate::scheduler::Wakeups;
-use crate::store::{now, ClaimParams, Signal, Store};
+use crate::store::{now, ClaimParams, Signal, Store, READY_AHEAD};
 
 pub use lease::Leases;
 
@@ -138,9 +138,13 @@ pub async fn run(
                 Err(error) => tracing::warn!(%error, "Could not read endpoints' max_concurrency; using the last read."),
             }
         }
+        let at = now();
         let claim = ClaimParams {
             worker_id: config.worker_id.clone(),
-            now: now(),
+            now: at,
+            // What the promoter made ready ahead of its time is claimed now and started at
+            // its time by the pipeline: a claim's round trip is off that path.
+            due_by: at + READY_AHEAD,
             limit: wanted as i64,
             lease: config.lease,
             shares: fairness.shares(),

@@ -237,6 +237,11 @@ impl Pipeline {
         mut slot: Slot,
         traceparent: Option<TraceParent>,
     ) {
+        // Claimed ahead of its time (`store::READY_AHEAD`): it starts at its time, on this
+        // process's timer, which the claim recorded as its start.
+        if let Ok(early) = (execution.run_at - now()).to_std() {
+            tokio::time::sleep(early).await;
+        }
         let started_at = now();
         let clock = Instant::now();
         let attempt = execution.attempt_count;

@@ -223,7 +223,8 @@ pub(super) fn created_in_order(
 
 /// The claim (`Store::execution_claim`): its parameters are $1 the worker, $2 now, $3 the
 /// claim's size, $4 the lease in ms, $5 the shares' ceiling, $6/$7 what the worker holds of
-/// each endpoint, $8/$9 the rate-limited endpoints' allowances.
+/// each endpoint, $8/$9 the rate-limited endpoints' allowances, $10 the latest `run_at` taken
+/// (`ClaimParams::due_by`).
 ///
 /// One statement, endpoint by endpoint:
 /// - `queued`: every endpoint with claimable executions, by a loose index scan of
@@ -294,7 +295,7 @@ pub(super) fn claim_sql() -> String {
                AND (SELECT x.run_at FROM executions x
                     WHERE x.endpoint = a.endpoint AND x.status IN ('QUEUED', 'RETRYING')
                     ORDER BY x.run_at
-                    LIMIT 1) <= $2
+                    LIMIT 1) <= $10
          ),
          taken AS MATERIALIZED (
              SELECT t.execution_id, t.run_at,
@@ -307,17 +308,18 @@ pub(super) fn claim_sql() -> String {
              CROSS JOIN LATERAL (
                  SELECT x.execution_id, x.run_at
                  FROM executions x
-                 WHERE x.endpoint = d.endpoint AND x.status IN ('QUEUED', 'RETRYING') AND x.run_at <= $2
+                 WHERE x.endpoint = d.endpoint AND x.status IN ('QUEUED', 'RETRYING') AND x.run_at <= $10
                  ORDER BY x.run_at
                  LIMIT LEAST(d.allowance, CEIL($3::float8 / (SELECT COUNT(*) FROM due))::int)
                  FOR UPDATE SKIP LOCKED
              ) AS t
          )
          -- `$2` is read before the statement runs, and the statement sees rows committed
-         -- after that instant: never record a start before the execution existed.
+         -- after that instant: never record a start before the execution existed. One
+         -- claimed ahead of its time starts at it.
          UPDATE executions
-         SET status = 'RUNNING', worker_id = $1, started_at = GREATEST($2, created_at),
-             attempt_count = attempt_count + 1, claimed_at = COALESCE(claimed_at, GREATEST($2, created_at)),
+         SET status = 'RUNNING', worker_id = $1, started_at = GREATEST($2, created_at, run_at),
+             attempt_count = attempt_count + 1, claimed_at = COALESCE(claimed_at, GREATEST($2, created_at, run_at)),
              lease_expires_at = now() + $4 * INTERVAL '1 millisecond'
          -- Found by primary key, from an array: with the rows as a join, a plan made while
          -- the queue's table held a few rows scanned all of it once per row taken.

@@ -70,7 +70,7 @@ async fn the_claim_reads_what_it_takes_whatever_the_statistics_say() {
     // The claim as a worker makes it: its transaction's settings, its generic plan.
     let mut tx = store.begin_claim().await.unwrap();
     sqlx::raw_sql(&format!(
-        "PREPARE claim(text, timestamptz, int, bigint, int, text[], int4[], text[], int4[]) AS {}",
+        "PREPARE claim(text, timestamptz, int, bigint, int, text[], int4[], text[], int4[], timestamptz) AS {}",
         claim_sql()
     ))
     .execute(&mut *tx)
@@ -78,7 +78,7 @@ async fn the_claim_reads_what_it_takes_whatever_the_statistics_say() {
     .unwrap();
     let (plan,): (serde_json::Value,) = sqlx::query_as(
         "EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON)
-         EXECUTE claim('w', now(), 50, 30000, 200, ARRAY['a'], ARRAY[150], ARRAY[]::text[], ARRAY[]::int4[])",
+         EXECUTE claim('w', now(), 50, 30000, 200, ARRAY['a'], ARRAY[150], ARRAY[]::text[], ARRAY[]::int4[], now())",
     )
     .fetch_one(&mut *tx)
     .await
