@@ -71,6 +71,14 @@ impl Tables {
         }
     }
 
+    /// Its loop's `loop` label in `taskexec_scheduler_loop_duration_seconds`.
+    pub fn metric_name(self) -> &'static str {
+        match self {
+            Self::Queue => "vacuumer",
+            Self::History => "vacuumer_history",
+        }
+    }
+
     /// The longest a round of its loop may take: a paced vacuum of a history table of
     /// millions of rows takes minutes.
     pub fn longest_round(self) -> Duration {
@@ -132,7 +140,7 @@ pub async fn run(
         beat.beat();
         let round = std::time::Instant::now();
         let result = vacuum_due(&store, mode, tables, &mut said).await;
-        crate::metrics::loop_round("vacuumer", round.elapsed(), result.is_err());
+        crate::metrics::loop_round(tables.metric_name(), round.elapsed(), result.is_err());
         if let Err(error) = result {
             tracing::warn!(%error, "Vacuuming the queue's tables failed; retrying next round.");
         }
