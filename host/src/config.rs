@@ -56,7 +56,7 @@ pub enum Command {
     /// Executions: one fire of a job, its attempts and logs (talks to the REST API at TE_URL).
     #[command(subcommand)]
     Executions(ExecutionsCommand),
-    /// Print a shell completion script: `taskexec completions bash > /etc/bash_completion.d/taskexec`.
+    /// Print a shell completion script: `taskexec completions bash > ~/.local/share/bash-completion/completions/taskexec`.
     Completions {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
