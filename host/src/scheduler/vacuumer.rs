@@ -48,7 +48,7 @@ pub enum Tables {
 
 impl Tables {
     fn of(table: &str) -> Self {
-        if table == "executions" || table == "executions_live" {
+        if crate::store::is_queue_table(table) {
             Self::Queue
         } else {
             Self::History

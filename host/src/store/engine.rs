@@ -408,6 +408,29 @@ impl AttemptFinish {
 /// worker's timer is a millisecond late.
 pub const READY_AHEAD: chrono::Duration = chrono::Duration::milliseconds(250);
 
+/// Whether `table` is the queue's own table: `executions`, or where history is partitioned
+/// apart (`store::partitions`), `executions_live`. It is vacuumed on its own and often.
+pub fn is_queue_table(table: &str) -> bool {
+    table == "executions" || table == "executions_live"
+}
+
+/// The claim's first CTE on every backend: each endpoint with executions waiting to be claimed
+/// (QUEUED or RETRYING), by a loose index scan of idx_executions_claim_endpoint (one probe per
+/// endpoint, however long its queue), ending with a NULL row.
+pub(super) const QUEUED_ENDPOINTS: &str = "queued(endpoint) AS (
+         SELECT (SELECT endpoint FROM executions
+                 WHERE status IN ('QUEUED', 'RETRYING')
+                 ORDER BY endpoint
+                 LIMIT 1)
+         UNION ALL
+         SELECT (SELECT e.endpoint FROM executions e
+                 WHERE e.status IN ('QUEUED', 'RETRYING') AND e.endpoint > q.endpoint
+                 ORDER BY e.endpoint
+                 LIMIT 1)
+         FROM queued q
+         WHERE q.endpoint IS NOT NULL
+     )";
+
 /// A claim: up to `limit` executions for `worker_id` whose `run_at` is at most `due_by` (now,
 /// or up to [`READY_AHEAD`] later: the worker then starts each at its `run_at`), each leased
 /// for `lease` from the database's clock.

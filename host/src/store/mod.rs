@@ -25,9 +25,9 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 
 pub use engine::{
-    ActivitySample, Attempt, AttemptFinish, ClaimParams, CronAdvance, EndpointShares, Execution, ExecutionFilter,
-    ExecutionLog, ExecutionWrite, Job, JobFilter, JobStats, JobWrite, LeaseExtend, LogWrite, PluginRecord, PluginWrite,
-    READY_AHEAD,
+    is_queue_table, ActivitySample, Attempt, AttemptFinish, ClaimParams, CronAdvance, EndpointShares, Execution,
+    ExecutionFilter, ExecutionLog, ExecutionWrite, Job, JobFilter, JobStats, JobWrite, LeaseExtend, LogWrite,
+    PluginRecord, PluginWrite, READY_AHEAD,
 };
 pub use time::{now, DbTime};
 

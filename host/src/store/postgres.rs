@@ -766,7 +766,7 @@ impl_store!(PgStore, Postgres, {
         // to pile up to 180,000, and the rate fell by two thirds. The queue's statistics are
         // a moment's anyway (its size swings with the queue; the statements that read it take
         // their indexes whatever they say, `INDEX_PLANS`).
-        let queue = table == "executions_live" || table == "executions";
+        let queue = super::is_queue_table(table);
         let (analyzed_lately,): (bool,) = sqlx::query_as(
             "SELECT COALESCE(GREATEST(last_analyze, last_autoanalyze) > now() - $2 * INTERVAL '1 minute', false)
              FROM pg_stat_user_tables WHERE relid = to_regclass($1)",

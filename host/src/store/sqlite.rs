@@ -235,20 +235,8 @@ impl_store!(SqliteStore, Sqlite, {
         // Every endpoint with something due, by a loose scan of idx_executions_claim_endpoint,
         // with its max_concurrency and rate-limit bucket.
         type Due = (String, Option<i32>, Option<f64>, Option<i32>, Option<f64>, Option<DateTime<Utc>>, i64);
-        let endpoints: Vec<Due> = sqlx::query_as(
-            "WITH RECURSIVE queued(endpoint) AS (
-                 SELECT (SELECT endpoint FROM executions
-                         WHERE status IN ('QUEUED', 'RETRYING')
-                         ORDER BY endpoint
-                         LIMIT 1)
-                 UNION ALL
-                 SELECT (SELECT e.endpoint FROM executions e
-                         WHERE e.status IN ('QUEUED', 'RETRYING') AND e.endpoint > q.endpoint
-                         ORDER BY e.endpoint
-                         LIMIT 1)
-                 FROM queued q
-                 WHERE q.endpoint IS NOT NULL
-             )
+        let endpoints: Vec<Due> = sqlx::query_as(&format!(
+            "WITH RECURSIVE {}
              SELECT q.endpoint, ep.max_concurrency, ep.rate_limit_per_sec, ep.rate_limit_burst, ep.rate_tokens,
                  ep.rate_tokens_at,
                  -- A half-open circuit lets one probe through while none of its executions runs:
@@ -265,7 +253,8 @@ impl_store!(SqliteStore, Sqlite, {
                AND ep.disabled_at IS NULL
                AND EXISTS (SELECT 1 FROM executions x
                            WHERE x.endpoint = q.endpoint AND x.status IN ('QUEUED', 'RETRYING') AND x.run_at <= $2)",
-        )
+            super::engine::QUEUED_ENDPOINTS
+        ))
         .bind(DbTime(claim.now))
         .bind(DbTime(claim.due_by))
         .fetch_all(&mut *tx)

@@ -6,7 +6,7 @@ use std::sync::LazyLock;
 use sqlx::postgres::PgArguments;
 use sqlx::{Arguments, Postgres};
 
-use super::super::engine::EXECUTION_COLUMNS;
+use super::super::engine::{EXECUTION_COLUMNS, QUEUED_ENDPOINTS};
 use super::super::StoreResult;
 
 // Batches of new rows travel as one array per column and UNNEST turns them back into rows:
@@ -227,8 +227,7 @@ pub(super) fn created_in_order(
 /// (`ClaimParams::due_by`).
 ///
 /// One statement, endpoint by endpoint:
-/// - `queued`: every endpoint with claimable executions, by a loose index scan of
-///   idx_executions_claim_endpoint (one probe per endpoint, however long its queue);
+/// - `queued`: every endpoint with claimable executions ([`QUEUED_ENDPOINTS`]);
 /// - `due`: those with an allowance left (this worker's shares, and the endpoint's
 ///   max_concurrency less what every worker runs of it now) and something due now;
 /// - `taken`: from each, its earliest due executions, at most its allowance and an equal
@@ -243,19 +242,7 @@ pub(super) fn created_in_order(
 /// released at commit. The lease counts from the database's clock, the reclaimer's.
 pub(super) fn claim_sql() -> String {
     format!(
-        "WITH RECURSIVE queued(endpoint) AS (
-             (SELECT endpoint FROM executions
-              WHERE status IN ('QUEUED', 'RETRYING')
-              ORDER BY endpoint
-              LIMIT 1)
-             UNION ALL
-             SELECT (SELECT e.endpoint FROM executions e
-                     WHERE e.status IN ('QUEUED', 'RETRYING') AND e.endpoint > q.endpoint
-                     ORDER BY e.endpoint
-                     LIMIT 1)
-             FROM queued q
-             WHERE q.endpoint IS NOT NULL
-         ),
+        "WITH RECURSIVE {QUEUED_ENDPOINTS},
          allowed AS (
              -- At most the ceiling less what this worker holds of it, and for an endpoint
              -- with max_concurrency, that less what all workers run of it now (the RUNNING
