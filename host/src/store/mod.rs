@@ -12,8 +12,10 @@ mod common;
 #[cfg(test)]
 mod conformance;
 mod engine;
+mod error;
 pub mod partitions;
 pub mod postgres;
+mod resources;
 pub mod sqlite;
 pub mod storable;
 mod time;
@@ -29,6 +31,9 @@ pub use engine::{
     ExecutionFilter, ExecutionLog, ExecutionWrite, Job, JobFilter, JobStats, JobWrite, LeaseExtend, LogWrite,
     PluginRecord, PluginWrite, READY_AHEAD,
 };
+pub(crate) use error::retrying_moved;
+pub use error::StoreError;
+pub use resources::{Config, Endpoint, EndpointWrite, PayloadSpec, Secret, DEFAULT_TIMEOUT_MS};
 pub use time::{now, DbTime};
 
 pub type StoreResult<T> = Result<T, StoreError>;
@@ -36,112 +41,6 @@ pub type StoreResult<T> = Result<T, StoreError>;
 /// The idempotency key of a retry is this prefix and the id of the execution it retries: at
 /// most one retry per execution, whoever asks and however often.
 pub const RETRY_KEY_PREFIX: &str = "retry:";
-
-/// What can go wrong below the [`Store`] interface, classified so callers can answer a user
-/// precisely. Database error kinds are matched explicitly in [`StoreError::from_sqlx`].
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    /// A row with the same key exists (a unique constraint fired).
-    #[error("a row with this key already exists")]
-    UniqueViolation,
-    /// A referenced row does not exist, or a row is still referenced: a foreign key fired, or
-    /// the store's own check where PostgreSQL has none (a job's endpoint, an execution's job;
-    /// migration 0066).
-    #[error("a foreign key constraint was violated")]
-    ForeignKeyViolation,
-    #[error("database error")]
-    Database(#[source] sqlx::Error),
-    #[error("migration failed")]
-    Migrate(#[from] sqlx::migrate::MigrateError),
-}
-
-impl StoreError {
-    pub fn from_sqlx(error: sqlx::Error) -> Self {
-        if let sqlx::Error::Database(db) = &error {
-            match db.kind() {
-                sqlx::error::ErrorKind::UniqueViolation => return Self::UniqueViolation,
-                sqlx::error::ErrorKind::ForeignKeyViolation => return Self::ForeignKeyViolation,
-                // Not-null and check violations mean the service wrote a bad row: a bug, so they
-                // stay database errors (an opaque 500 with the request id, logged in full).
-                sqlx::error::ErrorKind::NotNullViolation
-                | sqlx::error::ErrorKind::CheckViolation
-                | sqlx::error::ErrorKind::Other => {}
-                _ => {}
-            }
-        }
-        Self::Database(error)
-    }
-}
-
-impl StoreError {
-    /// Whether the same write may succeed later unchanged: the database was unreachable,
-    /// restarting, overloaded, or aborted the transaction (deadlock, serialization, SQLite's
-    /// lock). False for errors about the data itself (a value the database refuses, a
-    /// constraint), which fail the same way every time.
-    pub fn is_transient(&self) -> bool {
-        let Self::Database(error) = self else { return false };
-        match error {
-            // Not Protocol: sqlx reports a statement it refuses to send (too many parameters)
-            // that way, and it would fail the same way forever; the completer's split handles it.
-            sqlx::Error::Io(_)
-            | sqlx::Error::Tls(_)
-            | sqlx::Error::PoolTimedOut
-            | sqlx::Error::PoolClosed
-            | sqlx::Error::WorkerCrashed => true,
-            sqlx::Error::Database(db) => {
-                let code = db.code();
-                let code = code.as_deref().unwrap_or_default();
-                match db.try_downcast_ref::<sqlx::sqlite::SqliteError>() {
-                    // SQLITE_BUSY (5) and SQLITE_LOCKED (6), with their extended codes.
-                    Some(_) => matches!(code.parse::<i32>().map(|c| c & 0xff), Ok(5 | 6)),
-                    // PostgreSQL SQLSTATE classes: 08 connection exception, 40 transaction
-                    // rollback, 53 insufficient resources, 57 operator intervention (a
-                    // restart's admin_shutdown), 58 system error.
-                    None => ["08", "40", "53", "57", "58"].iter().any(|class| code.starts_with(class)),
-                }
-            }
-            _ => false,
-        }
-    }
-}
-
-impl StoreError {
-    /// Whether the database aborted the statement as a serialization failure (SQLSTATE
-    /// 40001): where history is partitioned, what a statement that waited for a row gets when
-    /// the row's holder moved it out of the queue's partition (`store::partitions`).
-    pub fn is_serialization_failure(&self) -> bool {
-        matches!(self, Self::Database(sqlx::Error::Database(db)) if db.code().as_deref() == Some("40001"))
-    }
-}
-
-/// Run `attempt` again, up to ten times in all, a millisecond more apart each time, while it
-/// fails with a serialization failure.
-/// On PostgreSQL a statement that meets a row another transaction has just finished (moved out
-/// of `executions_live`) fails so rather than find the row gone (`store::partitions`): once
-/// more, it no longer sees the row. For the writes that meet rows others finish: claims,
-/// lease renewals, cancels, promotions, reclaims.
-pub(crate) async fn retrying_moved<T, F, Fut>(mut attempt: F) -> StoreResult<T>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = StoreResult<T>>,
-{
-    let mut tries = 1;
-    loop {
-        match attempt().await {
-            Err(error) if error.is_serialization_failure() && tries < 10 => {
-                tokio::time::sleep(std::time::Duration::from_millis(tries)).await;
-                tries += 1;
-            }
-            done => return done,
-        }
-    }
-}
-
-impl From<sqlx::Error> for StoreError {
-    fn from(error: sqlx::Error) -> Self {
-        Self::from_sqlx(error)
-    }
-}
 
 /// Which backend a store is, for the few places (start-up messages, key policy) that differ.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -194,24 +93,6 @@ pub enum Deleted {
     InUse(Vec<String>),
 }
 
-#[derive(Debug, Clone, sqlx::FromRow)]
-pub struct PayloadSpec {
-    pub name: String,
-    #[sqlx(rename = "schema_json", json)]
-    pub schema: Value,
-    pub created_at: DateTime<Utc>,
-    pub updated_at: DateTime<Utc>,
-}
-
-#[derive(Debug, Clone, sqlx::FromRow)]
-pub struct Config {
-    pub name: String,
-    #[sqlx(rename = "values_json", json)]
-    pub values: Value,
-    pub created_at: DateTime<Utc>,
-    pub updated_at: DateTime<Utc>,
-}
-
 /// Dead and live rows of the queue's tables, as the database counts them.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Churn {
@@ -219,147 +100,6 @@ pub struct Churn {
     pub autovacuum: bool,
     /// `(table, dead rows, live rows)`.
     pub tables: Vec<(String, i64, i64)>,
-}
-
-/// A secret as stored: only ever the encrypted envelope (see `crate::secret`).
-#[derive(Clone, sqlx::FromRow)]
-pub struct Secret {
-    pub name: String,
-    pub encrypted_value: Vec<u8>,
-    /// Where the secret may be sent, as JSON (`secret::hosts::AllowedHosts`); None: anywhere.
-    pub allowed_hosts: Option<String>,
-    pub created_at: DateTime<Utc>,
-    pub updated_at: DateTime<Utc>,
-}
-
-impl std::fmt::Debug for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Secret").field("name", &self.name).finish_non_exhaustive()
-    }
-}
-
-#[derive(Debug, Clone, sqlx::FromRow)]
-pub struct Endpoint {
-    pub name: String,
-    pub endpoint_type: crate::domain::EndpointType,
-    #[sqlx(rename = "payload_spec_ref")]
-    pub payload_spec: Option<String>,
-    #[sqlx(rename = "config_ref")]
-    pub config: Option<String>,
-    #[sqlx(json)]
-    pub spec: Value,
-    #[sqlx(json)]
-    pub retry_policy: Value,
-    pub version: i32,
-    pub created_at: DateTime<Utc>,
-    pub updated_at: DateTime<Utc>,
-    /// The transport plugin of a PLUGIN endpoint.
-    pub plugin: Option<String>,
-    /// A renderer plugin used in place of the built-in renderer.
-    pub renderer: Option<String>,
-    /// The most deliveries of this endpoint run at once by all workers (unset: fair shares).
-    pub max_concurrency: Option<i32>,
-    /// The endpoint told of this endpoint's failed executions (always the current one's).
-    pub on_failure: Option<String>,
-    /// No execution of it is claimed before this time (a receiver's 429 Retry-After).
-    pub paused_until: Option<DateTime<Utc>>,
-    /// Deliveries per second across all workers, and the bucket's burst (both or neither).
-    pub rate_limit_per_sec: Option<f64>,
-    pub rate_limit_burst: Option<i32>,
-    /// The circuit breaker's settings (None: the defaults) and state (see `flow::circuit`).
-    #[sqlx(json(nullable))]
-    pub circuit_policy: Option<crate::flow::CircuitPolicy>,
-    pub circuit_failures: i32,
-    pub circuit_failing_since: Option<DateTime<Utc>>,
-    pub circuit_open_until: Option<DateTime<Utc>>,
-    pub circuit_cooldown_ms: Option<i64>,
-    pub circuit_last_error: Option<String>,
-    pub disabled_at: Option<DateTime<Utc>>,
-    /// The delivery timeout set on the endpoint itself (every type; None: the spec's own
-    /// `timeout_ms`, or the default).
-    pub timeout_ms: Option<i32>,
-    /// The plugin version a PLUGIN endpoint is pinned to (None: the newest).
-    pub plugin_version: Option<i32>,
-    /// The classifier plugin that judges this endpoint's answers, its pinned version and its
-    /// configuration (see `worker::classify`).
-    pub classifier: Option<String>,
-    pub classifier_version: Option<i32>,
-    #[sqlx(json(nullable))]
-    pub classifier_config: Option<Value>,
-}
-
-impl Endpoint {
-    pub fn rate_limit(&self) -> Option<crate::flow::RateLimit> {
-        let (per_second, burst) = (self.rate_limit_per_sec?, self.rate_limit_burst?);
-        Some(crate::flow::RateLimit { per_second, burst: u32::try_from(burst).unwrap_or(1) })
-    }
-
-    /// The plugin a PLUGIN endpoint delivers through, pinned or not.
-    pub fn plugin_ref(&self) -> Option<crate::plugin::PluginRef> {
-        self.plugin.as_ref().map(|name| crate::plugin::PluginRef { name: name.clone(), version: self.plugin_version })
-    }
-
-    /// The classifier plugin that judges this endpoint's answers, pinned or not.
-    pub fn classifier_ref(&self) -> Option<crate::plugin::PluginRef> {
-        self.classifier
-            .as_ref()
-            .map(|name| crate::plugin::PluginRef { name: name.clone(), version: self.classifier_version })
-    }
-
-    /// How long a delivery may take: the endpoint's `timeout_ms`, else its spec's (the built-in
-    /// transports' specs have one, filled in with their default), else [`DEFAULT_TIMEOUT_MS`];
-    /// never more than the longest a delivery may take.
-    pub fn delivery_timeout_ms(&self, rendered_spec: &Value) -> u64 {
-        let own = self.timeout_ms.and_then(|t| u64::try_from(t).ok());
-        own.or_else(|| rendered_spec.get("timeout_ms").and_then(Value::as_u64))
-            .unwrap_or(DEFAULT_TIMEOUT_MS)
-            .clamp(1, crate::transport::MAX_TIMEOUT_MS)
-    }
-
-    /// The circuit breaker's settings: the endpoint's own, or the defaults.
-    pub fn circuit_policy(&self) -> crate::flow::CircuitPolicy {
-        self.circuit_policy.unwrap_or_default()
-    }
-
-    /// The circuit breaker's state as stored.
-    pub fn circuit(&self) -> crate::flow::CircuitState {
-        crate::flow::CircuitState {
-            failures: self.circuit_failures,
-            failing_since: self.circuit_failing_since,
-            open_until: self.circuit_open_until,
-            cooldown_ms: self.circuit_cooldown_ms,
-            last_error: self.circuit_last_error.clone(),
-            disabled_at: self.disabled_at,
-        }
-    }
-}
-
-/// A delivery's timeout when neither the endpoint nor its spec sets one (a plugin's).
-pub const DEFAULT_TIMEOUT_MS: u64 = 30_000;
-
-/// Everything an endpoint create or update writes.
-#[derive(Debug, Clone)]
-pub struct EndpointWrite {
-    pub name: String,
-    pub endpoint_type: crate::domain::EndpointType,
-    pub payload_spec: Option<String>,
-    pub config: Option<String>,
-    pub spec: Value,
-    pub retry_policy: Value,
-    /// The secrets the spec's templates name; kept so a secret in use cannot be deleted.
-    pub secret_refs: Vec<String>,
-    pub plugin: Option<String>,
-    pub renderer: Option<String>,
-    pub max_concurrency: Option<i32>,
-    pub on_failure: Option<String>,
-    pub rate_limit: Option<crate::flow::RateLimit>,
-    /// None: the defaults.
-    pub circuit_policy: Option<crate::flow::CircuitPolicy>,
-    pub timeout_ms: Option<i32>,
-    pub plugin_version: Option<i32>,
-    /// The classifier plugin (pinned to a version or not) and its configuration.
-    pub classifier: Option<crate::plugin::PluginRef>,
-    pub classifier_config: Option<Value>,
 }
 
 /// What one round of [`Store::history_upkeep`] did: the partitions it made and dropped.

@@ -29,14 +29,18 @@ use sqlx::postgres::{PgArguments, PgListener, PgPool, PgPoolOptions};
 use sqlx::{Postgres, Transaction};
 
 use super::common::impl_store;
+use maintenance::{warn_if_autovacuum_off, AUTOVACUUM, MAINTENANCE_POOL_SIZE};
+use migrations::{accept_rewritten_migrations, MigrationLock};
 use statements::*;
 
+mod claim;
+mod maintenance;
+mod migrations;
 mod statements;
-use crate::flow::{RateLimit, StoredBucket};
 use crate::ids::{AttemptId, LogId};
 // Inside impl_store! the shared imports (chrono, DbTime, Execution, EXECUTION_COLUMNS, …)
 // are in scope for the backend's own methods too.
-use super::{Backend, DbTime, Execution, Signal, StoreResult, WorkerCommits};
+use super::{Backend, Signal, StoreResult, WorkerCommits};
 
 pub struct PgStore {
     pool: PgPool,
@@ -55,21 +59,6 @@ pub struct PgStore {
     /// Whether the queue is apart from its history, and history in time partitions
     /// (`store::partitions`): PostgreSQL from its first migration on; never CockroachDB.
     partitioned: std::sync::atomic::AtomicBool,
-}
-
-/// An endpoint with max_concurrency, a rate limit or a circuit not closed, as a claim locks it: its name, rate
-/// limit (per second, burst) and bucket (tokens as of a time).
-type Limited = (String, Option<f64>, Option<i32>, Option<f64>, Option<chrono::DateTime<chrono::Utc>>);
-
-/// The tokens in each rate-limited endpoint's bucket at `now`.
-fn buckets(limited: &[Limited], now: chrono::DateTime<chrono::Utc>) -> Vec<(String, f64)> {
-    limited
-        .iter()
-        .filter_map(|(name, per_second, burst, tokens, at)| {
-            let bucket = StoredBucket { per_second: *per_second, burst: *burst, tokens: *tokens, at: *at };
-            Some((name.clone(), bucket.tokens_now(now)?))
-        })
-        .collect()
 }
 
 impl PgStore {
@@ -250,166 +239,6 @@ const INDEX_PLANS: &str = "SET LOCAL enable_seqscan = off; SET LOCAL jit = off";
 /// rows of each endpoint for 25). (Pricing out sorts as well made the update's search of its
 /// 45 rows by primary key take 580 ms, for a reason not found.)
 const CLAIM_PLANS: &str = "; SET LOCAL enable_bitmapscan = off";
-
-/// Every execution is written three times or more (queued, claimed, finished), and each
-/// write leaves its old row version and index entries behind until VACUUM removes them; a
-/// claim walks past every one left in the claim index. With autovacuum off they piled up, and
-/// claims slowed down as finished work accumulated (benchmarks.md, "Soak"). The scheduler then
-/// vacuums the queue's tables itself (`scheduler::vacuumer`, `TE_VACUUM=auto`); said once at
-/// start, since the database's other tables are left to the operator.
-async fn warn_if_autovacuum_off(pool: &PgPool) {
-    if let Ok((setting,)) = sqlx::query_as::<_, (String,)>("SHOW autovacuum").fetch_one(pool).await {
-        if setting == "off" {
-            tracing::warn!(
-                "PostgreSQL's autovacuum is off: schedulers vacuum taskexec's queue tables themselves (TE_VACUUM=auto); \
-                 turn it on (autovacuum = on, PostgreSQL's default) for the database's other tables."
-            );
-        }
-    }
-}
-
-/// The tables every delivery writes and the purge deletes from: those that need vacuuming.
-const CHURNING_TABLES: [&str; 4] = ["attempts", "execution_logs", "executions", "jobs"];
-
-/// The tables that hold the rows of `$1` (each table itself, or where it is partitioned, its
-/// partitions: `store::partitions`) with their dead and live rows. (`pg_partition_tree` lists
-/// nothing for a table that is not partitioned.)
-const CHURNING_LEAVES: &str = "SELECT c.relname::text, s.n_dead_tup, s.n_live_tup
-     FROM UNNEST($1::text[]) AS t(name)
-     JOIN pg_class root ON root.oid = to_regclass(t.name)
-     CROSS JOIN LATERAL (SELECT relid FROM pg_partition_tree(root.oid) WHERE isleaf
-                         UNION ALL
-                         SELECT root.oid WHERE root.relkind = 'r') AS p
-     JOIN pg_class c ON c.oid = p.relid
-     JOIN pg_stat_user_tables s ON s.relid = p.relid
-     ORDER BY 1";
-
-/// Per-table autovacuum settings for the queue's churn (why: in the file).
-const AUTOVACUUM: &str = include_str!("postgres_autovacuum.sql");
-
-/// Connections of [`PgStore::maintenance`]: the queue's vacuum, the history's, and the
-/// partition upkeep, each a loop of its own.
-pub const MAINTENANCE_POOL_SIZE: u32 = 3;
-
-/// The pace of the scheduler's vacuum of a history table (`Store::vacuum`): autovacuum's own
-/// (`autovacuum_vacuum_cost_delay`, 2 ms since PostgreSQL 12, at the default cost limit),
-/// where a manual VACUUM runs unpaced.
-const HISTORY_VACUUM_PACE: &str = "SET vacuum_cost_delay = '2ms'";
-
-/// Vacuum `table` at [`HISTORY_VACUUM_PACE`], so that a vacuum of millions of rows is not the
-/// queue's rival for the disk and the CPU, then `analyze` it unpaced, since an ANALYZE holds
-/// back every vacuum for as long as it runs. The pace is a session setting, as VACUUM runs in
-/// no transaction (so no SET LOCAL), reset after it. (Through a transaction-mode pooler the
-/// setting may reach another server connection: it paces nothing but a VACUUM or an
-/// ANALYZE, which only the vacuumer runs.)
-async fn paced_vacuum(pool: &PgPool, table: &str, analyze: bool) -> StoreResult<()> {
-    let mut connection = pool.acquire().await?;
-    sqlx::query(HISTORY_VACUUM_PACE).persistent(false).execute(&mut *connection).await?;
-    let vacuum = format!("VACUUM (SKIP_LOCKED) \"{table}\"");
-    let vacuumed = sqlx::query(&vacuum).persistent(false).execute(&mut *connection).await;
-    sqlx::query("RESET vacuum_cost_delay").persistent(false).execute(&mut *connection).await?;
-    vacuumed?;
-    if analyze {
-        let analyze = format!("ANALYZE (SKIP_LOCKED) \"{table}\"");
-        sqlx::query(&analyze).persistent(false).execute(&mut *connection).await?;
-    }
-    Ok(())
-}
-
-/// Serialises migrations across processes that start together, on PostgreSQL and CockroachDB
-/// alike: whoever holds the one row of `te_migration_lock` migrates, the others wait for it
-/// and then find nothing to do. A holder that dies leaves a row that expires (after
-/// `MigrationLock::TTL`) rather than blocking start-up for ever.
-struct MigrationLock {
-    holder: String,
-}
-
-impl MigrationLock {
-    const TTL_SECONDS: i64 = 600;
-    const WAIT: Duration = Duration::from_millis(250);
-
-    async fn acquire(pool: &PgPool) -> StoreResult<Self> {
-        let create = "CREATE TABLE IF NOT EXISTS te_migration_lock (
-                          id          INT          NOT NULL PRIMARY KEY,
-                          holder      TEXT         NOT NULL,
-                          expires_at  TIMESTAMPTZ  NOT NULL
-                      )";
-        // Two first starts may race to create the table; PostgreSQL then refuses the loser's
-        // CREATE (a unique violation in its catalog) even with IF NOT EXISTS. Once more finds
-        // the table there.
-        if sqlx::query(create).execute(pool).await.is_err() {
-            sqlx::query(create).execute(pool).await?;
-        }
-        let holder = format!("{}-{}", std::process::id(), uuid::Uuid::new_v4().simple());
-        let mut waited = false;
-        loop {
-            let taken: Option<(String,)> = sqlx::query_as(
-                "INSERT INTO te_migration_lock (id, holder, expires_at)
-                 VALUES (1, $1, now() + $2 * INTERVAL '1 second')
-                 ON CONFLICT (id) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
-                 WHERE te_migration_lock.expires_at < now()
-                 RETURNING holder",
-            )
-            .bind(&holder)
-            .bind(Self::TTL_SECONDS)
-            .fetch_optional(pool)
-            .await?;
-            if taken.is_some() {
-                return Ok(Self { holder });
-            }
-            if !waited {
-                tracing::info!("Another process is applying migrations; waiting for it.");
-                waited = true;
-            }
-            tokio::time::sleep(Self::WAIT).await;
-        }
-    }
-
-    async fn release(self, pool: &PgPool) -> StoreResult<()> {
-        sqlx::query("DELETE FROM te_migration_lock WHERE id = 1 AND holder = $1")
-            .bind(&self.holder)
-            .execute(pool)
-            .await?;
-        Ok(())
-    }
-}
-
-/// Migrations whose text was rewritten after release, without changing what they do, and the
-/// checksum of the text they were released with: (version, sha384 of the released file).
-/// - 0005 (rewritten 2026-11-23) as one schema change per transaction, each step safe to
-///   repeat, for CockroachDB; released in 0.1.0 as one transaction.
-const REWRITTEN_MIGRATIONS: [(i64, &str); 1] =
-    [(5, "8a518a6ce78db9d223f8a173e68f8a25262f243b14989701ea24820ed0a1ead85391ab9429eecea1ca1d059d669929af")];
-
-/// A database that applied a rewritten migration's released text is given the new text's
-/// checksum, so the migrator accepts it (it refuses any applied migration whose text changed).
-async fn accept_rewritten_migrations(pool: &PgPool, migrator: &sqlx::migrate::Migrator) -> StoreResult<()> {
-    let (exists,): (bool,) =
-        sqlx::query_as("SELECT EXISTS (SELECT 1 FROM information_schema.tables WHERE table_name = '_sqlx_migrations')")
-            .fetch_one(pool)
-            .await?;
-    if !exists {
-        return Ok(());
-    }
-    for (version, released) in REWRITTEN_MIGRATIONS {
-        let Some(current) = migrator.iter().find(|m| m.version == version) else { continue };
-        let released = decode_hex(released);
-        let updated = sqlx::query("UPDATE _sqlx_migrations SET checksum = $1 WHERE version = $2 AND checksum = $3")
-            .bind(current.checksum.as_ref())
-            .bind(version)
-            .bind(&released)
-            .execute(pool)
-            .await?;
-        if updated.rows_affected() > 0 {
-            tracing::info!(version, "Migration rewritten since this database applied it; its checksum was updated.");
-        }
-    }
-    Ok(())
-}
-
-fn decode_hex(hex: &str) -> Vec<u8> {
-    (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("a hex checksum")).collect()
-}
 
 /// A lease length as whole milliseconds, for `now() + $n * INTERVAL '1 millisecond'`.
 fn lease_ms(lease: Duration) -> i64 {
@@ -631,48 +460,6 @@ impl PgStore {
     }
 }
 
-impl PgStore {
-    /// One claim (`Store::execution_claim`).
-    async fn claim_once(&self, claim: &super::ClaimParams) -> StoreResult<Vec<Execution>> {
-        let sql = claim_sql();
-        let (names, held): (Vec<&str>, Vec<i32>) = claim.shares.held.iter().map(|(e, h)| (e.as_str(), *h)).unzip();
-        // Claims for endpoints with max_concurrency, a rate limit or a circuit that is not
-        // closed take turns: each locks those endpoints' rows first, so the claim after it (a
-        // new snapshot under READ COMMITTED) counts what the one before took and finds the
-        // tokens it left, and the limits (and a half-open circuit's single probe) hold across
-        // worker processes. Attempt results update a circuit under the same row lock
-        // (`circuit_record`). With no such endpoint this locks nothing, and claims run side by
-        // side as before.
-        let mut tx = self.begin_claim().await?;
-        let limited: Vec<Limited> = sqlx::query_as(
-            "SELECT name, rate_limit_per_sec, rate_limit_burst, rate_tokens, rate_tokens_at FROM endpoints
-             WHERE max_concurrency IS NOT NULL OR rate_limit_per_sec IS NOT NULL OR circuit_open_until IS NOT NULL
-             ORDER BY name FOR UPDATE",
-        )
-        .fetch_all(&mut *tx)
-        .await?;
-        let buckets = buckets(&limited, claim.now);
-        let (cap_names, caps): (Vec<&str>, Vec<i32>) =
-            buckets.iter().map(|(name, tokens)| (name.as_str(), RateLimit::allowance(*tokens))).unzip();
-        let claimed = sqlx::query_as::<Postgres, Execution>(&sql)
-            .bind(&claim.worker_id)
-            .bind(DbTime(claim.now))
-            .bind(claim.limit)
-            .bind(lease_ms(claim.lease))
-            .bind(claim.shares.ceiling)
-            .bind(&names)
-            .bind(&held)
-            .bind(&cap_names)
-            .bind(&caps)
-            .bind(DbTime(claim.due_by))
-            .fetch_all(&mut *tx)
-            .await?;
-        Self::spend_tokens(&mut tx, &buckets, &claimed, claim.now).await?;
-        tx.commit().await?;
-        Ok(claimed)
-    }
-}
-
 impl_store!(PgStore, Postgres, {
     fn backend(&self) -> Backend {
         Backend::Postgres
@@ -748,40 +535,11 @@ impl_store!(PgStore, Postgres, {
         if self.cockroach {
             return Ok(super::Churn::default());
         }
-        let (setting,): (String,) = sqlx::query_as("SHOW autovacuum").fetch_one(&self.maintenance).await?;
-        let tables = sqlx::query_as(CHURNING_LEAVES).bind(&CHURNING_TABLES[..]).fetch_all(&self.maintenance).await?;
-        Ok(super::Churn { autovacuum: setting == "on", tables })
+        maintenance::churn(&self.maintenance).await
     }
 
     async fn vacuum(&self, table: &str) -> StoreResult<()> {
-        // Only a table of the queue's (or one of their partitions), as the catalog names it:
-        // the name goes into the statement's text.
-        let leaves: Vec<(String, i64, i64)> =
-            sqlx::query_as(CHURNING_LEAVES).bind(&CHURNING_TABLES[..]).fetch_all(&self.maintenance).await?;
-        let Some((table, _, _)) = leaves.iter().find(|(name, _, _)| name == table) else { return Ok(()) };
-        // Each table is analyzed at most once a minute (the queue's partition) or ten (the
-        // others), not at every vacuum: an ANALYZE holds a snapshot, unlike a VACUUM, and
-        // while it runs no vacuum removes a dead row newer than it: in the short soak, the
-        // ANALYZE of each `jobs` vacuum (every 10 s after a purge) left the queue's dead rows
-        // to pile up to 180,000, and the rate fell by two thirds. The queue's statistics are
-        // a moment's anyway (its size swings with the queue; the statements that read it take
-        // their indexes whatever they say, `INDEX_PLANS`).
-        let queue = super::is_queue_table(table);
-        let (analyzed_lately,): (bool,) = sqlx::query_as(
-            "SELECT COALESCE(GREATEST(last_analyze, last_autoanalyze) > now() - $2 * INTERVAL '1 minute', false)
-             FROM pg_stat_user_tables WHERE relid = to_regclass($1)",
-        )
-        .bind(format!("\"{table}\""))
-        .bind(if queue { 1.0 } else { 10.0 })
-        .fetch_optional(&self.maintenance)
-        .await?
-        .unwrap_or((false,));
-        if queue {
-            let options = if analyzed_lately { "SKIP_LOCKED" } else { "ANALYZE, SKIP_LOCKED" };
-            sqlx::raw_sql(&format!("VACUUM ({options}) \"{table}\"")).execute(&self.maintenance).await?;
-            return Ok(());
-        }
-        paced_vacuum(&self.maintenance, table, !analyzed_lately).await
+        maintenance::vacuum(&self.maintenance, table).await
     }
 
     async fn listen(&self, signal: Signal, wake: Arc<tokio::sync::Notify>) -> StoreResult<bool> {
