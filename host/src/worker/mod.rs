@@ -12,6 +12,7 @@ pub mod classify;
 pub mod completer;
 pub mod fairness;
 pub mod lease;
+mod outcome;
 pub mod pipeline;
 
 use std::sync::Arc;
