@@ -12,6 +12,7 @@ pub mod classify;
 pub mod completer;
 pub mod fairness;
 pub mod lease;
+pub mod on_time;
 mod outcome;
 pub mod pipeline;
 
@@ -161,7 +162,14 @@ pub async fn run(
         for (execution, permit) in claimed.into_iter().zip(permits.drain(..got)) {
             let held = leases.hold(&execution.execution_id, execution.attempt_count);
             let slot = Slot::take(permit, fairness.clone(), &execution.endpoint, wakeups.work_ready.clone());
-            in_flight.spawn(pipeline.clone().process(execution, leases.clone(), held, slot));
+            // Claimed ahead of its time: it waits for its start on the runtime kept for that.
+            let ahead = execution.run_at > at;
+            let attempt = pipeline.clone().process(execution, leases.clone(), held, slot);
+            if ahead {
+                in_flight.spawn_on(attempt, on_time::handle());
+            } else {
+                in_flight.spawn(attempt);
+            }
         }
         drop(permits);
         while in_flight.try_join_next().is_some() {}

@@ -28,7 +28,7 @@ use super::lease::{Held, Leases, LEASE_MARGIN};
 use super::outcome::{classified, Logs, Outcome, ReceiverSign};
 use super::Slot;
 use crate::contract::{Failure, FailureKind, Message, Verdict};
-use crate::domain::{AttemptStatus, ExecutionStatus};
+use crate::domain::{AttemptErrorType, AttemptStatus, ExecutionStatus};
 use crate::flow::Health;
 use crate::retry::RetryPolicy;
 use crate::secret::hosts::{self, AllowedHosts};
@@ -158,7 +158,7 @@ impl Pipeline {
         traceparent: Option<TraceParent>,
     ) {
         // Claimed ahead of its time (`store::READY_AHEAD`): it starts at its time, on this
-        // process's timer, which the claim recorded as its start.
+        // process's timer (and runtime: `super::on_time`), which the claim recorded as its start.
         if let Ok(early) = (execution.run_at - now()).to_std() {
             tokio::time::sleep(early).await;
         }
@@ -177,7 +177,8 @@ impl Pipeline {
                 tracing::warn!(%error, "Attempt stopped before delivery: the store failed.");
                 let message = format!("The database could not be read before delivery ({error}); nothing was sent.");
                 logs.push("WARN", message.clone());
-                let error_json = json!({ "type": "STORE_UNAVAILABLE", "message": message, "retryable": true });
+                let error_json =
+                    json!({ "type": AttemptErrorType::StoreUnavailable, "message": message, "retryable": true });
                 let outcome = if error.is_transient() {
                     Outcome::NotSent { error: error_json }
                 } else {
@@ -241,7 +242,11 @@ impl Pipeline {
         let Some(resolved) = resolved else {
             let message = format!("Endpoint '{}' no longer exists.", execution.endpoint);
             logs.push("ERROR", message.clone());
-            return Ok((Outcome::permanent("ENDPOINT_NOT_FOUND", message), RetryPolicy::default(), Vec::new()));
+            return Ok((
+                Outcome::permanent(AttemptErrorType::EndpointNotFound, message),
+                RetryPolicy::default(),
+                Vec::new(),
+            ));
         };
         let (endpoint, policy) = (&resolved.endpoint, resolved.policy.clone());
         let endpoint_type = endpoint.endpoint_type;
@@ -250,7 +255,11 @@ impl Pipeline {
             Ok(found) => found,
             Err(message) => {
                 logs.push("ERROR", message.clone());
-                return Ok((Outcome::permanent("TEMPLATE_RESOLUTION_FAILED", message), policy, Vec::new()));
+                return Ok((
+                    Outcome::permanent(AttemptErrorType::TemplateResolutionFailed, message),
+                    policy,
+                    Vec::new(),
+                ));
             }
         };
         let secrets: Vec<SecretValue> = context.secrets.values().cloned().collect();
@@ -267,9 +276,9 @@ impl Pipeline {
                 let message = format!("Template resolution failed: {}", error.message);
                 logs.push("ERROR", message.clone());
                 let kind = if error.message.contains(crate::template::bounded::TOO_LARGE) {
-                    crate::template::bounded::TOO_LARGE
+                    AttemptErrorType::TemplateTooLarge
                 } else {
-                    "TEMPLATE_RESOLUTION_FAILED"
+                    AttemptErrorType::TemplateResolutionFailed
                 };
                 let mut outcome = Outcome::permanent(kind, message);
                 if let (Outcome::Failed { error: e, .. }, Some(variable)) = (&mut outcome, error.variable) {
@@ -290,7 +299,7 @@ impl Pipeline {
             Err(error) => {
                 let message = format!("`{}`: {}", error.field, error.message);
                 logs.push("ERROR", message.clone());
-                return Ok((Outcome::permanent("INVALID_SPEC", message), policy, secrets));
+                return Ok((Outcome::permanent(AttemptErrorType::InvalidSpec, message), policy, secrets));
             }
         };
         // A secret that names where it may go leaves for nowhere else: checked on the rendered
@@ -301,7 +310,7 @@ impl Pipeline {
                 restrictions.iter().find_map(|(name, allowed)| hosts::refusal(name, allowed, &destinations))
             {
                 logs.push("ERROR", message.clone());
-                return Ok((Outcome::permanent("SECRET_HOST_NOT_ALLOWED", message), policy, secrets));
+                return Ok((Outcome::permanent(AttemptErrorType::SecretHostNotAllowed, message), policy, secrets));
             }
         }
 
@@ -324,7 +333,7 @@ impl Pipeline {
         if !Box::pin(leases.ensure(&execution.execution_id, execution.attempt_count, needed)).await? {
             let message = "The execution was reclaimed or cancelled before delivery; nothing was sent.".to_owned();
             logs.push("WARN", message.clone());
-            return Ok((Outcome::permanent("LEASE_LOST", message), policy, secrets));
+            return Ok((Outcome::permanent(AttemptErrorType::LeaseLost, message), policy, secrets));
         }
         let sent = Instant::now();
         crate::metrics::fire_lateness((now() - execution.run_at).to_std().unwrap_or_default());
