@@ -18,7 +18,15 @@
 -- deleted by the purge, whose dead rows no hot statement reads past: vacuumed at 20% dead
 -- (PostgreSQL's default) rather than 1% — at 1% a table as large as the retention's history
 -- was vacuumed, every index of it read, every few seconds.
+--
+-- The queue's partition is never truncated by a vacuum (`vacuum_truncate`, PostgreSQL 12+, for
+-- the vacuumer's VACUUM and autovacuum alike). Its empty pages at the end are the ones the next
+-- burst of executions is written to: to give them back, a vacuum waits for an ACCESS EXCLUSIVE
+-- lock (up to 5 s, in the soak 19 s of every 4 minutes, the queue's next vacuum waiting behind
+-- it), holds it while it reads the pages back, every claim and insert waiting meanwhile, and
+-- the inserts after it extend the table again, one relation-extension lock at a time.
 ALTER TABLE executions_live SET (
+    vacuum_truncate = false,
     autovacuum_vacuum_scale_factor = 0.01,
     autovacuum_vacuum_threshold = 2000,
     autovacuum_vacuum_insert_scale_factor = 0.02,
