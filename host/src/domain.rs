@@ -1,5 +1,5 @@
 //! The engine's vocabulary as types: execution, attempt and job statuses, triggers and endpoint
-//! types. Each is stored as the TEXT the brief names (`"PENDING"`, `"CRON"`, …), written in
+//! types. Each is stored as the TEXT docs/api.md names (`"PENDING"`, `"CRON"`, …), written in
 //! JSON the same way, and read back strictly: a value no variant names is an error, never a
 //! silent default.
 
@@ -145,6 +145,50 @@ text_enum! {
 }
 
 text_enum! {
+    /// The `type` of the error an attempt records (docs/api.md, "Executions"): what the
+    /// transport's failure was, or why the attempt ended before or without a delivery.
+    pub enum AttemptErrorType ("attempt error type") {
+        /// The delivery did not finish within its `timeout_ms`.
+        Timeout => "TIMEOUT",
+        /// The destination could not be reached.
+        ConnectionError => "CONNECTION_ERROR",
+        /// The rendered spec is not one the transport can send.
+        InvalidSpec => "INVALID_SPEC",
+        /// The transport failed on its own side.
+        InternalError => "INTERNAL_ERROR",
+        /// A refusal by a transport that names none of its own.
+        Rejected => "REJECTED",
+        /// The receiver answered with a status outside `expected_status_codes` (`status_code`).
+        HttpError => "HTTP_ERROR",
+        /// The Kafka broker refused the record (`code`).
+        BrokerError => "BROKER_ERROR",
+        /// Redis refused the stream entry.
+        StreamError => "STREAM_ERROR",
+        /// A transport plugin reported the refusal (`code` when it gave one).
+        PluginError => "PLUGIN_ERROR",
+        /// The endpoint's classifier failed an attempt the transport counted a success or
+        /// another failure (`verdict`).
+        ClassifiedFailure => "CLASSIFIED_FAILURE",
+        /// A template read a value that is not there (`variable`).
+        TemplateResolutionFailed => "TEMPLATE_RESOLUTION_FAILED",
+        /// The render built more than `TE_RENDER_MAX_BUILD_BYTES`.
+        TemplateTooLarge => "TEMPLATE_TOO_LARGE",
+        /// The endpoint was deleted before the attempt could read it.
+        EndpointNotFound => "ENDPOINT_NOT_FOUND",
+        /// A secret the spec reads may not be sent to its destination.
+        SecretHostNotAllowed => "SECRET_HOST_NOT_ALLOWED",
+        /// The execution was reclaimed or cancelled before delivery; nothing was sent.
+        LeaseLost => "LEASE_LOST",
+        /// The worker holding the attempt stopped renewing its lease; the execution was reclaimed.
+        WorkerLost => "WORKER_LOST",
+        /// The database failed before anything was sent.
+        StoreUnavailable => "STORE_UNAVAILABLE",
+        /// The attempt's result could not be stored in full; its status was kept.
+        ResultUnstorable => "RESULT_UNSTORABLE",
+    }
+}
+
+text_enum! {
     /// A job is ACTIVE until it is cancelled, replaced by a new version, or (one-shot) done.
     pub enum JobStatus ("job status") {
         Active => "ACTIVE",
@@ -204,6 +248,25 @@ text_enum! {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// docs/api.md's table of attempt error types lists every type an attempt records.
+    #[test]
+    fn the_attempt_error_types_are_the_documented_ones() {
+        let doc = include_str!("../../docs/api.md");
+        let table = doc.split("#### Attempt error types").nth(1).expect("docs/api.md lists the attempt error types");
+        let documented: Vec<&str> = table
+            .lines()
+            .skip_while(|line| !line.starts_with('|'))
+            .take_while(|line| line.starts_with('|'))
+            .filter_map(|line| line.split('`').nth(1))
+            .collect();
+        let in_code: Vec<&str> = AttemptErrorType::ALL.iter().map(|t| t.as_str()).collect();
+        assert_eq!(
+            documented.iter().collect::<std::collections::BTreeSet<_>>(),
+            in_code.iter().collect::<std::collections::BTreeSet<_>>()
+        );
+        assert_eq!(documented.len(), in_code.len(), "each type once");
+    }
 
     #[test]
     fn names_round_trip_through_text_and_json() {

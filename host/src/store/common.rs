@@ -203,7 +203,7 @@ macro_rules! impl_store {
                         .fetch_all(&mut *tx)
                         .await?;
                     let error = serde_json::json!({
-                        "type": "WORKER_LOST",
+                        "type": $crate::domain::AttemptErrorType::WorkerLost,
                         "message": "The worker holding this attempt stopped renewing its lease (it was stopped, or lost the database); the execution was reclaimed.",
                         "retryable": true,
                     });
@@ -511,7 +511,7 @@ macro_rules! impl_store {
                 }
 
                 /// A retired cron job stops firing: the tick materialized ahead of its time (still
-                /// PENDING) is cancelled. Ticks already due run to completion, as the brief says.
+                /// PENDING) is cancelled. Ticks already due run to completion, as docs/api.md says.
                 async fn cancel_ticks_ahead(tx: &mut sqlx::Transaction<'_, $db>, job_id: &str, at: DateTime<Utc>) -> StoreResult<()> {
                     sqlx::query(
                         "UPDATE executions SET status = 'CANCELLED', completed_at = $2

@@ -381,7 +381,7 @@ impl AttemptFinish {
     /// execution still leaves RUNNING with its true status.
     pub fn without_payload(&self, why: &str) -> Self {
         let error = serde_json::json!({
-            "type": "RESULT_UNSTORABLE",
+            "type": crate::domain::AttemptErrorType::ResultUnstorable,
             "message": format!("The attempt's result could not be stored ({why}); its status is kept."),
             "retryable": self.execution_status == ExecutionStatus::Retrying,
         });

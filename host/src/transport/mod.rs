@@ -22,6 +22,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use crate::contract::{Failure, FailureKind, Message, Receipt};
+use crate::domain::AttemptErrorType;
 pub use crate::domain::EndpointType;
 use crate::template;
 
@@ -36,10 +37,10 @@ pub trait Transport: Send + Sync + 'static {
     /// sent along where the transport has a place for it.
     async fn deliver(&self, message: Message, delivery: &Delivery) -> Result<Receipt, Failure>;
 
-    /// The error object an attempt records for `failure`, in the brief's shape per transport
+    /// The error object an attempt records for `failure`, in docs/api.md's shape per transport
     /// (`{"type": "TIMEOUT", "message": …}`). The default names a refusal `REJECTED`.
     fn error_json(&self, failure: &Failure) -> Value {
-        error_json(failure, "REJECTED", None)
+        error_json(failure, AttemptErrorType::Rejected, None)
     }
 
     /// The hosts a delivery of this rendered spec reaches, for secrets that name the hosts
@@ -71,16 +72,16 @@ pub fn url_host(url: &url::Url) -> Option<String> {
     })
 }
 
-/// The brief's error object: `type` from the failure kind (`rejected_type` for a refusal, with
+/// The error object of docs/api.md: `type` from the failure kind (`rejected_type` for a refusal, with
 /// its code under `code_field` when there is one), the message, and whether it is retryable.
-pub fn error_json(failure: &Failure, rejected_type: &str, code_field: Option<&str>) -> Value {
+pub fn error_json(failure: &Failure, rejected_type: AttemptErrorType, code_field: Option<&str>) -> Value {
     let mut error = json!({
         "type": match failure.kind {
-            FailureKind::Timeout => "TIMEOUT",
-            FailureKind::Connection => "CONNECTION_ERROR",
+            FailureKind::Timeout => AttemptErrorType::Timeout,
+            FailureKind::Connection => AttemptErrorType::ConnectionError,
             FailureKind::Rejected(_) => rejected_type,
-            FailureKind::InvalidSpec => "INVALID_SPEC",
-            FailureKind::Internal => "INTERNAL_ERROR",
+            FailureKind::InvalidSpec => AttemptErrorType::InvalidSpec,
+            FailureKind::Internal => AttemptErrorType::InternalError,
         },
         "message": failure.message,
         "retryable": failure.retryable,
@@ -429,14 +430,17 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn error_json_has_the_briefs_shape() {
+    fn error_json_has_the_documented_shape() {
         let f = Failure::rejected(Some(503), true, "HTTP 503");
         assert_eq!(
-            error_json(&f, "HTTP_ERROR", Some("status_code")),
+            error_json(&f, AttemptErrorType::HttpError, Some("status_code")),
             json!({"type": "HTTP_ERROR", "status_code": 503, "message": "HTTP 503", "retryable": true})
         );
-        assert_eq!(error_json(&Failure::timeout("t"), "X", None)["type"], "TIMEOUT");
-        assert_eq!(error_json(&Failure::rejected(None, false, "m"), "STREAM_ERROR", Some("code")).get("code"), None);
+        assert_eq!(error_json(&Failure::timeout("t"), AttemptErrorType::Rejected, None)["type"], "TIMEOUT");
+        assert_eq!(
+            error_json(&Failure::rejected(None, false, "m"), AttemptErrorType::StreamError, Some("code")).get("code"),
+            None
+        );
     }
 
     #[test]

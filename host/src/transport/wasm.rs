@@ -9,6 +9,7 @@ use serde_json::{json, Value};
 
 use super::{error_json, Delivery, SpecError, Transport};
 use crate::contract::{Failure, Message, Receipt};
+use crate::domain::AttemptErrorType;
 use crate::plugin::{PluginHost, PluginRef, ReuseScope};
 
 /// A spec's top-level `url` (the field plugins conventionally send to), when it is a literal
@@ -133,7 +134,7 @@ impl Transport for WasmTransport {
     }
 
     fn error_json(&self, failure: &Failure) -> Value {
-        let mut error = error_json(failure, "PLUGIN_ERROR", Some("code"));
+        let mut error = error_json(failure, AttemptErrorType::PluginError, Some("code"));
         error["plugin"] = json!(self.plugin.name);
         error
     }

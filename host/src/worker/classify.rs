@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::contract::{Answer, Failure, Receipt, Verdict};
-use crate::domain::EndpointType;
+use crate::domain::{AttemptErrorType, EndpointType};
 use crate::plugin::{PluginHost, PluginRef};
 use crate::transport::{Delivery, ReceiverAnswer};
 
@@ -36,7 +36,7 @@ impl Judgement {
     /// The error an attempt records when the classifier failed it.
     pub fn error_json(&self, verdict: &str, message: &str, retryable: bool) -> Value {
         let mut error = json!({
-            "type": "CLASSIFIED_FAILURE",
+            "type": AttemptErrorType::ClassifiedFailure,
             "verdict": verdict,
             "message": message,
             "retryable": retryable,

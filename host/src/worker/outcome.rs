@@ -6,6 +6,7 @@ use serde_json::{json, Value};
 
 use super::classify::Judgement;
 use crate::contract::Verdict;
+use crate::domain::AttemptErrorType;
 use crate::store::{now, LogWrite};
 
 /// What a failed attempt says about the receiver.
@@ -42,7 +43,7 @@ pub(super) enum Outcome {
 impl Outcome {
     /// A failure the endpoint's definition causes (missing endpoint, unresolvable template):
     /// never retried.
-    pub(super) fn permanent(kind: &str, message: String) -> Self {
+    pub(super) fn permanent(kind: AttemptErrorType, message: String) -> Self {
         Self::Failed {
             error: json!({ "type": kind, "message": message, "retryable": false }),
             retryable: false,

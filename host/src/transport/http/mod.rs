@@ -21,6 +21,7 @@ use super::{
     ReceiverAnswer, SpecError, Transport,
 };
 use crate::contract::{Failure, Message, Receipt};
+use crate::domain::AttemptErrorType;
 use crate::egress::{self, EgressPolicy, PolicyResolver};
 use crate::trace::TRACEPARENT;
 /// For the fuzz target under `fuzz/`: the HTTP/1.1 client's reading of an answer from bytes.
@@ -94,7 +95,7 @@ impl Transport for HttpTransport {
     }
 
     fn error_json(&self, failure: &Failure) -> Value {
-        error_json(failure, "HTTP_ERROR", Some("status_code"))
+        error_json(failure, AttemptErrorType::HttpError, Some("status_code"))
     }
 
     /// No redirect is followed, so the URL's host is the only one a delivery reaches.

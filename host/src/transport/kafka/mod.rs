@@ -35,6 +35,7 @@ use super::{
     SpecError, Transport,
 };
 use crate::contract::{Failure, Message, Receipt};
+use crate::domain::AttemptErrorType;
 use crate::egress::{self, EgressPolicy, ResolveError};
 use crate::trace::TRACEPARENT;
 
@@ -243,7 +244,7 @@ impl Transport for KafkaTransport {
     }
 
     fn error_json(&self, failure: &Failure) -> Value {
-        error_json(failure, "BROKER_ERROR", Some("code"))
+        error_json(failure, AttemptErrorType::BrokerError, Some("code"))
     }
 
     /// The bootstrap brokers. The cluster's metadata may name further brokers, which the

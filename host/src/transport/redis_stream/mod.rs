@@ -23,6 +23,7 @@ use super::{
     EndpointType, SpecError, Transport,
 };
 use crate::contract::{Failure, Message, Receipt};
+use crate::domain::AttemptErrorType;
 use crate::egress::{self, EgressPolicy};
 use crate::trace::TRACEPARENT;
 
@@ -183,7 +184,7 @@ impl Transport for RedisStreamTransport {
     }
 
     fn error_json(&self, failure: &Failure) -> Value {
-        error_json(failure, "STREAM_ERROR", None)
+        error_json(failure, AttemptErrorType::StreamError, None)
     }
 
     async fn destinations(&self, spec: &Value) -> super::Destinations {
