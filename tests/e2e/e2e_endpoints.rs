@@ -71,7 +71,7 @@ async fn endpoint_types_register_with_defaults(backend: Backend) {
         )
         .await;
     assert_eq!((kafka["spec"]["acks"].as_str(), kafka["spec"]["timeout_ms"].as_u64()), (Some("all"), Some(10_000)));
-    // The brief's default retry policy: one attempt, exponential, 1 s, capped at 60 s.
+    // The default retry policy (docs/api.md): one attempt, exponential, 1 s, capped at 60 s.
     assert_eq!(
         kafka["retry_policy"],
         json!({"max_attempts": 1, "backoff": "exponential", "initial_delay_ms": 1000, "max_delay_ms": 60000})

@@ -15,7 +15,7 @@ both_backends!(
     retries_back_off_then_succeed_or_give_up,
     unresolvable_template_fails_at_once_without_retry,
     input_is_validated_against_the_payload_spec,
-    cancel_and_update_follow_the_brief,
+    cancel_and_update_follow_the_documented_api,
     endpoint_update_applies_to_future_jobs_only,
     cron_job_ticks_every_second_once_each,
     cron_tick_is_made_ahead_and_fires_at_its_time,
@@ -281,7 +281,7 @@ async fn input_is_validated_against_the_payload_spec(backend: Backend) {
     assert_eq!(api.get("/jobs").await.body["items"], json!([]), "nothing was created");
 }
 
-async fn cancel_and_update_follow_the_brief(backend: Backend) {
+async fn cancel_and_update_follow_the_documented_api(backend: Backend) {
     let db = TestDb::new(backend).await;
     let server = Server::start(&db).await;
     let api = server.client();

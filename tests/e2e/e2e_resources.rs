@@ -97,7 +97,7 @@ async fn names_are_validated(backend: Backend) {
         let msg = api.post("/payload-specs", &json!({"name": bad, "schema": {}})).await.error(400, "INVALID_REQUEST");
         assert!(msg.starts_with("`name`"), "{bad}: {msg}");
     }
-    // Secrets may use underscores (the brief's `email_api_key`), not hyphens: they are read as
+    // Secrets may use underscores (`email_api_key`), not hyphens: they are read as
     // {{secret.NAME}}, where a hyphen would be a minus sign.
     api.create("/secrets", &json!({"name": "email_api_key", "value": "v"})).await;
     let msg = api.post("/secrets", &json!({"name": "email-api-key", "value": "v"})).await.error(400, "INVALID_REQUEST");

@@ -162,7 +162,7 @@ async fn migrate_creates_the_schema_on_both_backends_and_is_repeatable() {
                 assert_eq!(out.contains("autovacuum is off"), off, "{out}");
             }
         }
-        // Every table of the brief exists (inserting the brief's seed row again conflicts).
+        // Every table of the schema exists (inserting the seed row again conflicts).
         db.execute(
             "SELECT count(*) FROM payload_specs, configs, secrets, endpoints, jobs, executions, attempts,
              execution_logs, region_heartbeats, region_status, endpoint_secret_refs, api_keys",

@@ -225,7 +225,7 @@ pub struct Response {
 }
 
 impl Response {
-    /// Assert the brief's error shape and code; return the message.
+    /// Assert docs/api.md's error shape and code; return the message.
     #[track_caller]
     pub fn error(&self, status: u16, code: &str) -> String {
         assert_eq!(self.status.as_u16(), status, "status of {}", self.text);
