@@ -10,7 +10,7 @@
 //!   route with its OpenAPI operation (`api::openapi`, served at `/openapi.json` and `/docs`);
 //!   its error codes (each with its HTTP status) and the error response shape in `api::error`.
 //! - [`domain`]: the engine's vocabulary as types (execution, attempt and job statuses,
-//!   triggers, endpoint types), stored as the brief's TEXT names.
+//!   triggers, endpoint types), stored as docs/api.md's TEXT names.
 //! - [`store`]: the one `Store` interface, its PostgreSQL and SQLite backends, and the
 //!   conformance suite both pass.
 //! - `scheduler`: the scheduler role (cron materializer, delayed promoter, lease reclaimer).

@@ -1,4 +1,4 @@
-//! An endpoint's retry policy: its defaults (those of the brief), its rules, and the backoff
+//! An endpoint's retry policy: its defaults (those docs/api.md lists), its rules, and the backoff
 //! between attempts.
 
 use rand::Rng;
@@ -172,7 +172,7 @@ mod tests {
     }
 
     #[test]
-    fn absent_policy_gets_the_briefs_defaults() {
+    fn absent_policy_gets_the_documented_defaults() {
         let p = RetryPolicy::parse(None).unwrap();
         assert_eq!(
             (p.max_attempts, p.backoff, p.initial_delay_ms, p.max_delay_ms),

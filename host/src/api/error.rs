@@ -1,5 +1,5 @@
 //! The API's error type: a stable [`ErrorCode`] (which owns its HTTP status) and a message for
-//! the user. Every error body has the brief's shape
+//! the user. Every error body has docs/api.md's shape
 //! `{ "error": { "code", "message", "request_id" } }`. docs/api.md's table of codes is checked
 //! against [`ErrorCode`] by a test.
 

@@ -178,7 +178,7 @@ mod tests {
 
     #[test]
     fn standard_five_fields_in_a_timezone() {
-        // The brief's example: every Monday 09:00 in Kolkata, from Sunday 2026-03-15.
+        // Every Monday 09:00 in Kolkata, from Sunday 2026-03-15.
         assert_eq!(
             ticks("0 9 * * MON", "Asia/Kolkata", "2026-03-15T00:00:00Z", 2),
             ["2026-03-16T09:00:00+05:30", "2026-03-23T09:00:00+05:30"]

@@ -109,7 +109,7 @@ pub struct AttemptOut {
     pub completed_at: Option<DateTime<Utc>>,
     pub duration_ms: Option<i32>,
     pub output: Option<Value>,
-    /// `{ "type", "message", "retryable", … }` in the brief's shape for the transport.
+    /// `{ "type", "message", "retryable", … }` in docs/api.md's shape for the transport.
     pub error: Option<Value>,
 }
 

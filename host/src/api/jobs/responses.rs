@@ -1,6 +1,6 @@
 //! What the jobs routes answer: a job ([`JobOut`]) and a job's status ([`JobStatusOut`]).
 //! Times are UTC RFC 3339 with microseconds, except a cron job's ticks, which are shown in the
-//! job's own timezone (as the brief shows `next_run_at`).
+//! job's own timezone (as docs/api.md shows `next_run_at`).
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use chrono_tz::Tz;
@@ -223,7 +223,7 @@ pub fn utc(t: &DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Micros, true)
 }
 
-/// A cron time in the job's own timezone, as the brief shows `next_run_at`.
+/// A cron time in the job's own timezone, as docs/api.md shows `next_run_at`.
 pub fn local(t: &DateTime<Utc>, timezone: Option<&str>) -> String {
     match timezone.and_then(|tz| tz.parse::<Tz>().ok()) {
         Some(tz) => t.with_timezone(&tz).to_rfc3339_opts(SecondsFormat::Secs, false),
