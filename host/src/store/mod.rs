@@ -112,6 +112,9 @@ pub struct HistoryUpkept {
     pub executions_dropped: i64,
     /// The one-shot jobs deleted with their first execution's partition.
     pub jobs_purged: i64,
+    /// The round stopped at its deadline with jobs of expired partitions still to delete:
+    /// the next should follow at once, or the purge falls behind what is made.
+    pub behind: bool,
 }
 
 /// What one process tells the others through the database.

@@ -130,10 +130,10 @@ async fn history_partitions_are_made_ahead_and_dropped_whole_past_the_retention(
     // A round out of time for the jobs of a span drops nothing of it (its jobs are deleted
     // first); the next goes on from there.
     let short = store.history_upkeep(now(), window, Some(span.to), Duration::ZERO).await.unwrap();
-    assert_eq!((short.jobs_purged, short.dropped.len()), (1, 0), "{short:?}");
+    assert_eq!((short.jobs_purged, short.dropped.len(), short.behind), (1, 0, true), "{short:?}");
     assert!(store.execution_get(&ids[0]).await.unwrap().is_some());
     let upkept = store.history_upkeep(now(), window, Some(span.to), LONG_BUDGET).await.unwrap();
-    assert_eq!(upkept.dropped.len(), 3, "{upkept:?}");
+    assert_eq!((upkept.dropped.len(), upkept.behind), (3, false), "{upkept:?}");
     assert_eq!(upkept.jobs_purged, 0, "the finished execution's one-shot job went before it");
     assert!(store.job_get(&jobs[0]).await.unwrap().is_none());
     assert!(store.job_get(&retried_job.job_id).await.unwrap().is_some(), "a retried job stays");

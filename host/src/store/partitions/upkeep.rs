@@ -49,6 +49,7 @@ pub async fn upkeep(
                     // Its executions stay until its jobs are gone (the next rounds go on
                     // from here), so that no job is left without an execution to find it by;
                     // its attempts and log lines stay with them.
+                    upkept.behind = true;
                     return Ok(upkept);
                 }
             }
