@@ -25,10 +25,13 @@ pub const WIT: &[(&str, &str)] = &[
 /// `plugins/sdk/src`, by path inside it.
 pub const SDK_SOURCES: &[(&str, &str)] = &[
     ("builtins.rs", include_str!("../../../plugins/sdk/src/builtins.rs")),
+    ("classifier.rs", include_str!("../../../plugins/sdk/src/classifier.rs")),
     ("fail.rs", include_str!("../../../plugins/sdk/src/fail.rs")),
     ("http.rs", include_str!("../../../plugins/sdk/src/http.rs")),
     ("lib.rs", include_str!("../../../plugins/sdk/src/lib.rs")),
     ("log.rs", include_str!("../../../plugins/sdk/src/log.rs")),
+    ("renderer.rs", include_str!("../../../plugins/sdk/src/renderer.rs")),
+    ("schedule.rs", include_str!("../../../plugins/sdk/src/schedule.rs")),
     ("spec.rs", include_str!("../../../plugins/sdk/src/spec.rs")),
 ];
 

@@ -317,33 +317,22 @@ pub fn new(name: &str, world: &str, dir: &Path) -> anyhow::Result<()> {
         bail!("{} already exists", root.display());
     }
     let crate_name = name.replace('-', "_");
-    let (dependencies, lib) = match world {
-        "transport" | "transport-plugin" => {
-            for (path, text) in embedded::SDK_SOURCES {
-                write(&root.join("taskexec-plugin-sdk/src").join(path), text)?;
-            }
-            write(&root.join("taskexec-plugin-sdk/Cargo.toml"), embedded::SDK_MANIFEST)?;
-            for (path, text) in embedded::WIT {
-                write(&root.join("taskexec-plugin-sdk/wit").join(path), text)?;
-            }
-            (TRANSPORT_DEPENDENCIES, TRANSPORT_LIB)
-        }
-        "renderer" | "renderer-plugin" => {
-            for (path, text) in embedded::WIT {
-                write(&root.join("wit").join(path), text)?;
-            }
-            (RENDERER_DEPENDENCIES, RENDERER_LIB)
-        }
-        "classifier" | "classifier-plugin" | "schedule" | "schedule-plugin" => {
-            for (path, text) in embedded::WIT {
-                write(&root.join("wit").join(path), text)?;
-            }
-            let lib = if world.starts_with("classifier") { CLASSIFIER_LIB } else { SCHEDULE_LIB };
-            (RENDERER_DEPENDENCIES, lib)
-        }
+    let lib = match world {
+        "transport" | "transport-plugin" => TRANSPORT_LIB,
+        "renderer" | "renderer-plugin" => RENDERER_LIB,
+        "classifier" | "classifier-plugin" => CLASSIFIER_LIB,
+        "schedule" | "schedule-plugin" => SCHEDULE_LIB,
         other => bail!("--world must be transport, renderer, classifier or schedule, not {other}"),
     };
-    let manifest = MANIFEST.replace("{name}", name).replace("{dependencies}", dependencies);
+    // Every world is written on the SDK, which carries the WIT it is built against.
+    for (path, text) in embedded::SDK_SOURCES {
+        write(&root.join("taskexec-plugin-sdk/src").join(path), text)?;
+    }
+    write(&root.join("taskexec-plugin-sdk/Cargo.toml"), embedded::SDK_MANIFEST)?;
+    for (path, text) in embedded::WIT {
+        write(&root.join("taskexec-plugin-sdk/wit").join(path), text)?;
+    }
+    let manifest = MANIFEST.replace("{name}", name);
     write(&root.join("Cargo.toml"), &manifest)?;
     write(&root.join("src/lib.rs"), &lib.replace("{name}", name))?;
     write(&root.join(".gitignore"), "/target\n")?;
@@ -367,7 +356,10 @@ edition = "2021"
 crate-type = ["cdylib"]
 
 [dependencies]
-{dependencies}
+taskexec-plugin-sdk = { path = "taskexec-plugin-sdk" }
+serde = { version = "1", features = ["derive"] }
+serde_json = "1"
+
 # Small components: they are stored in the database and compiled by every worker.
 [profile.release]
 opt-level = "s"
@@ -377,15 +369,6 @@ strip = true
 
 # A crate of its own, not a member of any workspace around it.
 [workspace]
-"#;
-
-const TRANSPORT_DEPENDENCIES: &str = r#"taskexec-plugin-sdk = { path = "taskexec-plugin-sdk" }
-serde = { version = "1", features = ["derive"] }
-serde_json = "1"
-"#;
-
-const RENDERER_DEPENDENCIES: &str = r#"wit-bindgen = "0.57"
-serde_json = "1"
 "#;
 
 const TRANSPORT_LIB: &str = r#"//! `{name}`: a Task Executor transport plugin.
@@ -449,16 +432,10 @@ mod tests {
 const RENDERER_LIB: &str = r#"//! `{name}`: a Task Executor renderer plugin: renders endpoint specs in place of the built-in
 //! `{{ }}` renderer. This one replaces `$input.NAME` strings with the input's value.
 
-wit_bindgen::generate!({ path: "wit", world: "renderer-plugin", generate_all });
-
-use exports::taskexec::plugin::renderer::{Guest, RenderError};
 use serde_json::Value;
+use taskexec_plugin_sdk::renderer::{export, RenderError, Renderer};
 
 struct Plugin;
-
-fn error(message: String, variable: Option<String>) -> RenderError {
-    RenderError { message, variable }
-}
 
 fn render(template: &Value, context: &Value) -> Result<Value, RenderError> {
     Ok(match template {
@@ -466,7 +443,7 @@ fn render(template: &Value, context: &Value) -> Result<Value, RenderError> {
             Some(name) => context["input"]
                 .get(name)
                 .cloned()
-                .ok_or_else(|| error(format!("`input.{name}` is not defined"), Some(format!("input.{name}"))))?,
+                .ok_or_else(|| RenderError::unresolved(format!("`input.{name}` is not defined"), format!("input.{name}")))?,
             None => template.clone(),
         },
         Value::Array(items) => Value::Array(items.iter().map(|v| render(v, context)).collect::<Result<_, _>>()?),
@@ -477,13 +454,15 @@ fn render(template: &Value, context: &Value) -> Result<Value, RenderError> {
     })
 }
 
-impl Guest for Plugin {
+impl Renderer for Plugin {
+    /// At registration: refuse a template this plugin cannot render.
     fn check(template_json: String) -> Result<(), RenderError> {
-        serde_json::from_str::<Value>(&template_json).map(|_| ()).map_err(|e| error(e.to_string(), None))
+        serde_json::from_str::<Value>(&template_json).map(drop).map_err(|e| RenderError::new(e.to_string()))
     }
 
+    /// Once per attempt, with the job's input and the endpoint's config (never secrets).
     fn render(template_json: String, context_json: String) -> Result<String, RenderError> {
-        let parse = |text: &str| serde_json::from_str::<Value>(text).map_err(|e| error(e.to_string(), None));
+        let parse = |text: &str| serde_json::from_str::<Value>(text).map_err(|e| RenderError::new(e.to_string()));
         Ok(render(&parse(&template_json)?, &parse(&context_json)?)?.to_string())
     }
 }
@@ -494,9 +473,7 @@ export!(Plugin);
 const CLASSIFIER_LIB: &str = r##"//! `{name}`: a Task Executor classifier plugin: judges a receiver's answer after delivery.
 //! This one fails an HTTP 2xx answer whose body contains `"error"`, and retries it in 5 s.
 
-wit_bindgen::generate!({ path: "wit", world: "classifier-plugin", generate_all });
-
-use exports::taskexec::plugin::classifier::{Answer, Guest, Retry, Verdict};
+use taskexec_plugin_sdk::classifier::{export, Answer, Classifier, Retry, Verdict};
 
 struct Plugin;
 
@@ -509,7 +486,7 @@ fn judge(status: Option<u16>, body: &[u8]) -> Verdict {
     Verdict::Keep
 }
 
-impl Guest for Plugin {
+impl Classifier for Plugin {
     /// At registration: refuse a `classifier.config` this plugin cannot use.
     fn check(config_json: String) -> Result<(), String> {
         serde_json::from_str::<serde_json::Value>(&config_json).map(drop).map_err(|e| e.to_string())
@@ -529,9 +506,10 @@ mod tests {
 
     #[test]
     fn an_error_in_a_2xx_body_is_retried() {
-        assert!(matches!(judge(Some(200), br#"{"error": "busy"}"#), Verdict::Retry(_)));
-        assert!(matches!(judge(Some(200), br#"{"ok": true}"#), Verdict::Keep));
-        assert!(matches!(judge(Some(500), br#"{"error": "x"}"#), Verdict::Keep));
+        let retry = Verdict::Retry(Retry { message: "the body reports an error".into(), after_ms: Some(5000) });
+        assert_eq!(judge(Some(200), br#"{"error": "busy"}"#), retry);
+        assert_eq!(judge(Some(200), br#"{"ok": true}"#), Verdict::Keep);
+        assert_eq!(judge(Some(500), br#"{"error": "x"}"#), Verdict::Keep);
     }
 }
 "##;
@@ -539,9 +517,7 @@ mod tests {
 const SCHEDULE_LIB: &str = r##"//! `{name}`: a Task Executor schedule plugin: computes a CRON job's ticks in local time.
 //! This one fires at 12:00 on the first day of each month (the spec is not read).
 
-wit_bindgen::generate!({ path: "wit", world: "schedule-plugin", generate_all });
-
-use exports::taskexec::plugin::schedule::{Guest, LocalTime};
+use taskexec_plugin_sdk::schedule::{export, LocalTime, Schedule};
 
 struct Plugin;
 
@@ -558,7 +534,7 @@ fn next_noon_on_the_first(after: &LocalTime) -> LocalTime {
     }
 }
 
-impl Guest for Plugin {
+impl Schedule for Plugin {
     /// When a job is created or updated: refuse a spec this plugin cannot use.
     fn check(spec_json: String) -> Result<(), String> {
         serde_json::from_str::<serde_json::Value>(&spec_json).map(drop).map_err(|e| e.to_string())
@@ -579,7 +555,7 @@ mod tests {
     #[test]
     fn the_next_first_of_the_month_at_noon() {
         let at = |month, day, hour| LocalTime { year: 2026, month, day, hour, minute: 0, second: 0, weekday: 1 };
-        assert_eq!((next_noon_on_the_first(&at(3, 1, 9)).month, next_noon_on_the_first(&at(3, 1, 9)).day), (3, 1));
+        assert_eq!(next_noon_on_the_first(&at(3, 1, 9)), LocalTime { hour: 12, ..at(3, 1, 9) });
         assert_eq!(next_noon_on_the_first(&at(3, 1, 12)).month, 4);
         assert_eq!(next_noon_on_the_first(&at(12, 5, 0)).year, 2027);
     }

@@ -386,7 +386,8 @@ pub enum PluginCommand {
         ticks: usize,
     },
     /// Start a plugin crate: Cargo.toml with a release profile that keeps components small,
-    /// the guest SDK (transport) or the WIT package (renderer, classifier, schedule), and a lib.rs that builds.
+    /// the guest SDK (with the WIT package it is built against), and a lib.rs for the world
+    /// that builds and has a test.
     New {
         /// The plugin's name; also the crate's directory (under --dir).
         name: String,

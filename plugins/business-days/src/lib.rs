@@ -7,14 +7,7 @@
 //! `YYYY-MM-DD` on which it does not fire. The host places the local times in the job's
 //! timezone, with cron's rules for daylight-saving changes.
 
-wit_bindgen::generate!({
-    path: "../../transports-wit/wit",
-    world: "schedule-plugin",
-    additional_derives: [PartialEq],
-    generate_all,
-});
-
-use exports::taskexec::plugin::schedule::{Guest, LocalTime};
+use taskexec_plugin_sdk::schedule::{export, LocalTime, Schedule};
 use serde::Deserialize;
 
 #[derive(Debug, Deserialize)]
@@ -121,7 +114,7 @@ pub fn next(calendar: &Calendar, after: &LocalTime) -> Option<LocalTime> {
 
 struct BusinessDays;
 
-impl Guest for BusinessDays {
+impl Schedule for BusinessDays {
     fn check(spec_json: String) -> Result<(), String> {
         parse(&spec_json).map(drop)
     }

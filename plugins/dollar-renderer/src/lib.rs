@@ -2,13 +2,7 @@
 //! payloads already use `{{ }}` for something else. A string that is exactly one placeholder
 //! keeps the JSON type of its value; a missing value is an error naming it.
 
-wit_bindgen::generate!({
-    path: "../../transports-wit/wit",
-    world: "renderer-plugin",
-    generate_all,
-});
-
-use exports::taskexec::plugin::renderer::{Guest, RenderError};
+use taskexec_plugin_sdk::renderer::{export, RenderError, Renderer};
 use serde_json::Value;
 
 struct DollarRenderer;
@@ -82,7 +76,7 @@ fn check(template: &Value) -> Result<(), RenderError> {
     }
 }
 
-impl Guest for DollarRenderer {
+impl Renderer for DollarRenderer {
     fn check(template_json: String) -> Result<(), RenderError> {
         let template: Value = serde_json::from_str(&template_json).map_err(|e| error(e.to_string(), None))?;
         check(&template)

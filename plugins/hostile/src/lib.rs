@@ -21,21 +21,17 @@
 //!   delivery to the next when it is reused (`calls_per_instance`);
 //! - `ok`: delivers nothing and succeeds (a control).
 
-wit_bindgen::generate!({
-    path: "../../transports-wit/wit",
-    world: "transport-plugin",
-    generate_all,
-});
-
-use exports::taskexec::plugin::transport::Guest;
 use serde_json::Value;
-use taskexec::plugin::host::log;
-use taskexec::plugin::types::{Failure, FailureKind, LogLevel, Message, Receipt};
-use wasi::http::types::{Fields, FutureIncomingResponse, Method, OutgoingBody, OutgoingRequest, Scheme};
+use taskexec_plugin_sdk::bindings::taskexec::plugin::host::log;
+use taskexec_plugin_sdk::bindings::wasi::http::outgoing_handler;
+use taskexec_plugin_sdk::bindings::wasi::http::types::{
+    Fields, FutureIncomingResponse, Method, OutgoingBody, OutgoingRequest, Scheme,
+};
+use taskexec_plugin_sdk::{export, Failure, FailureKind, LogLevel, Message, Receipt, Transport};
 
 struct Hostile;
 
-impl Guest for Hostile {
+impl Transport for Hostile {
     fn validate(spec_json: String) -> Result<(), String> {
         let spec: Value = serde_json::from_str(&spec_json).map_err(|e| e.to_string())?;
         match spec.get("mode").and_then(Value::as_str) {
@@ -73,7 +69,7 @@ impl Guest for Hostile {
                 let _ = request.set_scheme(Some(&scheme));
                 let _ = request.set_authority(Some(&authority));
                 let _ = request.set_path_with_query(Some(&path));
-                match wasi::http::outgoing_handler::handle(request, None) {
+                match outgoing_handler::handle(request, None) {
                     Err(code) => Err(Failure {
                         kind: FailureKind::Connection,
                         retryable: true,
@@ -105,7 +101,7 @@ impl Guest for Hostile {
                     let _ = request.set_scheme(Some(&scheme));
                     let _ = request.set_authority(Some(&authority));
                     let _ = request.set_path_with_query(Some(&path));
-                    let _ = wasi::http::outgoing_handler::handle(request, None);
+                    let _ = outgoing_handler::handle(request, None);
                 }
                 Ok(Receipt { output_json: r#"{"denied_flood":true}"#.into() })
             }
@@ -166,7 +162,7 @@ fn stream_body(spec: &Value) -> Result<Receipt, Failure> {
     let _ = request.set_authority(Some(&authority));
     let _ = request.set_path_with_query(Some(&path));
     let outgoing = request.body().map_err(|_| failed("no body".into()))?;
-    let pending = wasi::http::outgoing_handler::handle(request, None).map_err(|e| failed(format!("{e:?}")))?;
+    let pending = outgoing_handler::handle(request, None).map_err(|e| failed(format!("{e:?}")))?;
     {
         let stream = outgoing.write().map_err(|_| failed("no body stream".into()))?;
         let body: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
@@ -196,7 +192,7 @@ fn send_finished(spec: &Value, suffix: &str) -> Result<FutureIncomingResponse, F
         stream.blocking_write_and_flush(b"{}").map_err(|e| failed(format!("write: {e:?}")))?;
     }
     OutgoingBody::finish(outgoing, None).map_err(|e| failed(format!("finish: {e:?}")))?;
-    wasi::http::outgoing_handler::handle(request, None).map_err(|e| failed(format!("{e:?}")))
+    outgoing_handler::handle(request, None).map_err(|e| failed(format!("{e:?}")))
 }
 
 /// Leave one answer untaken (its future dropped) and ask for another twice: the second `get`
@@ -223,7 +219,7 @@ export!(Hostile);
 
 /// Three requests through `http-client.send`, and what each got, as the receipt.
 fn one_call(spec: &Value) -> Result<Receipt, Failure> {
-    use taskexec::plugin::http_client::{send, Request, SendError};
+    use taskexec_plugin_sdk::bindings::taskexec::plugin::http_client::{self, send, Request, SendError};
     let url = spec.get("url").and_then(Value::as_str).unwrap_or_default().to_owned();
     let ungranted = spec.get("ungranted").and_then(Value::as_str).unwrap_or_default().to_owned();
     let request = |url: &str, headers: Vec<(String, Vec<u8>)>| Request {
@@ -243,7 +239,7 @@ fn one_call(spec: &Value) -> Result<Receipt, Failure> {
         }),
         Err(error) => return Err(failed(format!("the mirror was not reached: {error:?}"))),
     };
-    let error_text = |result: Result<taskexec::plugin::http_client::Response, SendError>| match result {
+    let error_text = |result: Result<http_client::Response, SendError>| match result {
         Ok(answer) => format!("answered {}", answer.status),
         Err(SendError::InvalidRequest(why)) => format!("invalid-request: {why}"),
         Err(SendError::NotGranted(destination)) => format!("not-granted: {destination}"),

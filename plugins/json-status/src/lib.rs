@@ -13,14 +13,7 @@
 //! - `retry_after_header`: a header holding a delay in seconds (`x-retry-in`, say);
 //! - `cooldown_ms`: how long an `open_circuit` value opens the circuit.
 
-wit_bindgen::generate!({
-    path: "../../transports-wit/wit",
-    world: "classifier-plugin",
-    additional_derives: [PartialEq],
-    generate_all,
-});
-
-use exports::taskexec::plugin::classifier::{Answer, Guest, OpenCircuit, Retry, Verdict};
+use taskexec_plugin_sdk::classifier::{export, Answer, Classifier, OpenCircuit, Retry, Verdict};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -90,7 +83,7 @@ pub fn judge(config: &Config, status: Option<u16>, headers: &[(String, String)],
 
 struct JsonStatus;
 
-impl Guest for JsonStatus {
+impl Classifier for JsonStatus {
     fn check(config_json: String) -> Result<(), String> {
         parse_config(&config_json).map(drop)
     }

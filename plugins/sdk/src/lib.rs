@@ -1,9 +1,20 @@
 //! # taskexec-plugin-sdk
 //!
-//! Everything a Task Executor **transport plugin** needs beyond its own logic:
+//! Everything a Task Executor plugin needs beyond its own logic, for each of the four worlds
+//! of `taskexec:plugin@0.1.0`:
 //!
-//! - the bindings of the `transport-plugin` world of `taskexec:plugin@0.1.0` ([`bindings`]),
-//!   and [`export!`] to register your type as the plugin;
+//! - **transports** (deliver a message their own way): the bindings of the `transport-plugin`
+//!   world ([`bindings`]), and [`export!`] to register your type as the plugin;
+//! - **renderers** (render endpoint specs in place of `{{ }}`): [`renderer`], with its own
+//!   `export!`;
+//! - **classifiers** (judge a receiver's answer after delivery): [`classifier`];
+//! - **schedules** (a CRON job's ticks beyond cron): [`schedule`].
+//!
+//! A plugin exports one world; each world's `export!` declares that world's export in the
+//! plugin's own crate, so a plugin built on this SDK claims only the export it implements.
+//! [`log`] serves every world; the rest serves transports (the other worlds have no network:
+//! a renderer, classifier or schedule that called [`http`] would not load):
+//!
 //! - [`http`]: requests in a few lines (one host call each), answers mapped to [`Failure`]s
 //!   the host retries (or not) correctly;
 //! - [`builtins`]: produce to Kafka and append to Redis Streams through the host's own clients,
@@ -33,15 +44,22 @@
 //!
 //! export!(Hello);
 //! ```
+//!
+//! A renderer, classifier or schedule is written the same way, with its module's trait and
+//! `export!` (`use taskexec_plugin_sdk::classifier::{export, Answer, Classifier, Verdict};`):
+//! see each module.
 
 // The bindings name their runtime and export paths from outside the crate; inside it the same
 // paths must resolve.
 extern crate self as taskexec_plugin_sdk;
 
 pub mod builtins;
+pub mod classifier;
 pub mod fail;
 pub mod http;
 pub mod log;
+pub mod renderer;
+pub mod schedule;
 pub mod spec;
 
 /// The generated bindings of the `transport-plugin` world (WIT in `wit/`, a copy of the

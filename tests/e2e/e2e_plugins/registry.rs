@@ -343,3 +343,58 @@ async fn an_author_scaffolds_builds_checks_runs_and_installs_a_plugin() {
     assert_eq!(pushed.header("tags").as_deref(), Some("warning,disk"));
     assert_eq!(pushed.header("authorization").as_deref(), Some("Bearer tk-secret-value"));
 }
+
+/// `plugin new --world renderer|classifier|schedule`: each scaffold is written on the SDK (no
+/// bindings of its own), builds into a component of that world and nothing else, and runs as
+/// its doc comment says.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_world_scaffolds_on_the_sdk_builds_and_runs() {
+    let work = tempfile::tempdir().unwrap();
+    let target = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../plugins/target");
+    let mut built = Vec::new();
+    for (name, world) in [("my-renderer", "renderer"), ("my-classifier", "classifier"), ("my-schedule", "schedule")] {
+        let (ok, out, err) =
+            offline(&["new", name, "--world", world, "--dir", work.path().to_str().unwrap()], work.path());
+        assert!(ok && out.contains(&format!("({world} plugin)")), "{out}{err}");
+        let lib = std::fs::read_to_string(work.path().join(name).join("src/lib.rs")).unwrap();
+        assert!(
+            lib.contains(&format!("use taskexec_plugin_sdk::{world}::{{export")) && !lib.contains("wit_bindgen"),
+            "{lib}"
+        );
+        let status = std::process::Command::new(env!("CARGO"))
+            .args(["build", "--release", "--target", "wasm32-wasip2", "--manifest-path"])
+            .arg(work.path().join(name).join("Cargo.toml"))
+            .arg("--target-dir")
+            .arg(&target)
+            .status()
+            .unwrap();
+        assert!(status.success(), "the {world} scaffold builds");
+        let wasm = target.join(format!("wasm32-wasip2/release/{}.wasm", name.replace('-', "_")));
+        // The world it claims, and no other: the SDK's bindings of the other worlds add no
+        // export, and a scaffold with no network imports none.
+        let (ok, out, err) = offline(&["check", wasm.to_str().unwrap()], work.path());
+        assert!(ok && out.contains(&format!("a valid {world}-plugin component")), "{out}{err}");
+        assert!(!out.contains("http"), "{world} imports no network: {out}");
+        built.push(wasm);
+    }
+    let run = |wasm: &PathBuf, args: &[&str]| {
+        let mut all = vec!["run", wasm.to_str().unwrap()];
+        all.extend_from_slice(args);
+        let (ok, out, err) = offline(&all, work.path());
+        assert!(ok, "{out}{err}");
+        out
+    };
+
+    let rendered = run(&built[0], &["--spec", r#"{"to": "$input.who", "n": 1}"#, "--input", r#"{"who": "ada"}"#]);
+    assert_eq!(serde_json::from_str::<Value>(&rendered).unwrap(), json!({"to": "ada", "n": 1}), "{rendered}");
+    let verdict = run(&built[1], &["--answer", r#"{"status": 200, "body": "{\"error\": \"busy\"}"}"#]);
+    assert_eq!(
+        serde_json::from_str::<Value>(&verdict).unwrap(),
+        json!({"verdict": "retry", "message": "the body reports an error", "after_ms": 5000}),
+        "{verdict}"
+    );
+    let kept = run(&built[1], &["--answer", r#"{"status": 200, "body": "{\"ok\": true}"}"#]);
+    assert_eq!(serde_json::from_str::<Value>(&kept).unwrap(), json!({"verdict": "keep"}), "{kept}");
+    let ticks = run(&built[2], &["--after", "2026-03-01T09:00:00", "--ticks", "2"]);
+    assert_eq!(ticks.lines().collect::<Vec<_>>(), ["2026-03-01T12:00:00 Sun", "2026-04-01T12:00:00 Wed"], "{ticks}");
+}
