@@ -11,6 +11,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 mod commands;
+mod database;
 mod limits;
 mod server;
 pub use commands::*;

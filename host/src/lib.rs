@@ -11,8 +11,9 @@
 //!   its error codes (each with its HTTP status) and the error response shape in `api::error`.
 //! - [`domain`]: the engine's vocabulary as types (execution, attempt and job statuses,
 //!   triggers, endpoint types), stored as docs/api.md's TEXT names.
-//! - [`store`]: the one `Store` interface, its PostgreSQL and SQLite backends, and the
-//!   conformance suite both pass.
+//! - [`store`]: the one `Store` interface, its PostgreSQL and SQLite backends, the
+//!   conformance suite both pass, and `store::coalesce` (many requests' creates and endpoint
+//!   reads made as one call).
 //! - `scheduler`: the scheduler role (cron materializer, delayed promoter, lease reclaimer).
 //! - `worker`: the worker role (claims, fair slots, lease keeper, per-attempt pipeline,
 //!   batched result writes).
@@ -42,6 +43,11 @@
 //! - [`cli`]: the `taskexec` command line: `serve`, `migrate`, `secrets rotate`, and the API's
 //!   client commands (`plugin`, `endpoints`, `configs`, `secrets`, `specs`, `jobs`,
 //!   `executions`, `completions`).
+//!
+//! Imports run downward. The store imports the domain, ids, `flow`'s rules and its own errors;
+//! never the API, scheduler, worker, transports, plugins, configuration or metrics, which all
+//! import it. `scripts/import-cycles --folders` lists every circle of imports that ties two
+//! folders together (it exits 1 if there is one).
 
 pub(crate) mod api;
 pub mod cli;

@@ -53,9 +53,9 @@ pub struct AppContext {
     /// For `/healthz` and `/readyz`.
     pub health: HealthState,
     /// Writes single creates that arrive together in one transaction.
-    pub job_writer: super::jobs::JobWriter,
+    pub job_writer: crate::store::coalesce::JobWriter,
     /// Reads the endpoints of single creates that arrive together in one query.
-    pub endpoint_reader: super::jobs::EndpointReader,
+    pub endpoint_reader: crate::store::coalesce::EndpointReader,
 }
 
 impl FromRef<AppState> for HealthState {

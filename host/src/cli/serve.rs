@@ -161,8 +161,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             validators: Arc::new(args.input_limits.validators()),
             plugins,
             health: health.clone(),
-            job_writer: api::jobs::JobWriter::spawn(store.clone()),
-            endpoint_reader: api::jobs::EndpointReader::spawn(store.clone()),
+            job_writer: crate::store::coalesce::JobWriter::spawn(store.clone()),
+            endpoint_reader: crate::store::coalesce::EndpointReader::spawn(store.clone()),
         });
         let max_body_bytes =
             usize::try_from(args.max_body_bytes).context("TE_MAX_BODY_BYTES is too large for this platform")?;

@@ -6,5 +6,5 @@
 pub mod circuit;
 pub mod rate;
 
-pub use circuit::{CircuitPolicy, CircuitState, Health};
+pub use circuit::{CircuitPolicy, CircuitState, Health, Transition};
 pub use rate::{RateLimit, StoredBucket};

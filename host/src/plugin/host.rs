@@ -15,8 +15,8 @@ use super::grants::Grants;
 use super::instances::SpareInstance;
 use super::limits::PluginLimits;
 use super::outbound::Egress;
-use super::reference::PluginRef;
 use super::runtime::PluginRuntime;
+use crate::domain::PluginRef;
 use crate::store::{PluginRecord, Signal, Store};
 use crate::transport::PooledTransports;
 

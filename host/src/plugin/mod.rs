@@ -37,16 +37,15 @@ mod instances;
 pub mod limits;
 pub mod outbound;
 mod output;
-pub mod reference;
 pub mod runtime;
 pub mod sandbox;
 pub mod wasi_http;
 
+pub use crate::domain::PluginRef;
 pub use engine::{Inspection, Loaded, World};
 pub use error::PluginError;
 pub use grants::{Grant, Grants};
 pub use host::PluginHost;
 pub use instances::ReuseScope;
 pub use limits::PluginLimits;
-pub use reference::PluginRef;
 pub use runtime::PluginRuntime;

@@ -18,9 +18,8 @@ use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
 use super::Wakeups;
-use crate::domain::{CatchupPolicy, ExecutionStatus, OverlapPolicy, Trigger};
+use crate::domain::{ExecutionStatus, Trigger};
 use crate::health::Beat;
-use crate::ids::{ExecutionId, JobId};
 use crate::retry::RetryPolicy;
 use crate::store::{now, Endpoint, Execution, ExecutionWrite, Inserted, JobWrite, Store, StoreResult};
 
@@ -184,51 +183,10 @@ async fn announce(
     target: &Endpoint,
 ) -> StoreResult<bool> {
     let at = now();
-    let job_id = JobId::new();
-    let job = JobWrite {
-        job_id: job_id.clone(),
-        endpoint: target.name.clone(),
-        endpoint_version: target.version,
-        endpoint_type: target.endpoint_type,
-        trigger_type: Trigger::Immediate,
-        version: 1,
-        previous_version_id: None,
-        idempotency_key: Some(key.clone()),
-        input: input.clone(),
-        run_at: None,
-        cron_expression: None,
-        cron_timezone: None,
-        cron_starts_at: None,
-        cron_ends_at: None,
-        cron_next_run_at: None,
-        created_at: at,
-        trace_parent: trace_parent.clone(),
-        paused_at: None,
-        overlap_policy: OverlapPolicy::Allow,
-        catchup_policy: CatchupPolicy::All,
-        catchup_window_sec: None,
-        sla_ms: None,
-        on_failure: None,
-        schedule: None,
-        schedule_spec: None,
-    };
-    let callback = ExecutionWrite {
-        execution_id: ExecutionId::new(),
-        job_id,
-        endpoint: target.name.clone(),
-        endpoint_version: Some(target.version),
-        endpoint_type: target.endpoint_type,
-        idempotency_key: Some(key),
-        status: ExecutionStatus::Queued,
-        input,
-        max_attempts: RetryPolicy::parse(Some(&target.retry_policy)).map(|p| p.max_attempts as i32).unwrap_or(1),
-        run_at: at,
-        created_at: at,
-        trace_parent,
-        retry_of: None,
-        overlap_policy: None,
-        sla_ms: None,
-    };
+    let job =
+        JobWrite { idempotency_key: Some(key), input, trace_parent, ..JobWrite::on(target, Trigger::Immediate, at) };
+    let max_attempts = RetryPolicy::parse(Some(&target.retry_policy)).map(|p| p.max_attempts as i32).unwrap_or(1);
+    let callback = ExecutionWrite::first_of(&job, ExecutionStatus::Queued, at, max_attempts);
     let inserted = store.job_insert(&job, Some(&callback)).await?;
     Ok(matches!(inserted, Inserted::Created(_)))
 }

@@ -31,28 +31,23 @@ macro_rules! impl_store {
         // An anonymous scope so the imports below serve the expansion without leaking into
         // (or depending on) the backend module that invokes the macro.
         const _: () = {
-            use serde_json::Value;
             use sqlx::types::Json;
             use chrono::{DateTime, Utc};
             use $crate::store::engine::{
-                settled_or_running, ATTEMPT_COLUMNS, EXECUTION_COLUMNS, JOB_COLUMNS, JOB_WRITE_COLUMNS, LOG_COLUMNS, PLUGIN_COLUMNS,
+                settled_or_running, ATTEMPT_COLUMNS, EXECUTION_COLUMNS, JOB_COLUMNS, JOB_WRITE_COLUMNS, LOG_COLUMNS,
             };
             use $crate::store::{
-                now, Attempt, AttemptFinish, Config, CronAdvance, DbTime, Deleted, Endpoint, EndpointWrite, Execution,
-                ExecutionFilter, ExecutionLog, ExecutionWrite, Inserted, Job, JobFilter, JobStats, JobWrite, PageRequest, PayloadSpec,
-                PluginRecord, PluginWrite, Secret, StoreError, StoreResult,
+                now, Attempt, AttemptFinish, CronAdvance, DbTime, Deleted, Endpoint, EndpointWrite, Execution,
+                ExecutionFilter, ExecutionLog, ExecutionWrite, Inserted, Job, JobFilter, JobStats, JobWrite, PageRequest,
+                StoreError, StoreResult,
             };
 
-            const PAYLOAD_SPEC_COLUMNS: &str = "name, schema_json, created_at, updated_at";
-            const CONFIG_COLUMNS: &str = "name, values_json, created_at, updated_at";
-            const SECRET_COLUMNS: &str = "name, encrypted_value, allowed_hosts, created_at, updated_at";
             const ENDPOINT_COLUMNS: &str =
                 "name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, version, created_at, updated_at, plugin, renderer, \
                  max_concurrency, on_failure, paused_until, rate_limit_per_sec, rate_limit_burst, circuit_policy, circuit_failures, \
                  circuit_failing_since, circuit_open_until, circuit_cooldown_ms, circuit_last_error, disabled_at, timeout_ms, plugin_version, \
                  classifier, classifier_version, classifier_config";
-            /// How many referencing rows a refused delete names.
-            const IN_USE_SHOWN: i64 = 20;
+            use $crate::store::sql::references::IN_USE_SHOWN;
             /// A job (`j`) that still has deliveries to make: an active, unpaused-or-paused cron
             /// job, or any job with an unfinished execution. (RUNNING ones asked apart: see
             /// `settled_or_running`.)
@@ -241,7 +236,7 @@ macro_rules! impl_store {
                     page: &PageRequest,
                 ) -> StoreResult<Vec<T>>
                 where
-                    T: for<'r> sqlx::FromRow<'r, <$db as sqlx::Database>::Row> + Send + Unpin,
+                    T: $crate::store::sql::Row,
                 {
                     self.list_page_where(columns, table, time_column, key, None, filters, page).await
                 }
@@ -261,31 +256,10 @@ macro_rules! impl_store {
                     page: &PageRequest,
                 ) -> StoreResult<Vec<T>>
                 where
-                    T: for<'r> sqlx::FromRow<'r, <$db as sqlx::Database>::Row> + Send + Unpin,
+                    T: $crate::store::sql::Row,
                 {
-                    let mut conditions: Vec<String> =
-                        filters.iter().enumerate().map(|(i, (column, _))| format!("{column} = ${}", i + 1)).collect();
-                    conditions.extend(written.map(str::to_owned));
-                    let mut next = filters.len() + 1;
-                    let (beyond, direction) = if page.newest_first { ("<", "DESC") } else { (">", "ASC") };
-                    if page.after.is_some() {
-                        // Row-value comparison: everything after the last row shown, so rows
-                        // inserted meanwhile never shift a page (they sort after `now`).
-                        conditions.push(format!("({time_column}, {key}) {beyond} (${next}, ${})", next + 1));
-                        next += 2;
-                    }
-                    let filter = if conditions.is_empty() { String::new() } else { format!("WHERE {}", conditions.join(" AND ")) };
-                    let sql = format!(
-                        "SELECT {columns} FROM {table} {filter} ORDER BY {time_column} {direction}, {key} {direction} LIMIT ${next}"
-                    );
-                    let mut query = sqlx::query_as::<$db, T>(&sql);
-                    for (_, value) in filters {
-                        query = query.bind(*value);
-                    }
-                    if let Some(after) = &page.after {
-                        query = query.bind(DbTime(after.created_at)).bind(&after.key);
-                    }
-                    Ok(query.bind(page.limit).fetch_all(&self.pool).await?)
+                    let list = $crate::store::sql::pages::List { columns, from: table, time_column, key, written, filters };
+                    $crate::store::sql::pages::page(<Self as $crate::store::sql::SqlBackend>::db(self), &list, page).await
                 }
 
                 /// Whether the endpoint exists, held by `lock` until the transaction ends
@@ -370,11 +344,13 @@ macro_rules! impl_store {
                 /// about the receivers (`flow::circuit`), in the finishing transaction. Rows are
                 /// read (and on PostgreSQL locked, in name order like the claims) only for an
                 /// endpoint with a failure in the batch or a breaker that is not closed, so a
-                /// batch of healthy deliveries costs one indexed read.
-                async fn circuit_record(tx: &mut sqlx::Transaction<'_, $db>, winners: &[&AttemptFinish]) -> StoreResult<()> {
+                /// batch of healthy deliveries costs one indexed read. The breakers' transitions are
+                /// returned, for the caller to record once the transaction has committed.
+                async fn circuit_record(tx: &mut sqlx::Transaction<'_, $db>, winners: &[&AttemptFinish]) -> StoreResult<Vec<$crate::store::CircuitChange>> {
+                    let mut changes = Vec::new();
                     let mut names: Vec<&str> = winners.iter().filter(|f| f.health.is_some()).map(|f| f.endpoint.as_str()).collect();
                     if names.is_empty() {
-                        return Ok(());
+                        return Ok(changes);
                     }
                     names.sort_unstable();
                     names.dedup();
@@ -405,8 +381,7 @@ macro_rules! impl_store {
                         let before = state.clone();
                         for health in winners.iter().filter(|f| f.endpoint == endpoint.name).filter_map(|f| f.health.as_ref()) {
                             for transition in state.record(&policy, health, at) {
-                                $crate::metrics::circuit_transition(&endpoint.name, transition.to_label());
-                                tracing::warn!(endpoint = %endpoint.name, ?transition, failures = state.failures, "Circuit breaker changed.");
+                                changes.push($crate::store::CircuitChange { endpoint: endpoint.name.clone(), transition, failures: state.failures });
                             }
                         }
                         if state == before {
@@ -428,7 +403,7 @@ macro_rules! impl_store {
                         .execute(&mut **tx)
                         .await?;
                     }
-                    Ok(())
+                    Ok(changes)
                 }
 
                 /// Delete the executions whose `column` (`job_id`, `endpoint`) is `value`, with
@@ -447,67 +422,6 @@ macro_rules! impl_store {
                         sqlx::query(&sql).bind(value).execute(&mut **tx).await?;
                     }
                     Ok(())
-                }
-
-                /// Delete one row unless `referencing_sql` (one `$1`, one text column) finds
-                /// rows that still point at it. The foreign keys hold the line against a
-                /// reference created between the check and the delete.
-                async fn delete_unless_referenced(&self, referencing_sql: &str, delete_sql: &str, key: &str) -> StoreResult<Deleted> {
-                    let mut tx = self.begin_write().await?;
-                    let users: Vec<(String,)> = sqlx::query_as(referencing_sql)
-                        .bind(key)
-                        .bind(IN_USE_SHOWN)
-                        .fetch_all(&mut *tx)
-                        .await?;
-                    if !users.is_empty() {
-                        return Ok(Deleted::InUse(users.into_iter().map(|(u,)| u).collect()));
-                    }
-                    match sqlx::query(delete_sql).bind(key).execute(&mut *tx).await.map_err(StoreError::from) {
-                        Ok(done) if done.rows_affected() == 0 => Ok(Deleted::NotFound),
-                        Ok(_) => {
-                            tx.commit().await?;
-                            Ok(Deleted::Deleted)
-                        }
-                        Err(StoreError::ForeignKeyViolation) => Ok(Deleted::InUse(Vec::new())),
-                        Err(other) => Err(other),
-                    }
-                }
-
-                /// Insert a row of a "named JSON document" table (payload specs, configs): the
-                /// new row, or None when the name is taken.
-                async fn document_insert<T>(&self, table: &str, json_column: &str, columns: &str, name: &str, document: &Value) -> StoreResult<Option<T>>
-                where
-                    T: for<'r> sqlx::FromRow<'r, <$db as sqlx::Database>::Row> + Send + Unpin,
-                {
-                    let sql = format!(
-                        "INSERT INTO {table} (name, {json_column}, created_at, updated_at)
-                         VALUES ($1, $2, $3, $3)
-                         ON CONFLICT (name) DO NOTHING
-                         RETURNING {columns}"
-                    );
-                    Ok(sqlx::query_as::<$db, T>(&sql)
-                        .bind(name)
-                        .bind(Json(document))
-                        .bind(DbTime(now()))
-                        .fetch_optional(&self.pool)
-                        .await?)
-                }
-
-                /// Replace the document of a named row; None when there is no such row.
-                async fn document_update<T>(&self, table: &str, json_column: &str, columns: &str, name: &str, document: &Value) -> StoreResult<Option<T>>
-                where
-                    T: for<'r> sqlx::FromRow<'r, <$db as sqlx::Database>::Row> + Send + Unpin,
-                {
-                    let sql = format!(
-                        "UPDATE {table} SET {json_column} = $2, updated_at = $3 WHERE name = $1
-                         RETURNING {columns}"
-                    );
-                    Ok(sqlx::query_as::<$db, T>(&sql)
-                        .bind(name)
-                        .bind(Json(document))
-                        .bind(DbTime(now()))
-                        .fetch_optional(&self.pool)
-                        .await?)
                 }
 
                 /// A retired cron job stops firing: the tick materialized ahead of its time (still
@@ -700,160 +614,6 @@ macro_rules! impl_store {
                          LIMIT $1"
                     );
                     Ok(sqlx::query_as::<$db, Job>(&sql).bind(limit).fetch_all(&self.pool).await?)
-                }
-
-                // ---- payload specs ----
-
-                async fn payload_spec_insert(&self, name: &str, schema: &Value) -> StoreResult<Inserted<PayloadSpec>> {
-                    match self.document_insert("payload_specs", "schema_json", PAYLOAD_SPEC_COLUMNS, name, schema).await? {
-                        Some(created) => Ok(Inserted::Created(created)),
-                        None => existing(self.payload_spec_get(name).await?),
-                    }
-                }
-
-                async fn payload_spec_get(&self, name: &str) -> StoreResult<Option<PayloadSpec>> {
-                    let sql = format!("SELECT {PAYLOAD_SPEC_COLUMNS} FROM payload_specs WHERE name = $1");
-                    Ok(sqlx::query_as::<$db, PayloadSpec>(&sql).bind(name).fetch_optional(&self.pool).await?)
-                }
-
-                async fn payload_spec_list(&self, page: &PageRequest) -> StoreResult<Vec<PayloadSpec>> {
-                    self.list_page(PAYLOAD_SPEC_COLUMNS, "payload_specs", "created_at", "name", &[], page).await
-                }
-
-                async fn payload_spec_update(&self, name: &str, schema: &Value) -> StoreResult<Option<PayloadSpec>> {
-                    self.document_update("payload_specs", "schema_json", PAYLOAD_SPEC_COLUMNS, name, schema).await
-                }
-
-                async fn payload_spec_delete(&self, name: &str) -> StoreResult<Deleted> {
-                    self.delete_unless_referenced(
-                        "SELECT name FROM endpoints WHERE payload_spec_ref = $1 ORDER BY name LIMIT $2",
-                        "DELETE FROM payload_specs WHERE name = $1",
-                        name,
-                    )
-                    .await
-                }
-
-                // ---- configs ----
-
-                async fn config_insert(&self, name: &str, values: &Value) -> StoreResult<Inserted<Config>> {
-                    match self.document_insert("configs", "values_json", CONFIG_COLUMNS, name, values).await? {
-                        Some(created) => Ok(Inserted::Created(created)),
-                        None => existing(self.config_get(name).await?),
-                    }
-                }
-
-                async fn config_get(&self, name: &str) -> StoreResult<Option<Config>> {
-                    let sql = format!("SELECT {CONFIG_COLUMNS} FROM configs WHERE name = $1");
-                    Ok(sqlx::query_as::<$db, Config>(&sql).bind(name).fetch_optional(&self.pool).await?)
-                }
-
-                async fn config_list(&self, page: &PageRequest) -> StoreResult<Vec<Config>> {
-                    self.list_page(CONFIG_COLUMNS, "configs", "created_at", "name", &[], page).await
-                }
-
-                async fn config_update(&self, name: &str, values: &Value) -> StoreResult<Option<Config>> {
-                    self.document_update("configs", "values_json", CONFIG_COLUMNS, name, values).await
-                }
-
-                async fn config_delete(&self, name: &str) -> StoreResult<Deleted> {
-                    self.delete_unless_referenced(
-                        "SELECT name FROM endpoints WHERE config_ref = $1 ORDER BY name LIMIT $2",
-                        "DELETE FROM configs WHERE name = $1",
-                        name,
-                    )
-                    .await
-                }
-
-                // ---- secrets ----
-
-                async fn secret_insert(
-                    &self,
-                    name: &str,
-                    encrypted_value: &[u8],
-                    allowed_hosts: Option<&str>,
-                ) -> StoreResult<Inserted<Secret>> {
-                    let sql = format!(
-                        "INSERT INTO secrets (name, encrypted_value, created_at, updated_at, allowed_hosts)
-                         VALUES ($1, $2, $3, $3, $4)
-                         ON CONFLICT (name) DO NOTHING
-                         RETURNING {SECRET_COLUMNS}"
-                    );
-                    let row = sqlx::query_as::<$db, Secret>(&sql)
-                        .bind(name)
-                        .bind(encrypted_value)
-                        .bind(DbTime(now()))
-                        .bind(allowed_hosts)
-                        .fetch_optional(&self.pool)
-                        .await?;
-                    match row {
-                        Some(created) => Ok(Inserted::Created(created)),
-                        None => existing(self.secret_get(name).await?),
-                    }
-                }
-
-                async fn secret_get(&self, name: &str) -> StoreResult<Option<Secret>> {
-                    let sql = format!("SELECT {SECRET_COLUMNS} FROM secrets WHERE name = $1");
-                    Ok(sqlx::query_as::<$db, Secret>(&sql).bind(name).fetch_optional(&self.pool).await?)
-                }
-
-                async fn secret_list(&self, page: &PageRequest) -> StoreResult<Vec<Secret>> {
-                    self.list_page(SECRET_COLUMNS, "secrets", "created_at", "name", &[], page).await
-                }
-
-                async fn secret_names_existing(&self, names: &[String]) -> StoreResult<Vec<String>> {
-                    // An endpoint names a handful of secrets; one indexed lookup each keeps the
-                    // SQL portable (SQLite has no arrays to bind).
-                    let mut found = Vec::with_capacity(names.len());
-                    for name in names {
-                        let row: Option<(String,)> = sqlx::query_as("SELECT name FROM secrets WHERE name = $1")
-                            .bind(name)
-                            .fetch_optional(&self.pool)
-                            .await?;
-                        found.extend(row.map(|(n,)| n));
-                    }
-                    Ok(found)
-                }
-
-                async fn secret_update(
-                    &self,
-                    name: &str,
-                    encrypted_value: &[u8],
-                    allowed_hosts: Option<Option<&str>>,
-                ) -> StoreResult<Option<Secret>> {
-                    let sql = format!(
-                        "UPDATE secrets SET encrypted_value = $2, updated_at = $3,
-                           allowed_hosts = CASE WHEN $4 THEN $5 ELSE allowed_hosts END
-                         WHERE name = $1
-                         RETURNING {SECRET_COLUMNS}"
-                    );
-                    Ok(sqlx::query_as::<$db, Secret>(&sql)
-                        .bind(name)
-                        .bind(encrypted_value)
-                        .bind(DbTime(now()))
-                        .bind(allowed_hosts.is_some())
-                        .bind(allowed_hosts.flatten())
-                        .fetch_optional(&self.pool)
-                        .await?)
-                }
-
-                async fn secret_reencrypt(&self, name: &str, expected: &[u8], encrypted_value: &[u8]) -> StoreResult<bool> {
-                    // updated_at stays: the value did not change, only the key it is sealed under.
-                    let done = sqlx::query("UPDATE secrets SET encrypted_value = $3 WHERE name = $1 AND encrypted_value = $2")
-                        .bind(name)
-                        .bind(expected)
-                        .bind(encrypted_value)
-                        .execute(&self.pool)
-                        .await?;
-                    Ok(done.rows_affected() == 1)
-                }
-
-                async fn secret_delete(&self, name: &str) -> StoreResult<Deleted> {
-                    self.delete_unless_referenced(
-                        "SELECT endpoint FROM endpoint_secret_refs WHERE secret = $1 ORDER BY endpoint LIMIT $2",
-                        "DELETE FROM secrets WHERE name = $1",
-                        name,
-                    )
-                    .await
                 }
 
                 // ---- endpoints ----
@@ -1245,68 +1005,6 @@ macro_rules! impl_store {
                     let done = query.execute(&mut *tx).await?;
                     tx.commit().await?;
                     Ok(done.rows_affected())
-                }
-
-                // ---- API keys ----
-
-                async fn api_key_hashes(&self) -> StoreResult<Vec<Vec<u8>>> {
-                    let rows: Vec<(Vec<u8>,)> = sqlx::query_as("SELECT key_hash FROM api_keys ORDER BY created_at")
-                        .fetch_all(&self.pool)
-                        .await?;
-                    Ok(rows.into_iter().map(|(h,)| h).collect())
-                }
-
-                async fn api_key_insert(&self, key_hash: &[u8]) -> StoreResult<()> {
-                    sqlx::query("INSERT INTO api_keys (key_hash, created_at) VALUES ($1, $2)")
-                        .bind(key_hash)
-                        .bind(DbTime(now()))
-                        .execute(&self.pool)
-                        .await?;
-                    Ok(())
-                }
-
-                // ---- dashboard sessions ----
-
-                async fn dashboard_session_insert(
-                    &self,
-                    token_hash: &[u8],
-                    key_hash: &[u8],
-                    expires_at: DateTime<Utc>,
-                ) -> StoreResult<()> {
-                    let at = now();
-                    sqlx::query("DELETE FROM dashboard_sessions WHERE expires_at <= $1")
-                        .bind(DbTime(at))
-                        .execute(&self.pool)
-                        .await?;
-                    sqlx::query(
-                        "INSERT INTO dashboard_sessions (token_hash, key_hash, created_at, expires_at) VALUES ($1, $2, $3, $4)",
-                    )
-                    .bind(token_hash)
-                    .bind(key_hash)
-                    .bind(DbTime(at))
-                    .bind(DbTime(expires_at))
-                    .execute(&self.pool)
-                    .await?;
-                    Ok(())
-                }
-
-                async fn dashboard_session_key(&self, token_hash: &[u8]) -> StoreResult<Option<Vec<u8>>> {
-                    let row: Option<(Vec<u8>,)> = sqlx::query_as(
-                        "SELECT key_hash FROM dashboard_sessions WHERE token_hash = $1 AND expires_at > $2",
-                    )
-                    .bind(token_hash)
-                    .bind(DbTime(now()))
-                    .fetch_optional(&self.pool)
-                    .await?;
-                    Ok(row.map(|(hash,)| hash))
-                }
-
-                async fn dashboard_session_delete(&self, token_hash: &[u8]) -> StoreResult<()> {
-                    sqlx::query("DELETE FROM dashboard_sessions WHERE token_hash = $1")
-                        .bind(token_hash)
-                        .execute(&self.pool)
-                        .await?;
-                    Ok(())
                 }
 
                 // ---- jobs ----
@@ -1707,7 +1405,7 @@ macro_rules! impl_store {
 
                 // ---- worker ----
 
-                async fn execution_finish_many(&self, finishes: &[AttemptFinish]) -> StoreResult<Vec<bool>> {
+                async fn execution_finish_many(&self, finishes: &[AttemptFinish]) -> StoreResult<$crate::store::FinishedAttempts> {
                     let mut tx = self.begin_bookkeeping().await?;
                     // The fence, per backend: write each execution only if it is still RUNNING
                     // under the attempt number that finished.
@@ -1715,141 +1413,10 @@ macro_rules! impl_store {
                     let winners: Vec<&AttemptFinish> = finishes.iter().zip(&written).filter(|(_, w)| **w).map(|(f, _)| f).collect();
                     // In the same transaction: a claim never sees an attempt finished without its
                     // endpoint's circuit breaker having heard of it.
-                    Self::circuit_record(&mut tx, &winners).await?;
+                    let circuit_changes = Self::circuit_record(&mut tx, &winners).await?;
                     Self::record_attempts(&mut tx, &winners).await?;
                     tx.commit().await?;
-                    Ok(written)
-                }
-
-                // ---- plugins ----
-
-                async fn plugin_insert(&self, plugin: &PluginWrite) -> StoreResult<PluginRecord> {
-                    let mut tx = self.begin_write().await?;
-                    let (next,): (i64,) = sqlx::query_as("SELECT CAST(COALESCE(MAX(version), 0) + 1 AS BIGINT) FROM plugins WHERE name = $1")
-                        .bind(&plugin.name)
-                        .fetch_one(&mut *tx)
-                        .await?;
-                    let sql = format!(
-                        "INSERT INTO plugins (name, version, sha256, bytes, world, grants, limits, created_at)
-                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-                         RETURNING {PLUGIN_COLUMNS}"
-                    );
-                    let record = sqlx::query_as::<$db, PluginRecord>(&sql)
-                        .bind(&plugin.name)
-                        .bind(i32::try_from(next).unwrap_or(i32::MAX))
-                        .bind(&plugin.sha256)
-                        .bind(&plugin.bytes)
-                        .bind(&plugin.world)
-                        .bind(Json(&plugin.grants))
-                        .bind(Json(&plugin.limits))
-                        .bind(DbTime(now()))
-                        .fetch_one(&mut *tx)
-                        .await?;
-                    tx.commit().await?;
-                    Ok(record)
-                }
-
-                async fn plugin_latest(&self, name: &str) -> StoreResult<Option<PluginRecord>> {
-                    let sql = format!("SELECT {PLUGIN_COLUMNS} FROM plugins WHERE name = $1 ORDER BY version DESC LIMIT 1");
-                    Ok(sqlx::query_as::<$db, PluginRecord>(&sql).bind(name).fetch_optional(&self.pool).await?)
-                }
-
-                async fn plugin_versions(&self, name: &str) -> StoreResult<Vec<PluginRecord>> {
-                    let sql = format!("SELECT {PLUGIN_COLUMNS} FROM plugins WHERE name = $1 ORDER BY version");
-                    Ok(sqlx::query_as::<$db, PluginRecord>(&sql).bind(name).fetch_all(&self.pool).await?)
-                }
-
-                async fn plugin_bytes(&self, name: &str, version: i32) -> StoreResult<Option<Vec<u8>>> {
-                    let row: Option<(Vec<u8>,)> = sqlx::query_as("SELECT bytes FROM plugins WHERE name = $1 AND version = $2")
-                        .bind(name)
-                        .bind(version)
-                        .fetch_optional(&self.pool)
-                        .await?;
-                    Ok(row.map(|(b,)| b))
-                }
-
-                async fn plugin_list(&self, page: &PageRequest) -> StoreResult<Vec<PluginRecord>> {
-                    // The newest version of each name, paged like any table.
-                    let latest = format!(
-                        "(SELECT {PLUGIN_COLUMNS} FROM plugins p
-                          WHERE version = (SELECT MAX(version) FROM plugins WHERE name = p.name)) AS latest"
-                    );
-                    self.list_page("name, version, sha256, world, grants, limits, created_at, size_bytes", &latest, "created_at", "name", &[], page).await
-                }
-
-                async fn plugin_delete(&self, name: &str) -> StoreResult<Deleted> {
-                    self.delete_unless_referenced(
-                        "SELECT name FROM endpoints WHERE plugin = $1 OR renderer = $1 OR classifier = $1
-                         UNION ALL SELECT job_id FROM jobs WHERE schedule_plugin = $1 AND status = 'ACTIVE'
-                         ORDER BY 1 LIMIT $2",
-                        "DELETE FROM plugins WHERE name = $1",
-                        name,
-                    )
-                    .await
-                }
-
-                async fn plugin_version_delete(&self, name: &str, version: i32) -> StoreResult<Deleted> {
-                    let mut tx = self.begin_write().await?;
-                    let versions: Vec<(i32,)> = sqlx::query_as("SELECT version FROM plugins WHERE name = $1")
-                        .bind(name)
-                        .fetch_all(&mut *tx)
-                        .await?;
-                    if !versions.iter().any(|(v,)| *v == version) {
-                        return Ok(Deleted::NotFound);
-                    }
-                    // Endpoints pinned to it; and when it is the last version, every endpoint
-                    // that uses the plugin at all.
-                    let users: Vec<(String,)> = sqlx::query_as(
-                        "SELECT name FROM endpoints
-                         WHERE (plugin = $1 AND plugin_version = $2)
-                            OR (classifier = $1 AND classifier_version = $2)
-                            OR ($3 AND (plugin = $1 OR renderer = $1 OR classifier = $1))
-                         UNION ALL SELECT job_id FROM jobs
-                         WHERE schedule_plugin = $1 AND status = 'ACTIVE' AND (schedule_plugin_version = $2 OR $3)
-                         ORDER BY 1 LIMIT $4",
-                    )
-                    .bind(name)
-                    .bind(version)
-                    .bind(versions.len() == 1)
-                    .bind(IN_USE_SHOWN)
-                    .fetch_all(&mut *tx)
-                    .await?;
-                    if !users.is_empty() {
-                        return Ok(Deleted::InUse(users.into_iter().map(|(n,)| n).collect()));
-                    }
-                    sqlx::query("DELETE FROM plugins WHERE name = $1 AND version = $2")
-                        .bind(name)
-                        .bind(version)
-                        .execute(&mut *tx)
-                        .await?;
-                    tx.commit().await?;
-                    Ok(Deleted::Deleted)
-                }
-
-                // ---- regions ----
-
-                async fn heartbeat_write(&self, region: &str, component: &str, status: &str, metadata: &Value) -> StoreResult<()> {
-                    sqlx::query(
-                        "INSERT INTO region_heartbeats (region, component, last_beat_at, status, metadata)
-                         VALUES ($1, $2, $3, $4, $5)
-                         ON CONFLICT (region, component)
-                         DO UPDATE SET last_beat_at = excluded.last_beat_at, status = excluded.status, metadata = excluded.metadata",
-                    )
-                    .bind(region)
-                    .bind(component)
-                    .bind(DbTime(now()))
-                    .bind(status)
-                    .bind(Json(metadata))
-                    .execute(&self.pool)
-                    .await?;
-                    Ok(())
-                }
-
-                async fn region_alive(&self) -> StoreResult<Vec<String>> {
-                    let rows: Vec<(String,)> = sqlx::query_as("SELECT region FROM region_status WHERE alive ORDER BY region")
-                        .fetch_all(&self.pool)
-                        .await?;
-                    Ok(rows.into_iter().map(|(r,)| r).collect())
+                    Ok($crate::store::FinishedAttempts { written, circuit_changes })
                 }
             }
         };

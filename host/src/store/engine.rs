@@ -4,6 +4,7 @@
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
+use super::writes::ExecutionWrite;
 use crate::domain::{AttemptStatus, CatchupPolicy, EndpointType, ExecutionStatus, JobStatus, OverlapPolicy, Trigger};
 use crate::ids::{AttemptId, ExecutionId, JobId, LogId};
 
@@ -78,9 +79,9 @@ pub struct Job {
 
 impl Job {
     /// The schedule plugin of a CRON job scheduled by one, pinned or not.
-    pub fn schedule_ref(&self) -> Option<crate::plugin::PluginRef> {
+    pub fn schedule_ref(&self) -> Option<crate::domain::PluginRef> {
         let name = self.schedule_plugin.clone()?;
-        Some(crate::plugin::PluginRef { name, version: self.schedule_plugin_version })
+        Some(crate::domain::PluginRef { name, version: self.schedule_plugin_version })
     }
 }
 
@@ -189,103 +190,6 @@ pub struct ExecutionLog {
     pub logged_at: DateTime<Utc>,
 }
 
-/// A new job (a first version, or a cron job's next version).
-#[derive(Debug, Clone)]
-pub struct JobWrite {
-    pub job_id: JobId,
-    pub endpoint: String,
-    pub endpoint_version: i32,
-    pub endpoint_type: EndpointType,
-    pub trigger_type: Trigger,
-    pub version: i32,
-    pub previous_version_id: Option<JobId>,
-    pub idempotency_key: Option<String>,
-    pub input: Value,
-    pub run_at: Option<DateTime<Utc>>,
-    pub cron_expression: Option<String>,
-    pub cron_timezone: Option<String>,
-    pub cron_starts_at: Option<DateTime<Utc>>,
-    pub cron_ends_at: Option<DateTime<Utc>>,
-    pub cron_next_run_at: Option<DateTime<Utc>>,
-    pub created_at: DateTime<Utc>,
-    pub trace_parent: Option<String>,
-    pub paused_at: Option<DateTime<Utc>>,
-    pub overlap_policy: OverlapPolicy,
-    pub catchup_policy: CatchupPolicy,
-    pub catchup_window_sec: Option<i32>,
-    pub sla_ms: Option<i32>,
-    pub on_failure: Option<String>,
-    /// A schedule plugin in place of `cron_expression`, and its spec.
-    pub schedule: Option<crate::plugin::PluginRef>,
-    pub schedule_spec: Option<Value>,
-}
-
-impl JobWrite {
-    /// The job as its row reads back once written: ACTIVE, nothing replaced, retired or
-    /// ticked yet, its times at the precision the store keeps. What a create answers without
-    /// reading its row back (`RETURNING` every column of 1,000 jobs, and decoding them, was a
-    /// sixth of the API's time for a batch; `perf`, 2026-11-27).
-    pub fn as_written(&self) -> Job {
-        use super::time::stored;
-        Job {
-            job_id: self.job_id.clone(),
-            endpoint: self.endpoint.clone(),
-            endpoint_version: Some(self.endpoint_version),
-            endpoint_type: self.endpoint_type,
-            trigger_type: self.trigger_type,
-            status: JobStatus::Active,
-            version: self.version,
-            previous_version_id: self.previous_version_id.clone(),
-            replaced_by_id: None,
-            idempotency_key: self.idempotency_key.clone(),
-            input: Some(self.input.clone()),
-            run_at: self.run_at.map(stored),
-            cron_expression: self.cron_expression.clone(),
-            cron_timezone: self.cron_timezone.clone(),
-            cron_starts_at: self.cron_starts_at.map(stored),
-            cron_ends_at: self.cron_ends_at.map(stored),
-            cron_next_run_at: self.cron_next_run_at.map(stored),
-            cron_last_tick_at: None,
-            cron_prev_tick_at: None,
-            created_at: stored(self.created_at),
-            retired_at: None,
-            trace_parent: self.trace_parent.clone(),
-            paused_at: self.paused_at.map(stored),
-            overlap_policy: self.overlap_policy,
-            catchup_policy: self.catchup_policy,
-            catchup_window_sec: self.catchup_window_sec,
-            sla_ms: self.sla_ms,
-            on_failure: self.on_failure.clone(),
-            schedule_plugin: self.schedule.as_ref().map(|p| p.name.clone()),
-            schedule_plugin_version: self.schedule.as_ref().and_then(|p| p.version),
-            schedule_spec: self.schedule_spec.clone(),
-        }
-    }
-}
-
-/// A new execution.
-#[derive(Debug, Clone)]
-pub struct ExecutionWrite {
-    pub execution_id: ExecutionId,
-    pub job_id: JobId,
-    pub endpoint: String,
-    pub endpoint_version: Option<i32>,
-    pub endpoint_type: EndpointType,
-    pub idempotency_key: Option<String>,
-    /// PENDING (waits for `run_at`) or QUEUED (claimable now).
-    pub status: ExecutionStatus,
-    pub input: Value,
-    pub max_attempts: i32,
-    pub run_at: DateTime<Utc>,
-    pub created_at: DateTime<Utc>,
-    pub trace_parent: Option<String>,
-    pub retry_of: Option<ExecutionId>,
-    /// A cron tick's job's overlap policy, applied when the tick is due (None: allow).
-    pub overlap_policy: Option<OverlapPolicy>,
-    /// Its job's SLA in milliseconds. (`scheduled_at` is written as `run_at`.)
-    pub sla_ms: Option<i32>,
-}
-
 /// Filters of `GET /executions` and `POST /executions/replay`; every one that is set applies.
 #[derive(Debug, Clone, Default)]
 pub struct ExecutionFilter {
@@ -335,6 +239,24 @@ pub struct AttemptFinish {
     /// endpoint's circuit breaker (None: nothing, as when the delivery was never sent).
     pub endpoint: String,
     pub health: Option<crate::flow::Health>,
+}
+
+/// What [`crate::store::Store::execution_finish_many`] wrote.
+#[derive(Debug, Default)]
+pub struct FinishedAttempts {
+    /// Per finish, in order: whether it was written (false: the fence held).
+    pub written: Vec<bool>,
+    /// The circuit breakers' transitions the written outcomes made, committed with them.
+    pub circuit_changes: Vec<CircuitChange>,
+}
+
+/// One transition of an endpoint's circuit breaker.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CircuitChange {
+    pub endpoint: String,
+    pub transition: crate::flow::Transition,
+    /// The endpoint's consecutive failures after it.
+    pub failures: i32,
 }
 
 impl AttemptFinish {
@@ -509,9 +431,6 @@ pub struct JobStats {
 impl JobStats {
     pub const SAMPLE: i64 = 10_000;
 }
-
-pub const PLUGIN_COLUMNS: &str =
-    "name, version, sha256, world, grants, limits, created_at, CAST(length(bytes) AS BIGINT) AS size_bytes";
 
 /// An installed plugin version, without its bytes.
 #[derive(Debug, Clone, sqlx::FromRow)]

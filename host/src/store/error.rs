@@ -19,6 +19,10 @@ pub enum StoreError {
     Database(#[source] sqlx::Error),
     #[error("migration failed")]
     Migrate(#[from] sqlx::migrate::MigrateError),
+    /// A task that writes or reads for many callers together (`store::coalesce`, the worker's
+    /// completer and lease keeper) ended before it answered: the service is shutting down.
+    #[error("the store is closing: the service is shutting down")]
+    Closed,
 }
 
 impl StoreError {
@@ -45,7 +49,12 @@ impl StoreError {
     /// lock). False for errors about the data itself (a value the database refuses, a
     /// constraint), which fail the same way every time.
     pub fn is_transient(&self) -> bool {
-        let Self::Database(error) = self else { return false };
+        let error = match self {
+            Self::Database(error) => error,
+            // As a closed pool: a caller retrying it meets the shutdown that stops it.
+            Self::Closed => return true,
+            _ => return false,
+        };
         match error {
             // Not Protocol: sqlx reports a statement it refuses to send (too many parameters)
             // that way, and it would fail the same way forever; the completer's split handles it.

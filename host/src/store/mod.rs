@@ -3,38 +3,56 @@
 //! - [`postgres`]: PostgreSQL, and through it CockroachDB (the production, scale-out backend).
 //! - [`sqlite`]: embedded SQLite in WAL mode (the default: one file, no other service).
 //!
-//! Queries both databases accept are written once in `common` and stamped onto each backend
-//! by `impl_store!`; a query the two databases must phrase differently lives in its backend's
-//! module under the same method name. No scheduling or validation logic lives below the trait:
-//! the store persists and fetches, the callers decide.
+//! [`Store`] is one contract per aggregate, each a trait of its own ([`Documents`], [`Plugins`], …), joined as
+//! supertraits. An aggregate moved to `sql` has its statements in `sql/<aggregate>.sql` and its
+//! methods written once, as plain Rust over `sql::query`, for every backend (`impl<S:
+//! SqlBackend>`). The aggregates not moved yet are written once in `common` and stamped onto
+//! each backend by `impl_store!`; a query the two databases must phrase differently lives in
+//! its backend's module under the same method name. The store persists and fetches; the rules are the
+//! callers'. Where a rule must be applied inside a write's transaction to hold under
+//! concurrency (a circuit breaker hearing an attempt's outcome, a rate-limited endpoint's
+//! token bucket paying for a claim), the store calls the rule's code in `crate::flow` and
+//! returns what it decided ([`FinishedAttempts::circuit_changes`]) for the caller to record.
+//! [`coalesce`] makes the store calls of many concurrent requests as one.
 
+mod access;
+pub mod coalesce;
 mod common;
 #[cfg(test)]
 mod conformance;
+mod documents;
 mod engine;
 mod error;
 pub mod partitions;
+mod plugins;
 pub mod postgres;
+mod regions;
 mod resources;
+mod sql;
 pub mod sqlite;
 pub mod storable;
 mod time;
+mod writes;
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use serde_json::Value;
 
+pub use access::Access;
+pub use documents::Documents;
 pub use engine::{
-    is_queue_table, ActivitySample, Attempt, AttemptFinish, ClaimParams, CronAdvance, EndpointShares, Execution,
-    ExecutionFilter, ExecutionLog, ExecutionWrite, Job, JobFilter, JobStats, JobWrite, LeaseExtend, LogWrite,
+    is_queue_table, ActivitySample, Attempt, AttemptFinish, CircuitChange, ClaimParams, CronAdvance, EndpointShares,
+    Execution, ExecutionFilter, ExecutionLog, FinishedAttempts, Job, JobFilter, JobStats, LeaseExtend, LogWrite,
     PluginRecord, PluginWrite, READY_AHEAD,
 };
 pub(crate) use error::retrying_moved;
 pub use error::StoreError;
-pub use resources::{Config, Endpoint, EndpointWrite, PayloadSpec, Secret, DEFAULT_TIMEOUT_MS};
+pub use plugins::Plugins;
+pub use regions::Regions;
+pub use resources::{Config, Endpoint, EndpointWrite, PayloadSpec, Secret};
 pub use time::{now, DbTime};
+pub use writes::{ExecutionWrite, JobWrite, NewJob};
 
 pub type StoreResult<T> = Result<T, StoreError>;
 
@@ -142,7 +160,7 @@ impl Signal {
 
 /// The storage interface. Methods are named noun-then-verb.
 #[async_trait]
-pub trait Store: Send + Sync + 'static {
+pub trait Store: Access + Documents + Plugins + Regions + Send + Sync + 'static {
     fn backend(&self) -> Backend;
     /// Apply every pending migration of this backend.
     async fn migrate(&self) -> StoreResult<()>;
@@ -158,48 +176,10 @@ pub trait Store: Send + Sync + 'static {
     /// The next ticks of active, unpaused CRON jobs, soonest first.
     async fn cron_upcoming(&self, limit: i64) -> StoreResult<Vec<Job>>;
 
-    async fn payload_spec_insert(&self, name: &str, schema: &Value) -> StoreResult<Inserted<PayloadSpec>>;
-    async fn payload_spec_get(&self, name: &str) -> StoreResult<Option<PayloadSpec>>;
-    async fn payload_spec_list(&self, page: &PageRequest) -> StoreResult<Vec<PayloadSpec>>;
-    async fn payload_spec_update(&self, name: &str, schema: &Value) -> StoreResult<Option<PayloadSpec>>;
-    /// Refused (InUse, with endpoint names) while an endpoint references it.
-    async fn payload_spec_delete(&self, name: &str) -> StoreResult<Deleted>;
-
-    async fn config_insert(&self, name: &str, values: &Value) -> StoreResult<Inserted<Config>>;
-    async fn config_get(&self, name: &str) -> StoreResult<Option<Config>>;
-    async fn config_list(&self, page: &PageRequest) -> StoreResult<Vec<Config>>;
-    async fn config_update(&self, name: &str, values: &Value) -> StoreResult<Option<Config>>;
-    /// Refused (InUse, with endpoint names) while an endpoint references it.
-    async fn config_delete(&self, name: &str) -> StoreResult<Deleted>;
-
-    /// `allowed_hosts` is the JSON of `secret::hosts::AllowedHosts`; None: anywhere.
-    async fn secret_insert(
-        &self,
-        name: &str,
-        encrypted_value: &[u8],
-        allowed_hosts: Option<&str>,
-    ) -> StoreResult<Inserted<Secret>>;
-    async fn secret_get(&self, name: &str) -> StoreResult<Option<Secret>>;
-    async fn secret_list(&self, page: &PageRequest) -> StoreResult<Vec<Secret>>;
-    /// Which of `names` exist, for checking an endpoint's `{{secret.*}}` references.
-    async fn secret_names_existing(&self, names: &[String]) -> StoreResult<Vec<String>>;
-    /// `allowed_hosts`: None keeps the stored list, `Some(None)` clears it.
-    async fn secret_update(
-        &self,
-        name: &str,
-        encrypted_value: &[u8],
-        allowed_hosts: Option<Option<&str>>,
-    ) -> StoreResult<Option<Secret>>;
-    /// Replace a ciphertext only if it is still `expected` (re-encryption under a new key must
-    /// not overwrite a value rotated by a user meanwhile). Returns whether it was replaced.
-    async fn secret_reencrypt(&self, name: &str, expected: &[u8], encrypted_value: &[u8]) -> StoreResult<bool>;
-    /// Refused (InUse, with endpoint names) while an endpoint's templates name it.
-    async fn secret_delete(&self, name: &str) -> StoreResult<Deleted>;
-
     async fn endpoint_insert(&self, endpoint: &EndpointWrite) -> StoreResult<Inserted<Endpoint>>;
     async fn endpoint_get(&self, name: &str) -> StoreResult<Option<Endpoint>>;
     /// The endpoints among `names` that exist, in no particular order: one query for the
-    /// endpoint reads of many requests (`api::jobs::EndpointReader`).
+    /// endpoint reads of many requests (`coalesce::EndpointReader`).
     async fn endpoint_get_many(&self, names: &[&str]) -> StoreResult<Vec<Endpoint>>;
     /// One version of an endpoint as it was written (kept while the endpoint exists).
     async fn endpoint_version_get(&self, name: &str, version: i32) -> StoreResult<Option<Endpoint>>;
@@ -233,25 +213,6 @@ pub trait Store: Send + Sync + 'static {
     /// its finished jobs and their history (purge most of it first with
     /// [`Store::execution_delete_finished`], in small batches).
     async fn endpoint_delete(&self, name: &str) -> StoreResult<Deleted>;
-
-    /// SHA-256 hashes of the API keys the service generated for itself.
-    async fn api_key_hashes(&self) -> StoreResult<Vec<Vec<u8>>>;
-    async fn api_key_insert(&self, key_hash: &[u8]) -> StoreResult<()>;
-
-    // ---- dashboard sessions ----
-
-    /// Keep a dashboard session: the SHA-256 of its token, the hash of the key that signed in,
-    /// and when it ends. Sessions that have ended are deleted on the way.
-    async fn dashboard_session_insert(
-        &self,
-        token_hash: &[u8],
-        key_hash: &[u8],
-        expires_at: DateTime<Utc>,
-    ) -> StoreResult<()>;
-    /// The hash of the key a session signed in with, while the session has not ended.
-    async fn dashboard_session_key(&self, token_hash: &[u8]) -> StoreResult<Option<Vec<u8>>>;
-    /// End a session (signing out).
-    async fn dashboard_session_delete(&self, token_hash: &[u8]) -> StoreResult<()>;
 
     // ---- jobs ----
 
@@ -381,8 +342,9 @@ pub trait Store: Send + Sync + 'static {
     /// Write attempts' outcomes in one transaction, each fenced: an execution is written only
     /// if it is still RUNNING under the attempt number that finished, and only then are the
     /// attempt and its logs recorded. Per finish, whether it was written (false: the fence
-    /// held, because the execution was reclaimed or cancelled meanwhile).
-    async fn execution_finish_many(&self, finishes: &[AttemptFinish]) -> StoreResult<Vec<bool>>;
+    /// held, because the execution was reclaimed or cancelled meanwhile), and the circuit
+    /// breakers' transitions the written outcomes made, for the caller to record.
+    async fn execution_finish_many(&self, finishes: &[AttemptFinish]) -> StoreResult<FinishedAttempts>;
     /// Tell other processes something changed (PostgreSQL NOTIFY; a no-op where the database
     /// has no such channel).
     async fn signal(&self, signal: Signal) -> StoreResult<()>;
@@ -425,27 +387,6 @@ pub trait Store: Send + Sync + 'static {
         let _ = (now, window, cutoff, budget);
         Ok(HistoryUpkept::default())
     }
-
-    // ---- plugins ----
-
-    /// Install a plugin version: the next version number under its name.
-    async fn plugin_insert(&self, plugin: &PluginWrite) -> StoreResult<PluginRecord>;
-    async fn plugin_latest(&self, name: &str) -> StoreResult<Option<PluginRecord>>;
-    async fn plugin_versions(&self, name: &str) -> StoreResult<Vec<PluginRecord>>;
-    async fn plugin_bytes(&self, name: &str, version: i32) -> StoreResult<Option<Vec<u8>>>;
-    /// The newest version of each plugin, a page at a time.
-    async fn plugin_list(&self, page: &PageRequest) -> StoreResult<Vec<PluginRecord>>;
-    /// Every version; refused (InUse, with endpoint names) while an endpoint uses it.
-    async fn plugin_delete(&self, name: &str) -> StoreResult<Deleted>;
-    /// One version; refused (InUse, with endpoint names) while an endpoint is pinned to it, or,
-    /// when it is the plugin's last version, while any endpoint uses the plugin.
-    async fn plugin_version_delete(&self, name: &str, version: i32) -> StoreResult<Deleted>;
-
-    // ---- regions (written and read, not yet acted on) ----
-
-    async fn heartbeat_write(&self, region: &str, component: &str, status: &str, metadata: &Value) -> StoreResult<()>;
-    /// Regions marked alive in region_status.
-    async fn region_alive(&self) -> StoreResult<Vec<String>>;
 }
 
 /// Open the store the configuration names: PostgreSQL for a `postgres://` (or
@@ -503,66 +444,10 @@ pub enum DatabaseLocation {
 }
 
 impl DatabaseLocation {
-    pub fn parse(url: Option<&str>) -> Result<Self, crate::config::ConfigError> {
-        match url.map(str::trim).filter(|u| !u.is_empty()) {
-            None => Ok(Self::Sqlite("taskexec.db".into())),
-            Some(u) if u.starts_with("postgres://") || u.starts_with("postgresql://") => {
-                Ok(Self::Postgres(u.to_owned()))
-            }
-            Some(u) => match u.strip_prefix("sqlite://").or_else(|| u.strip_prefix("sqlite:")) {
-                Some(path) if !path.is_empty() => {
-                    // Said here, before anything is made next to it (the key file, say), so the
-                    // error names the real cause.
-                    let path = std::path::PathBuf::from(path);
-                    match path.parent().filter(|dir| !dir.as_os_str().is_empty() && !dir.is_dir()) {
-                        Some(dir) => Err(crate::config::ConfigError::new(
-                            "TE_DATABASE_URL",
-                            format!(
-                                "the directory {} for the SQLite database does not exist; create it first",
-                                dir.display()
-                            ),
-                        )),
-                        None => Ok(Self::Sqlite(path)),
-                    }
-                }
-                _ => Err(crate::config::ConfigError::new(
-                    "TE_DATABASE_URL",
-                    format!(
-                        "expected postgres://…, postgresql://… or sqlite:PATH, got '{}'",
-                        u.split(':').next().unwrap_or_default()
-                    ),
-                )),
-            },
-        }
-    }
-
     pub fn backend(&self) -> Backend {
         match self {
             Self::Postgres(_) => Backend::Postgres,
             Self::Sqlite(_) => Backend::Sqlite,
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn database_location_defaults_to_embedded_sqlite() {
-        assert_eq!(DatabaseLocation::parse(None).unwrap(), DatabaseLocation::Sqlite("taskexec.db".into()));
-        assert_eq!(DatabaseLocation::parse(Some(" ")).unwrap(), DatabaseLocation::Sqlite("taskexec.db".into()));
-        assert_eq!(
-            DatabaseLocation::parse(Some("sqlite:/tmp/x.db")).unwrap(),
-            DatabaseLocation::Sqlite("/tmp/x.db".into())
-        );
-        assert_eq!(DatabaseLocation::parse(Some("postgresql://h/db")).unwrap().backend(), Backend::Postgres);
-    }
-
-    #[test]
-    fn database_location_error_does_not_echo_credentials() {
-        let err = DatabaseLocation::parse(Some("mysql://user:hunter2@h/db")).unwrap_err().to_string();
-        assert!(err.starts_with("TE_DATABASE_URL: ") && err.contains("mysql"), "{err}");
-        assert!(!err.contains("hunter2"));
     }
 }

@@ -128,7 +128,7 @@ impl PgStore {
 
     /// A transaction that will write. On PostgreSQL it plans without sequential scans
     /// (`INDEX_PLANS`).
-    async fn begin_write(&self) -> StoreResult<Transaction<'_, Postgres>> {
+    async fn begin_write(&self) -> StoreResult<Transaction<'static, Postgres>> {
         if self.cockroach {
             return Ok(self.pool.begin().await?);
         }
@@ -457,6 +457,17 @@ impl PgStore {
             jobs.iter().zip(&created).filter(|(_, c)| c.is_some()).filter_map(|((_, e), _)| *e).collect();
         Self::insert_executions(tx, &executions, &INSERT_EXECUTIONS_OF_NEW_JOBS).await?;
         Ok(created)
+    }
+}
+
+#[async_trait::async_trait]
+impl super::sql::SqlBackend for PgStore {
+    fn db(&self) -> super::sql::Db<'_> {
+        super::sql::Db::Postgres(&self.pool)
+    }
+
+    async fn write(&self) -> StoreResult<super::sql::Tx> {
+        Ok(super::sql::Tx::Postgres(self.begin_write().await?))
     }
 }
 

@@ -96,25 +96,15 @@ impl Endpoint {
     }
 
     /// The plugin a PLUGIN endpoint delivers through, pinned or not.
-    pub fn plugin_ref(&self) -> Option<crate::plugin::PluginRef> {
-        self.plugin.as_ref().map(|name| crate::plugin::PluginRef { name: name.clone(), version: self.plugin_version })
+    pub fn plugin_ref(&self) -> Option<crate::domain::PluginRef> {
+        self.plugin.as_ref().map(|name| crate::domain::PluginRef { name: name.clone(), version: self.plugin_version })
     }
 
     /// The classifier plugin that judges this endpoint's answers, pinned or not.
-    pub fn classifier_ref(&self) -> Option<crate::plugin::PluginRef> {
+    pub fn classifier_ref(&self) -> Option<crate::domain::PluginRef> {
         self.classifier
             .as_ref()
-            .map(|name| crate::plugin::PluginRef { name: name.clone(), version: self.classifier_version })
-    }
-
-    /// How long a delivery may take: the endpoint's `timeout_ms`, else its spec's (the built-in
-    /// transports' specs have one, filled in with their default), else [`DEFAULT_TIMEOUT_MS`];
-    /// never more than the longest a delivery may take.
-    pub fn delivery_timeout_ms(&self, rendered_spec: &Value) -> u64 {
-        let own = self.timeout_ms.and_then(|t| u64::try_from(t).ok());
-        own.or_else(|| rendered_spec.get("timeout_ms").and_then(Value::as_u64))
-            .unwrap_or(DEFAULT_TIMEOUT_MS)
-            .clamp(1, crate::transport::MAX_TIMEOUT_MS)
+            .map(|name| crate::domain::PluginRef { name: name.clone(), version: self.classifier_version })
     }
 
     /// The circuit breaker's settings: the endpoint's own, or the defaults.
@@ -134,9 +124,6 @@ impl Endpoint {
         }
     }
 }
-
-/// A delivery's timeout when neither the endpoint nor its spec sets one (a plugin's).
-pub const DEFAULT_TIMEOUT_MS: u64 = 30_000;
 
 /// Everything an endpoint create or update writes.
 #[derive(Debug, Clone)]
@@ -159,6 +146,6 @@ pub struct EndpointWrite {
     pub timeout_ms: Option<i32>,
     pub plugin_version: Option<i32>,
     /// The classifier plugin (pinned to a version or not) and its configuration.
-    pub classifier: Option<crate::plugin::PluginRef>,
+    pub classifier: Option<crate::domain::PluginRef>,
     pub classifier_config: Option<Value>,
 }

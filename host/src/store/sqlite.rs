@@ -45,14 +45,14 @@ impl SqliteStore {
     const LOCK_EXCLUSIVE: &str = "";
     const LOCK_EXCLUSIVE_SKIP_LOCKED: &str = "";
 
-    /// `BEGIN IMMEDIATE` takes the write lock up front: a deferred transaction that reads and
-    /// then writes cannot wait for the lock under WAL and fails with SQLITE_BUSY instead.
     /// The tables the retention purge deletes finished executions from, row by row: all of it.
     async fn purged_by_row(&self) -> StoreResult<Vec<String>> {
         Ok(vec!["executions".to_owned()])
     }
 
-    async fn begin_write(&self) -> StoreResult<Transaction<'_, Sqlite>> {
+    /// `BEGIN IMMEDIATE` takes the write lock up front: a deferred transaction that reads and
+    /// then writes cannot wait for the lock under WAL and fails with SQLITE_BUSY instead.
+    async fn begin_write(&self) -> StoreResult<Transaction<'static, Sqlite>> {
         Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?)
     }
 
@@ -213,6 +213,17 @@ impl SqliteStore {
             recorded.push(won);
         }
         Ok(recorded)
+    }
+}
+
+#[async_trait::async_trait]
+impl super::sql::SqlBackend for SqliteStore {
+    fn db(&self) -> super::sql::Db<'_> {
+        super::sql::Db::Sqlite(&self.pool)
+    }
+
+    async fn write(&self) -> StoreResult<super::sql::Tx> {
+        Ok(super::sql::Tx::Sqlite(self.begin_write().await?))
     }
 }
 

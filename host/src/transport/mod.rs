@@ -371,6 +371,19 @@ pub(crate) fn literal(value: &str) -> Option<&str> {
 /// extends its lease on an execution to cover the attempt's whole timeout.
 pub const MAX_TIMEOUT_MS: u64 = 300_000;
 
+/// A delivery's timeout when neither the endpoint nor its spec sets one (a plugin's).
+pub const DEFAULT_TIMEOUT_MS: u64 = 30_000;
+
+/// How long a delivery to `endpoint` may take: the endpoint's `timeout_ms`, else its spec's
+/// (the built-in transports' specs have one, filled in with their default), else
+/// [`DEFAULT_TIMEOUT_MS`]; never more than [`MAX_TIMEOUT_MS`].
+pub fn delivery_timeout_ms(endpoint: &crate::store::Endpoint, rendered_spec: &serde_json::Value) -> u64 {
+    let own = endpoint.timeout_ms.and_then(|t| u64::try_from(t).ok());
+    own.or_else(|| rendered_spec.get("timeout_ms").and_then(serde_json::Value::as_u64))
+        .unwrap_or(DEFAULT_TIMEOUT_MS)
+        .clamp(1, MAX_TIMEOUT_MS)
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;

@@ -83,9 +83,9 @@ impl Completer {
         let queued = self.requests.send((finish, reply)).await.is_ok();
         async move {
             if !queued {
-                return Err(StoreError::Database(sqlx::Error::PoolClosed));
+                return Err(StoreError::Closed);
             }
-            answer.await.unwrap_or(Err(StoreError::Database(sqlx::Error::PoolClosed)))
+            answer.await.unwrap_or(Err(StoreError::Closed))
         }
     }
 
@@ -159,7 +159,13 @@ impl Writer {
         let mut delay = RETRY_FIRST;
         loop {
             match self.store.execution_finish_many(finishes).await {
-                Ok(written) => return Ok(written),
+                Ok(finished) => {
+                    for change in &finished.circuit_changes {
+                        crate::metrics::circuit_transition(&change.endpoint, change.transition.to_label());
+                        tracing::warn!(endpoint = %change.endpoint, transition = ?change.transition, failures = change.failures, "Circuit breaker changed.");
+                    }
+                    return Ok(finished.written);
+                }
                 Err(error) if error.is_transient() => {
                     crate::metrics::result_write_retried();
                     tracing::warn!(%error, executions = finishes.len(), retry_ms = delay.as_millis() as u64, "Could not record attempt results; retrying.");

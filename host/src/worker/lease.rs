@@ -96,7 +96,7 @@ impl Leases {
                 self.extend(batch).await;
             }
         }
-        answered.await.unwrap_or_else(|_| Err(StoreError::Database(sqlx::Error::PoolClosed)))
+        answered.await.unwrap_or_else(|_| Err(StoreError::Closed))
     }
 
     /// Write `batch` in one statement and answer each; when some execution was not extended

@@ -315,7 +315,7 @@ impl Pipeline {
         }
 
         // Every endpoint type's timeout is bounded: the endpoint's own, else its spec's.
-        let timeout_ms = endpoint.delivery_timeout_ms(&rendered);
+        let timeout_ms = crate::transport::delivery_timeout_ms(endpoint, &rendered);
         let deadline = now() + chrono::Duration::milliseconds(i64::try_from(timeout_ms).unwrap_or(i64::MAX / 2));
         let message = Message {
             execution_id: execution.execution_id.to_string(),

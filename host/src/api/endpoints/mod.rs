@@ -122,7 +122,7 @@ impl From<Endpoint> for EndpointOut {
         let now = crate::store::now();
         let circuit_breaker = CircuitBreakerOut::from(e.circuit_policy());
         let circuit = CircuitOut::new(&e.circuit(), now);
-        let timeout_ms = e.delivery_timeout_ms(&e.spec);
+        let timeout_ms = crate::transport::delivery_timeout_ms(&e, &e.spec);
         let plugin = e.plugin_ref().map(|p| p.to_string());
         let classifier = ClassifierIn::of(&e);
         Self {

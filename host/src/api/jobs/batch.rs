@@ -103,13 +103,13 @@ pub(super) async fn create_batch(
             Err(error) => items[index] = Some(error_item(index, &error)),
         }
     }
-    let writes: Vec<_> = ready.iter().map(|(_, p)| (&p.job, p.execution.as_ref())).collect();
+    let writes: Vec<_> = ready.iter().map(|(_, p)| (&p.new.job, p.new.execution.as_ref())).collect();
     let inserted = state.store.job_insert_many(&writes).await?;
     let mut created = Vec::new();
     for ((index, prepared), inserted) in ready.iter().zip(inserted) {
         let answered = match inserted {
             Ok(inserted) => answer(&state, prepared, inserted).await,
-            Err(error) => Err(endpoint_gone(error, &prepared.job.endpoint)),
+            Err(error) => Err(endpoint_gone(error, &prepared.new.job.endpoint)),
         };
         items[*index] = Some(match answered {
             Ok(Created(status, job)) => {

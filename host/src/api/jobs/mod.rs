@@ -15,16 +15,12 @@ mod batch;
 mod cron_plan;
 mod events;
 mod policies;
-mod reader;
 mod repeat;
 pub mod requests;
 pub mod responses;
 mod status;
-mod writer;
 
-pub use reader::EndpointReader;
 use repeat::answer;
-pub use writer::JobWriter;
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -45,9 +41,10 @@ use super::validators::validate_input;
 use super::Created;
 use crate::api::error::{ApiError, ApiResult, ErrorCode};
 use crate::domain::{CatchupPolicy, ExecutionStatus, JobStatus, OverlapPolicy, Trigger};
-use crate::ids::{ExecutionId, JobId};
 use crate::retry::RetryPolicy;
-use crate::store::{now, Deleted, Execution, ExecutionWrite, Inserted, Job, JobFilter, JobWrite, PageKey, StoreError};
+use crate::store::{
+    now, Deleted, Execution, ExecutionWrite, Inserted, Job, JobFilter, JobWrite, NewJob, PageKey, StoreError,
+};
 use crate::trace::TraceParent;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -86,7 +83,9 @@ async fn create(State(state): State<AppState>, ApiJson(body): ApiJson<JobIn>) ->
     let endpoint =
         state.endpoint_reader.get(&body.endpoint).await?.ok_or_else(|| endpoint_not_found(&body.endpoint))?;
     let prepared = prepare(&state, body, &endpoint).await?;
-    let (prepared, inserted) = state.job_writer.insert(prepared).await.map_err(|e| endpoint_gone(e, &endpoint.name))?;
+    let Prepared { new, run_at_given } = prepared;
+    let (new, inserted) = state.job_writer.insert(new).await.map_err(|e| endpoint_gone(e, &endpoint.name))?;
+    let prepared = Prepared { new, run_at_given };
     let answer = answer(&state, &prepared, inserted).await?;
     if answer.0 == StatusCode::CREATED {
         wake(&state, &[&prepared]).await;
@@ -106,12 +105,6 @@ async fn check_on_failure(state: &AppState, on_failure: Option<&str>, endpoint: 
     crate::api::endpoints::require_callback(state, target).await
 }
 
-/// The task behind a create's queue (`JobWriter`, `EndpointReader`) ended: the service is
-/// shutting down, as when its pool closes.
-fn queue_closed() -> crate::store::StoreError {
-    crate::store::StoreError::Database(sqlx::Error::PoolClosed)
-}
-
 fn endpoint_not_found(name: &str) -> ApiError {
     ApiError::new(ErrorCode::EndpointNotFound, format!("Endpoint '{name}' does not exist."))
 }
@@ -127,8 +120,7 @@ fn endpoint_gone(error: StoreError, name: &str) -> ApiError {
 
 /// A create, checked and ready to write.
 pub(super) struct Prepared {
-    job: JobWrite,
-    execution: Option<ExecutionWrite>,
+    new: NewJob,
     /// `run_at` was given (not `delay_ms`): a repeat must give the same.
     run_at_given: bool,
 }
@@ -180,37 +172,19 @@ pub(super) async fn prepare(state: &AppState, body: JobIn, endpoint: &crate::sto
 
     let at = now();
     let max_attempts = RetryPolicy::parse(Some(&endpoint.retry_policy)).map(|p| p.max_attempts as i32).unwrap_or(1);
-    let job_id = JobId::new();
-    tracing::Span::current().record("job_id", tracing::field::display(&job_id));
-    // This request's trace: every delivery of the job continues it (see `crate::trace`).
-    let trace_parent = TraceParent::current().map(|t| t.to_string());
     let mut job = JobWrite {
-        job_id: job_id.clone(),
-        endpoint: endpoint.name.clone(),
-        endpoint_version: endpoint.version,
-        endpoint_type: endpoint.endpoint_type,
-        trigger_type: trigger,
-        version: 1,
-        previous_version_id: None,
         idempotency_key: body.idempotency_key.clone(),
-        input: input.clone(),
-        run_at: None,
-        cron_expression: None,
-        cron_timezone: None,
-        cron_starts_at: None,
-        cron_ends_at: None,
-        cron_next_run_at: None,
-        created_at: at,
-        trace_parent: trace_parent.clone(),
-        paused_at: None,
+        input,
+        // This request's trace: every delivery of the job continues it (see `crate::trace`).
+        trace_parent: TraceParent::current().map(|t| t.to_string()),
         overlap_policy: body.overlap_policy.unwrap_or(OverlapPolicy::Allow),
         catchup_policy: body.catchup_policy.unwrap_or(CatchupPolicy::All),
         catchup_window_sec: body.catchup_window.as_deref().map(policies::parse_window).transpose()?,
         sla_ms: body.sla_ms,
         on_failure: body.on_failure.clone(),
-        schedule: None,
-        schedule_spec: None,
+        ..JobWrite::on(endpoint, trigger, at)
     };
+    tracing::Span::current().record("job_id", tracing::field::display(&job.job_id));
     let execution = match trigger {
         Trigger::Cron => {
             let asked = ScheduleAsked {
@@ -247,40 +221,25 @@ pub(super) async fn prepare(state: &AppState, body: JobIn, endpoint: &crate::sto
                 }
                 _ => at,
             };
-            Some(ExecutionWrite {
-                execution_id: ExecutionId::new(),
-                job_id: job_id.clone(),
-                endpoint: endpoint.name.clone(),
-                endpoint_version: Some(endpoint.version),
-                endpoint_type: endpoint.endpoint_type,
-                idempotency_key: body.idempotency_key.clone(),
-                // A run_at in the past fires at once.
-                status: if run_at > at { ExecutionStatus::Pending } else { ExecutionStatus::Queued },
-                input,
-                max_attempts,
-                run_at,
-                created_at: at,
-                trace_parent: trace_parent.clone(),
-                retry_of: None,
-                overlap_policy: None,
-                sla_ms: body.sla_ms,
-            })
+            // A run_at in the past fires at once.
+            let status = if run_at > at { ExecutionStatus::Pending } else { ExecutionStatus::Queued };
+            Some(ExecutionWrite::first_of(&job, status, run_at, max_attempts))
         }
     };
-    Ok(Prepared { job, execution, run_at_given })
+    Ok(Prepared { new: NewJob { job, execution }, run_at_given })
 }
 
 /// Wake the loops that have new work from these creates: the worker for executions claimable
 /// now, the promoter for ones that wait, the cron materializer for new cron jobs.
 pub(super) async fn wake(state: &AppState, created: &[&Prepared]) {
-    let status = |p: &&Prepared| p.execution.as_ref().map(|e| e.status);
+    let status = |p: &&Prepared| p.new.execution.as_ref().map(|e| e.status);
     if created.iter().any(|p| status(p) == Some(ExecutionStatus::Queued)) {
         state.wakeups.work_ready(&state.store).await;
     }
     if created.iter().any(|p| status(p) == Some(ExecutionStatus::Pending)) {
         state.wakeups.pending_changed.notify_one();
     }
-    if created.iter().any(|p| p.execution.is_none()) {
+    if created.iter().any(|p| p.new.execution.is_none()) {
         state.wakeups.cron_job_changed(&state.store).await;
     }
 }
@@ -372,27 +331,17 @@ async fn update(
     };
     let plan = plan_cron(&state, asked, at).await?;
     let (schedule, schedule_spec) = plan.schedule.unzip();
-    let new_id = JobId::new();
-    tracing::Span::current().record("job_id", tracing::field::display(&new_id));
     let new = JobWrite {
-        job_id: new_id,
-        endpoint: old.endpoint.clone(),
-        // A new version is a new job: it is delivered with the endpoint as it is now.
-        endpoint_version: endpoint.as_ref().map(|e| e.version).or(old.endpoint_version).unwrap_or(1),
-        endpoint_type: old.endpoint_type,
-        trigger_type: Trigger::Cron,
         version: old.version + 1,
         previous_version_id: Some(old.job_id.clone()),
         // The key belongs to the first version: a repeat of its create still finds it.
         idempotency_key: None,
         input,
-        run_at: None,
         cron_expression: plan.expression,
         cron_timezone: Some(plan.timezone),
         cron_starts_at: Some(plan.starts_at),
         cron_ends_at: plan.ends_at,
         cron_next_run_at: old.paused_at.is_none().then_some(plan.next_run_at),
-        created_at: at,
         // The new version's ticks continue the trace of the request that made it.
         trace_parent: TraceParent::current().map(|t| t.to_string()),
         // A paused job's new version is paused too, from now: resume it to run the schedule.
@@ -407,7 +356,16 @@ async fn update(
         on_failure: body.on_failure.or(old.on_failure.clone()),
         schedule,
         schedule_spec,
+        // A new version is a new job: it is delivered with the endpoint as it is now.
+        ..JobWrite::new(
+            &old.endpoint,
+            endpoint.as_ref().map(|e| e.version).or(old.endpoint_version).unwrap_or(1),
+            old.endpoint_type,
+            Trigger::Cron,
+            at,
+        )
     };
+    tracing::Span::current().record("job_id", tracing::field::display(&new.job_id));
     let created =
         state.store.job_replace(&job_id, &new).await.map_err(|e| endpoint_gone(e, &new.endpoint))?.ok_or_else(
             || ApiError::new(ErrorCode::JobNotUpdatable, format!("Job '{job_id}' was retired while this update ran.")),

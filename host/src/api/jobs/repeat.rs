@@ -10,7 +10,7 @@ pub(in crate::api) async fn answer(
     prepared: &Prepared,
     inserted: Inserted<Job>,
 ) -> ApiResult<Created<JobOut>> {
-    let (job, execution) = (&prepared.job, &prepared.execution);
+    let (job, execution) = (&prepared.new.job, &prepared.new.execution);
     let (status, job, first) = match inserted {
         Inserted::Created(job) => {
             crate::metrics::job_created(job.trigger_type.as_str(), job.endpoint_type.as_str());

@@ -30,7 +30,10 @@ pub async fn an_open_circuit_is_passed_by_and_a_half_open_one_lets_one_probe_thr
     let first = store.execution_claim(&claim("w", 2, Duration::from_secs(60))).await.unwrap();
     assert_eq!(first.len(), 2);
     let finishes: Vec<_> = first.iter().map(|e| delivered(e, false)).collect();
-    assert_eq!(store.execution_finish_many(&finishes).await.unwrap(), vec![true, true]);
+    let finished = store.execution_finish_many(&finishes).await.unwrap();
+    assert_eq!(finished.written, vec![true, true]);
+    // The transition comes back with the write, for the worker's metric and log line.
+    assert_eq!(changes(&finished), [("shut".to_owned(), "open", 2)]);
     let shut = store.endpoint_get("shut").await.unwrap().unwrap();
     assert_eq!(shut.circuit().phase(now()), Phase::Open, "{shut:?}");
     assert_eq!(shut.circuit_failures, 2);
@@ -57,7 +60,8 @@ pub async fn an_open_circuit_is_passed_by_and_a_half_open_one_lets_one_probe_thr
     assert_eq!(store.endpoint_get("probe").await.unwrap().unwrap().circuit_failures, 3);
     let probe = claim_when_due(&*store).await;
     assert_eq!(probe.len(), 1);
-    store.execution_finish_many(&[delivered(&probe[0], true)]).await.unwrap();
+    let finished = store.execution_finish_many(&[delivered(&probe[0], true)]).await.unwrap();
+    assert_eq!(changes(&finished), [("probe".to_owned(), "closed", 0)]);
     let closed = store.endpoint_get("probe").await.unwrap().unwrap();
     assert_eq!((closed.circuit().phase(now()), closed.circuit_failures), (Phase::Closed, 0), "{closed:?}");
     let rest = store.execution_claim(&claim("w", 10, Duration::from_secs(60))).await.unwrap();
@@ -84,4 +88,9 @@ pub async fn a_disabled_endpoint_is_passed_by_announced_once_and_enabled(store: 
     assert_eq!((enabled.disabled_at, enabled.circuit_failures), (None, 0));
     assert_eq!(store.execution_claim(&claim("w", 10, Duration::from_secs(60))).await.unwrap().len(), 2);
     assert!(store.endpoint_enable("nope").await.unwrap().is_none());
+}
+
+/// A finish's circuit transitions: (endpoint, label, failures after).
+fn changes(finished: &FinishedAttempts) -> Vec<(String, &'static str, i32)> {
+    finished.circuit_changes.iter().map(|c| (c.endpoint.clone(), c.transition.to_label(), c.failures)).collect()
 }

@@ -13,7 +13,7 @@ use serde_json::json;
 
 use super::*;
 use crate::domain::{AttemptStatus, EndpointType, ExecutionStatus, Trigger};
-use crate::ids::{ExecutionId, JobId};
+use crate::ids::ExecutionId;
 
 /// A migrated store of each backend, each on a database of its own; the guards keep them.
 async fn stores() -> Vec<(Arc<dyn Store>, Box<dyn std::any::Any>)> {
@@ -98,31 +98,9 @@ async fn endpoint_with(store: &dyn Store, name: &str, circuit_policy: Option<cra
 
 fn job(endpoint: &str, trigger: Trigger, key: Option<&str>, at: DateTime<Utc>) -> JobWrite {
     JobWrite {
-        job_id: JobId::new(),
-        endpoint: endpoint.to_owned(),
-        endpoint_version: 1,
-        endpoint_type: EndpointType::Http,
-        trigger_type: trigger,
-        version: 1,
-        previous_version_id: None,
         idempotency_key: key.map(str::to_owned),
-        input: json!({}),
-        run_at: None,
-        cron_expression: None,
-        cron_timezone: None,
-        cron_starts_at: None,
-        cron_ends_at: None,
-        cron_next_run_at: None,
-        created_at: at,
         trace_parent: Some(TRACE_PARENT.to_owned()),
-        paused_at: None,
-        overlap_policy: crate::domain::OverlapPolicy::Allow,
-        catchup_policy: crate::domain::CatchupPolicy::All,
-        catchup_window_sec: None,
-        sla_ms: None,
-        on_failure: None,
-        schedule: None,
-        schedule_spec: None,
+        ..JobWrite::new(endpoint, 1, EndpointType::Http, trigger, at)
     }
 }
 
@@ -133,23 +111,7 @@ const LONG_BUDGET: Duration = Duration::from_secs(600);
 const TRACE_PARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 
 fn execution(job: &JobWrite, status: ExecutionStatus, run_at: DateTime<Utc>) -> ExecutionWrite {
-    ExecutionWrite {
-        execution_id: ExecutionId::new(),
-        job_id: job.job_id.clone(),
-        endpoint: job.endpoint.clone(),
-        endpoint_version: Some(1),
-        endpoint_type: EndpointType::Http,
-        idempotency_key: job.idempotency_key.clone(),
-        status,
-        input: json!({}),
-        max_attempts: 3,
-        run_at,
-        created_at: job.created_at,
-        trace_parent: job.trace_parent.clone(),
-        retry_of: None,
-        overlap_policy: None,
-        sla_ms: None,
-    }
+    ExecutionWrite::first_of(job, status, run_at, 3)
 }
 
 /// `n` claimable (QUEUED, due) executions of `endpoint`; their ids.

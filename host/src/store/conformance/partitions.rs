@@ -27,7 +27,8 @@ async fn history_written_before_the_attempt_keys_changed_reads_the_same_after() 
                 logged_at: at + chrono::Duration::milliseconds(i.min(1) as i64),
             })
             .collect();
-        let written = store.execution_finish_many(&[first, finish(&held[1], ExecutionStatus::Failed)]).await.unwrap();
+        let written =
+            store.execution_finish_many(&[first, finish(&held[1], ExecutionStatus::Failed)]).await.unwrap().written;
         assert_eq!(written, [true, true], "{backend:?}");
         let page = PageRequest { after: None, limit: 10, ..Default::default() };
         let before = store.log_list(&held[0].execution_id, &page).await.unwrap();
@@ -103,7 +104,7 @@ async fn history_partitions_are_made_ahead_and_dropped_whole_past_the_retention(
     let mut done = finish(&held[0], ExecutionStatus::Success);
     (done.started_at, done.completed_at) = (inside, inside);
     done.logs[0].logged_at = inside;
-    assert_eq!(store.execution_finish_many(&[done]).await.unwrap(), [true]);
+    assert_eq!(store.execution_finish_many(&[done]).await.unwrap().written, [true]);
     let page = PageRequest { after: None, limit: 10, ..Default::default() };
     assert_eq!(store.attempt_list(&ids[0], &page).await.unwrap().len(), 1);
     assert_eq!(store.log_list(&ids[0], &page).await.unwrap().len(), 1);
@@ -123,7 +124,10 @@ async fn history_partitions_are_made_ahead_and_dropped_whole_past_the_retention(
     // One finished now, outside every partition: the DEFAULT partition's, purged by row.
     queued(&*store, "a", 1).await;
     let late = store.execution_claim(&claim("w", 1, Duration::from_secs(60))).await.unwrap();
-    assert_eq!(store.execution_finish_many(&[finish(&late[0], ExecutionStatus::Failed)]).await.unwrap(), [true]);
+    assert_eq!(
+        store.execution_finish_many(&[finish(&late[0], ExecutionStatus::Failed)]).await.unwrap().written,
+        [true]
+    );
 
     // The retention's cutoff past the first span: it goes, with the finished execution's
     // attempt and log line; the waiting one stays, and so does the one in the DEFAULT partition.
@@ -184,8 +188,11 @@ async fn partitions_made_while_rows_are_written_refuse_none() {
                     let worker = format!("w{w}");
                     let held = store.execution_claim(&claim(&worker, 5, Duration::from_secs(60))).await.unwrap();
                     let finishes: Vec<_> = held.iter().map(|e| finish(e, ExecutionStatus::Success)).collect();
-                    let landed =
-                        store.execution_finish_many(&finishes).await.unwrap_or_else(|e| panic!("results: {e:?}"));
+                    let landed = store
+                        .execution_finish_many(&finishes)
+                        .await
+                        .unwrap_or_else(|e| panic!("results: {e:?}"))
+                        .written;
                     assert!(landed.iter().all(|l| *l));
                     written += landed.len();
                 }

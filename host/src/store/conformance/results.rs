@@ -19,12 +19,21 @@ pub async fn finishes_are_fenced_by_attempt_and_reclaim(store: Arc<dyn Store>) {
     assert_eq!(attempts.len(), 1);
     assert_eq!(attempts[0].error.as_ref().unwrap()["type"], "WORKER_LOST");
     // The lost worker's late result is fenced out.
-    assert_eq!(store.execution_finish_many(&[finish(&first, ExecutionStatus::Success)]).await.unwrap(), [false]);
+    assert_eq!(
+        store.execution_finish_many(&[finish(&first, ExecutionStatus::Success)]).await.unwrap().written,
+        [false]
+    );
     // The next claim is attempt 2; its result is written once, and never again.
     let second = store.execution_claim(&claim("w2", 1, Duration::from_secs(60))).await.unwrap().remove(0);
     assert_eq!(second.attempt_count, 2);
-    assert_eq!(store.execution_finish_many(&[finish(&second, ExecutionStatus::Success)]).await.unwrap(), [true]);
-    assert_eq!(store.execution_finish_many(&[finish(&second, ExecutionStatus::Failed)]).await.unwrap(), [false]);
+    assert_eq!(
+        store.execution_finish_many(&[finish(&second, ExecutionStatus::Success)]).await.unwrap().written,
+        [true]
+    );
+    assert_eq!(
+        store.execution_finish_many(&[finish(&second, ExecutionStatus::Failed)]).await.unwrap().written,
+        [false]
+    );
     let done = store.execution_get(&first.execution_id).await.unwrap().unwrap();
     assert_eq!((done.status, done.attempt_count), (ExecutionStatus::Success, 2));
     assert_eq!(store.execution_reclaim_expired(now()).await.unwrap(), 0, "a finished execution is not reclaimed");
@@ -104,8 +113,11 @@ pub async fn overlapping_lease_and_result_writes_never_deadlock(store: Arc<dyn S
                         claimed.shuffle(&mut rand::thread_rng());
                         let finishes: Vec<_> =
                             claimed[..30].iter().map(|e| finish(e, ExecutionStatus::Success)).collect();
-                        let written =
-                            store.execution_finish_many(&finishes).await.unwrap_or_else(|e| panic!("results: {e:?}"));
+                        let written = store
+                            .execution_finish_many(&finishes)
+                            .await
+                            .unwrap_or_else(|e| panic!("results: {e:?}"))
+                            .written;
                         assert_eq!(written, vec![true; 30]);
                     }
                 }
@@ -126,7 +138,10 @@ pub async fn batch_results_write_winners_with_their_attempts_and_logs(store: Arc
     assert_eq!(held.len(), 3);
     // The middle one is already finished (as by a worker whose lease was taken over):
     // the batch's write of it is fenced out, and its batch-mates are written.
-    assert_eq!(store.execution_finish_many(&[finish(&held[1], ExecutionStatus::Failed)]).await.unwrap(), [true]);
+    assert_eq!(
+        store.execution_finish_many(&[finish(&held[1], ExecutionStatus::Failed)]).await.unwrap().written,
+        [true]
+    );
     let mut retrying = finish(&held[2], ExecutionStatus::Retrying);
     retrying.retry_at = Some(now() + chrono::Duration::seconds(30));
     let written = store
@@ -136,7 +151,8 @@ pub async fn batch_results_write_winners_with_their_attempts_and_logs(store: Arc
             retrying,
         ])
         .await
-        .unwrap();
+        .unwrap()
+        .written;
     assert_eq!(written, [true, false, true]);
     let page = PageRequest { after: None, limit: 10, ..Default::default() };
     for (e, status, attempts) in [

@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use tokio::sync::{mpsc, oneshot, Mutex};
 
-use crate::store::{Endpoint, Store, StoreResult};
+use crate::store::{Endpoint, Store, StoreError, StoreResult};
 
 /// The most reads one query answers.
 const MAX_PER_READ: usize = 256;
@@ -44,10 +44,10 @@ impl EndpointReader {
     }
 
     /// The endpoint named `name` as it is now, as `Store::endpoint_get` reads it.
-    pub(super) async fn get(&self, name: &str) -> StoreResult<Option<Endpoint>> {
+    pub async fn get(&self, name: &str) -> StoreResult<Option<Endpoint>> {
         let (answer, answered) = oneshot::channel();
-        self.queue.send((name.to_owned(), answer)).map_err(|_| super::queue_closed())?;
-        answered.await.map_err(|_| super::queue_closed())?
+        self.queue.send((name.to_owned(), answer)).map_err(|_| StoreError::Closed)?;
+        answered.await.map_err(|_| StoreError::Closed)?
     }
 }
 

@@ -24,14 +24,13 @@ use std::sync::Arc;
 
 use tokio::sync::{mpsc, oneshot};
 
-use super::Prepared;
-use crate::store::{Inserted, Job, Store, StoreResult};
+use crate::store::{Inserted, Job, NewJob, Store, StoreError, StoreResult};
 
 /// The most creates one transaction writes.
 const MAX_PER_WRITE: usize = 256;
 
 /// A create waiting to be written, and where to hand it back with what the write found.
-type Request = (Prepared, oneshot::Sender<StoreResult<(Prepared, Inserted<Job>)>>);
+type Request = (NewJob, oneshot::Sender<StoreResult<(NewJob, Inserted<Job>)>>);
 
 /// The queue of creates waiting to be written, and the task that writes them.
 #[derive(Clone)]
@@ -49,10 +48,10 @@ impl JobWriter {
 
     /// Insert a create's job (and a one-shot job's execution) as `Store::job_insert` does;
     /// the create comes back with what the write found, neither copied nor re-read.
-    pub(super) async fn insert(&self, prepared: Prepared) -> StoreResult<(Prepared, Inserted<Job>)> {
+    pub async fn insert(&self, new: NewJob) -> StoreResult<(NewJob, Inserted<Job>)> {
         let (answer, answered) = oneshot::channel();
-        self.queue.send((prepared, answer)).map_err(|_| super::queue_closed())?;
-        answered.await.map_err(|_| super::queue_closed())?
+        self.queue.send((new, answer)).map_err(|_| StoreError::Closed)?;
+        answered.await.map_err(|_| StoreError::Closed)?
     }
 }
 
@@ -63,16 +62,16 @@ async fn write_all(store: Arc<dyn Store>, mut waiting: mpsc::UnboundedReceiver<R
         let writes: Vec<_> = batch.iter().map(|(p, _)| (&p.job, p.execution.as_ref())).collect();
         match store.job_insert_many(&writes).await {
             Ok(inserted) => {
-                for ((prepared, answer), inserted) in batch.drain(..).zip(inserted) {
-                    let _ = answer.send(inserted.map(|inserted| (prepared, inserted)));
+                for ((new, answer), inserted) in batch.drain(..).zip(inserted) {
+                    let _ = answer.send(inserted.map(|inserted| (new, inserted)));
                 }
             }
             // One create's failure must not become the others': each is written alone, and
             // answered with its own outcome.
             Err(_) => {
-                for (prepared, answer) in batch.drain(..) {
-                    let inserted = store.job_insert(&prepared.job, prepared.execution.as_ref()).await;
-                    let _ = answer.send(inserted.map(|inserted| (prepared, inserted)));
+                for (new, answer) in batch.drain(..) {
+                    let inserted = store.job_insert(&new.job, new.execution.as_ref()).await;
+                    let _ = answer.send(inserted.map(|inserted| (new, inserted)));
                 }
             }
         }

@@ -3,8 +3,12 @@
 //! JSON the same way, and read back strictly: a value no variant names is an error, never a
 //! silent default.
 
+mod plugin_ref;
+
 use std::fmt;
 use std::str::FromStr;
+
+pub use plugin_ref::PluginRef;
 
 /// A stored or received name that no variant has.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -252,7 +256,7 @@ mod tests {
     /// docs/api.md's table of attempt error types lists every type an attempt records.
     #[test]
     fn the_attempt_error_types_are_the_documented_ones() {
-        let doc = include_str!("../../docs/api.md");
+        let doc = include_str!("../../../docs/api.md");
         let table = doc.split("#### Attempt error types").nth(1).expect("docs/api.md lists the attempt error types");
         let documented: Vec<&str> = table
             .lines()
