@@ -5,7 +5,7 @@
 //! a trip through wasmtime's call machinery and the resource table, and the profile of a plugin
 //! delivery at 64 concurrent put that machinery beside instantiation as a plugin's largest cost
 //! over native. Here the request arrives whole and the answer leaves whole, and in between it
-//! takes the very path wasi:http's requests take: [`Outbound::exchange`] — the grants, the
+//! takes the very path wasi:http's requests take: `Outbound::exchange` — the grants, the
 //! operator's egress policy on the address connected to, the call's deadline, the attempt's
 //! `traceparent`.
 

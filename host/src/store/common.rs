@@ -37,7 +37,7 @@ macro_rules! impl_store {
                 settled_or_running, ATTEMPT_COLUMNS, EXECUTION_COLUMNS, JOB_COLUMNS, JOB_WRITE_COLUMNS, LOG_COLUMNS,
             };
             use $crate::store::{
-                now, Attempt, AttemptFinish, CronAdvance, DbTime, Deleted, Endpoint, EndpointWrite, Execution,
+                now, Attempt, AttemptFinish, CronAdvance, DbTime, Deleted, Endpoint, Execution,
                 ExecutionFilter, ExecutionLog, ExecutionWrite, Inserted, Job, JobFilter, JobStats, JobWrite, PageRequest,
                 StoreError, StoreResult,
             };
@@ -48,13 +48,6 @@ macro_rules! impl_store {
                  circuit_failing_since, circuit_open_until, circuit_cooldown_ms, circuit_last_error, disabled_at, timeout_ms, plugin_version, \
                  classifier, classifier_version, classifier_config";
             use $crate::store::sql::references::IN_USE_SHOWN;
-            /// A job (`j`) that still has deliveries to make: an active, unpaused-or-paused cron
-            /// job, or any job with an unfinished execution. (RUNNING ones asked apart: see
-            /// `settled_or_running`.)
-            const ACTIVE_JOB: &str = "(j.trigger_type = 'CRON' AND j.status = 'ACTIVE')
-                 OR EXISTS (SELECT 1 FROM executions x WHERE x.job_id = j.job_id
-                            AND x.status IN ('PENDING', 'QUEUED', 'RETRYING'))
-                 OR EXISTS (SELECT 1 FROM executions x WHERE x.job_id = j.job_id AND x.status = 'RUNNING')";
 
             impl $store {
                 /// [`Store::job_pause`], once: see `store::retrying_moved`.
@@ -406,24 +399,6 @@ macro_rules! impl_store {
                     Ok(changes)
                 }
 
-                /// Delete the executions whose `column` (`job_id`, `endpoint`) is `value`, with
-                /// their logs and attempts.
-                async fn delete_executions_where(tx: &mut sqlx::Transaction<'_, $db>, column: &str, value: &str) -> StoreResult<()> {
-                    // Never a RUNNING one (the callers found none; one claimed since stays, and
-                    // its job's foreign key refuses the delete that follows). Said in the query,
-                    // so PostgreSQL reads idx_executions_settled_by_job (`settled_or_running`).
-                    let matching = format!("{column} = $1 AND status <> 'RUNNING'");
-                    let of = format!("SELECT execution_id FROM executions WHERE {matching}");
-                    for sql in [
-                        format!("DELETE FROM execution_logs WHERE execution_id IN ({of})"),
-                        format!("DELETE FROM attempts WHERE execution_id IN ({of})"),
-                        format!("DELETE FROM executions WHERE {matching}"),
-                    ] {
-                        sqlx::query(&sql).bind(value).execute(&mut **tx).await?;
-                    }
-                    Ok(())
-                }
-
                 /// A retired cron job stops firing: the tick materialized ahead of its time (still
                 /// PENDING) is cancelled. Ticks already due run to completion, as docs/api.md says.
                 async fn cancel_ticks_ahead(tx: &mut sqlx::Transaction<'_, $db>, job_id: &str, at: DateTime<Utc>) -> StoreResult<()> {
@@ -519,42 +494,6 @@ macro_rules! impl_store {
                     Ok(sqlx::query_as::<$db, Execution>(&sql).bind(job_id).fetch_optional(&self.pool).await?)
                 }
 
-                /// Keep the endpoint's version as just written: jobs created against it are
-                /// delivered with it after later updates.
-                async fn endpoint_version_snapshot(tx: &mut sqlx::Transaction<'_, $db>, name: &str) -> StoreResult<()> {
-                    sqlx::query(
-                        "INSERT INTO endpoint_versions (name, version, endpoint_type, payload_spec_ref, config_ref, spec,
-                             retry_policy, plugin, renderer, created_at, max_concurrency, timeout_ms, plugin_version,
-                             classifier, classifier_version, classifier_config)
-                         SELECT name, version, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, plugin,
-                             renderer, updated_at, max_concurrency, timeout_ms, plugin_version,
-                             classifier, classifier_version, classifier_config
-                         FROM endpoints WHERE name = $1",
-                    )
-                    .bind(name)
-                    .execute(&mut **tx)
-                    .await?;
-                    Ok(())
-                }
-
-                async fn endpoint_secret_refs_write(
-                    tx: &mut sqlx::Transaction<'_, $db>,
-                    endpoint: &str,
-                    secrets: &[String],
-                ) -> StoreResult<()> {
-                    sqlx::query("DELETE FROM endpoint_secret_refs WHERE endpoint = $1")
-                        .bind(endpoint)
-                        .execute(&mut **tx)
-                        .await?;
-                    for secret in secrets {
-                        sqlx::query("INSERT INTO endpoint_secret_refs (endpoint, secret) VALUES ($1, $2)")
-                            .bind(endpoint)
-                            .bind(secret)
-                            .execute(&mut **tx)
-                            .await?;
-                    }
-                    Ok(())
-                }
             }
 
             fn existing<T>(row: Option<T>) -> StoreResult<Inserted<T>> {
@@ -614,255 +553,6 @@ macro_rules! impl_store {
                          LIMIT $1"
                     );
                     Ok(sqlx::query_as::<$db, Job>(&sql).bind(limit).fetch_all(&self.pool).await?)
-                }
-
-                // ---- endpoints ----
-
-                async fn endpoint_insert(&self, endpoint: &EndpointWrite) -> StoreResult<Inserted<Endpoint>> {
-                    let sql = format!(
-                        "INSERT INTO endpoints
-                             (name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, version, created_at, updated_at,
-                              plugin, renderer, max_concurrency, on_failure, rate_limit_per_sec, rate_limit_burst, circuit_policy,
-                              timeout_ms, plugin_version, classifier, classifier_version, classifier_config)
-                         VALUES ($1, $2, $3, $4, $5, $6, 1, $7, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)
-                         ON CONFLICT (name) DO NOTHING
-                         RETURNING {ENDPOINT_COLUMNS}"
-                    );
-                    let mut tx = self.begin_write().await?;
-                    let created = sqlx::query_as::<$db, Endpoint>(&sql)
-                        .bind(&endpoint.name)
-                        .bind(&endpoint.endpoint_type)
-                        .bind(&endpoint.payload_spec)
-                        .bind(&endpoint.config)
-                        .bind(Json(&endpoint.spec))
-                        .bind(Json(&endpoint.retry_policy))
-                        .bind(DbTime(now()))
-                        .bind(&endpoint.plugin)
-                        .bind(&endpoint.renderer)
-                        .bind(endpoint.max_concurrency)
-                        .bind(&endpoint.on_failure)
-                        .bind(endpoint.rate_limit.map(|r| r.per_second))
-                        .bind(endpoint.rate_limit.map(|r| i32::try_from(r.burst).unwrap_or(i32::MAX)))
-                        .bind(endpoint.circuit_policy.as_ref().map(Json))
-                        .bind(endpoint.timeout_ms)
-                        .bind(endpoint.plugin_version)
-                        .bind(endpoint.classifier.as_ref().map(|c| &c.name))
-                        .bind(endpoint.classifier.as_ref().and_then(|c| c.version))
-                        .bind(endpoint.classifier_config.as_ref().map(Json))
-                        .fetch_optional(&mut *tx)
-                        .await?;
-                    let Some(created) = created else {
-                        drop(tx);
-                        return existing(self.endpoint_get(&endpoint.name).await?);
-                    };
-                    Self::endpoint_version_snapshot(&mut tx, &endpoint.name).await?;
-                    Self::endpoint_secret_refs_write(&mut tx, &endpoint.name, &endpoint.secret_refs).await?;
-                    tx.commit().await?;
-                    Ok(Inserted::Created(created))
-                }
-
-                async fn endpoint_get(&self, name: &str) -> StoreResult<Option<Endpoint>> {
-                    let sql = format!("SELECT {ENDPOINT_COLUMNS} FROM endpoints WHERE name = $1");
-                    Ok(sqlx::query_as::<$db, Endpoint>(&sql).bind(name).fetch_optional(&self.pool).await?)
-                }
-
-                async fn endpoint_get_many(&self, names: &[&str]) -> StoreResult<Vec<Endpoint>> {
-                    if names.is_empty() {
-                        return Ok(Vec::new());
-                    }
-                    // `IN ($1, …, $n)`: both backends read it, and the few distinct names a
-                    // batch holds keep the prepared statements few.
-                    let places: Vec<String> = (1..=names.len()).map(|i| format!("${i}")).collect();
-                    let sql = format!("SELECT {ENDPOINT_COLUMNS} FROM endpoints WHERE name IN ({})", places.join(", "));
-                    let mut query = sqlx::query_as::<$db, Endpoint>(&sql);
-                    for name in names {
-                        query = query.bind(*name);
-                    }
-                    Ok(query.fetch_all(&self.pool).await?)
-                }
-
-                async fn endpoint_version_get(&self, name: &str, version: i32) -> StoreResult<Option<Endpoint>> {
-                    // Shaped as an endpoint row: a version's updated_at is when it was written. Its
-                    // failure callback, pause, rate limit and circuit are the endpoint's as it is now.
-                    Ok(sqlx::query_as::<$db, Endpoint>(
-                        "SELECT v.name, v.endpoint_type, v.payload_spec_ref, v.config_ref, v.spec, v.retry_policy, v.version,
-                             v.created_at, v.created_at AS updated_at, v.plugin, v.renderer, v.max_concurrency,
-                             e.on_failure, e.paused_until, e.rate_limit_per_sec, e.rate_limit_burst, e.circuit_policy,
-                             e.circuit_failures, e.circuit_failing_since, e.circuit_open_until, e.circuit_cooldown_ms,
-                             e.circuit_last_error, e.disabled_at, v.timeout_ms, v.plugin_version, v.classifier,
-                             v.classifier_version, v.classifier_config
-                         FROM endpoint_versions v JOIN endpoints e ON e.name = v.name
-                         WHERE v.name = $1 AND v.version = $2",
-                    )
-                    .bind(name)
-                    .bind(version)
-                    .fetch_optional(&self.pool)
-                    .await?)
-                }
-
-                async fn endpoint_pause(&self, name: &str, until: DateTime<Utc>) -> StoreResult<()> {
-                    // Never shortened: of two 429s, the later Retry-After holds.
-                    sqlx::query(
-                        "UPDATE endpoints SET paused_until = $2
-                         WHERE name = $1 AND (paused_until IS NULL OR paused_until < $2)",
-                    )
-                    .bind(name)
-                    .bind(DbTime(until))
-                    .execute(&self.pool)
-                    .await?;
-                    Ok(())
-                }
-
-                async fn endpoint_enable(&self, name: &str) -> StoreResult<Option<Endpoint>> {
-                    let sql = format!(
-                        "UPDATE endpoints
-                         SET disabled_at = NULL, disabled_announced_at = NULL, circuit_failures = 0, circuit_failing_since = NULL,
-                             circuit_open_until = NULL, circuit_cooldown_ms = NULL, circuit_last_error = NULL, paused_until = NULL
-                         WHERE name = $1
-                         RETURNING {ENDPOINT_COLUMNS}"
-                    );
-                    Ok(sqlx::query_as::<$db, Endpoint>(&sql).bind(name).fetch_optional(&self.pool).await?)
-                }
-
-                async fn endpoints_disabled_unannounced(&self, limit: i64) -> StoreResult<Vec<Endpoint>> {
-                    let sql = format!(
-                        "SELECT {ENDPOINT_COLUMNS} FROM endpoints
-                         WHERE disabled_at IS NOT NULL AND disabled_announced_at IS NULL
-                         ORDER BY disabled_at, name
-                         LIMIT $1"
-                    );
-                    Ok(sqlx::query_as::<$db, Endpoint>(&sql).bind(limit).fetch_all(&self.pool).await?)
-                }
-
-                async fn endpoint_disabled_announced(&self, name: &str, disabled_at: DateTime<Utc>) -> StoreResult<()> {
-                    // Only that disabling: an endpoint enabled and disabled again meanwhile is
-                    // announced again.
-                    sqlx::query("UPDATE endpoints SET disabled_announced_at = $3 WHERE name = $1 AND disabled_at = $2")
-                        .bind(name)
-                        .bind(DbTime(disabled_at))
-                        .bind(DbTime(now()))
-                        .execute(&self.pool)
-                        .await?;
-                    Ok(())
-                }
-
-                async fn endpoint_circuits_not_closed(&self) -> StoreResult<Vec<Endpoint>> {
-                    let sql = format!(
-                        "SELECT {ENDPOINT_COLUMNS} FROM endpoints
-                         WHERE circuit_open_until IS NOT NULL OR disabled_at IS NOT NULL
-                         ORDER BY name"
-                    );
-                    Ok(sqlx::query_as::<$db, Endpoint>(&sql).fetch_all(&self.pool).await?)
-                }
-
-                async fn endpoint_concurrency_limits(&self) -> StoreResult<Vec<(String, i32)>> {
-                    Ok(sqlx::query_as("SELECT name, max_concurrency FROM endpoints WHERE max_concurrency IS NOT NULL")
-                        .fetch_all(&self.pool)
-                        .await?)
-                }
-
-                async fn endpoint_list(&self, page: &PageRequest) -> StoreResult<Vec<Endpoint>> {
-                    self.list_page(ENDPOINT_COLUMNS, "endpoints", "created_at", "name", &[], page).await
-                }
-
-                async fn endpoint_update(&self, endpoint: &EndpointWrite) -> StoreResult<Option<Endpoint>> {
-                    let sql = format!(
-                        "UPDATE endpoints
-                         SET endpoint_type = $2, payload_spec_ref = $3, config_ref = $4, spec = $5,
-                             retry_policy = $6, version = version + 1, updated_at = $7, plugin = $8, renderer = $9,
-                             max_concurrency = $10, on_failure = $11, rate_limit_per_sec = $12, rate_limit_burst = $13,
-                             circuit_policy = $14, timeout_ms = $15, plugin_version = $16, classifier = $17,
-                             classifier_version = $18, classifier_config = $19
-                         WHERE name = $1
-                         RETURNING {ENDPOINT_COLUMNS}"
-                    );
-                    let mut tx = self.begin_write().await?;
-                    let updated = sqlx::query_as::<$db, Endpoint>(&sql)
-                        .bind(&endpoint.name)
-                        .bind(&endpoint.endpoint_type)
-                        .bind(&endpoint.payload_spec)
-                        .bind(&endpoint.config)
-                        .bind(Json(&endpoint.spec))
-                        .bind(Json(&endpoint.retry_policy))
-                        .bind(DbTime(now()))
-                        .bind(&endpoint.plugin)
-                        .bind(&endpoint.renderer)
-                        .bind(endpoint.max_concurrency)
-                        .bind(&endpoint.on_failure)
-                        .bind(endpoint.rate_limit.map(|r| r.per_second))
-                        .bind(endpoint.rate_limit.map(|r| i32::try_from(r.burst).unwrap_or(i32::MAX)))
-                        .bind(endpoint.circuit_policy.as_ref().map(Json))
-                        .bind(endpoint.timeout_ms)
-                        .bind(endpoint.plugin_version)
-                        .bind(endpoint.classifier.as_ref().map(|c| &c.name))
-                        .bind(endpoint.classifier.as_ref().and_then(|c| c.version))
-                        .bind(endpoint.classifier_config.as_ref().map(Json))
-                        .fetch_optional(&mut *tx)
-                        .await?;
-                    let Some(updated) = updated else { return Ok(None) };
-                    Self::endpoint_version_snapshot(&mut tx, &endpoint.name).await?;
-                    Self::endpoint_secret_refs_write(&mut tx, &endpoint.name, &endpoint.secret_refs).await?;
-                    tx.commit().await?;
-                    Ok(Some(updated))
-                }
-
-                async fn endpoint_delete(&self, name: &str) -> StoreResult<Deleted> {
-                    // Blocked by the jobs still to deliver through it (an active cron job, a job
-                    // with an unfinished execution). Its finished jobs' executions were purged
-                    // beforehand in small batches (`execution_delete_finished`); the jobs go with
-                    // the endpoint. An execution finished since is purged here.
-                    //
-                    // The endpoint and its jobs are locked first: a create for it (which holds
-                    // the endpoint shared), a cron tick of one of its jobs (which updates the job)
-                    // or a retry (which holds the job shared) either went before, and the checks
-                    // below see what it wrote, or waits and then finds them gone.
-                    let mut tx = self.begin_write().await?;
-                    if !Self::endpoint_held(&mut tx, name, Self::LOCK_EXCLUSIVE).await? {
-                        return Ok(Deleted::NotFound);
-                    }
-                    // (Without a locking clause, as on SQLite, this would only read every id.)
-                    if !Self::LOCK_EXCLUSIVE.is_empty() {
-                        let sql = format!("SELECT job_id FROM jobs WHERE endpoint = $1 ORDER BY job_id{}", Self::LOCK_EXCLUSIVE);
-                        sqlx::query(&sql).bind(name).execute(&mut *tx).await?;
-                    }
-                    let blocking: Vec<(String,)> = sqlx::query_as(&format!(
-                        "SELECT job_id FROM jobs j WHERE endpoint = $1 AND ({ACTIVE_JOB})
-                         ORDER BY created_at DESC LIMIT $2"
-                    ))
-                    .bind(name)
-                    .bind(IN_USE_SHOWN)
-                    .fetch_all(&mut *tx)
-                    .await?;
-                    if !blocking.is_empty() {
-                        return Ok(Deleted::InUse(blocking.into_iter().map(|(j,)| j).collect()));
-                    }
-                    // Other endpoints that send it their failures.
-                    let callers: Vec<(String,)> = sqlx::query_as(
-                        "SELECT name FROM endpoints WHERE on_failure = $1 AND name <> $1 ORDER BY name LIMIT $2",
-                    )
-                    .bind(name)
-                    .bind(IN_USE_SHOWN)
-                    .fetch_all(&mut *tx)
-                    .await?;
-                    if !callers.is_empty() {
-                        return Ok(Deleted::InUse(callers.into_iter().map(|(e,)| format!("endpoint {e} (on_failure)")).collect()));
-                    }
-                    let result = async {
-                        Self::delete_executions_where(&mut tx, "endpoint", name).await?;
-                        sqlx::query("DELETE FROM jobs WHERE endpoint = $1").bind(name).execute(&mut *tx).await?;
-                        let done = sqlx::query("DELETE FROM endpoints WHERE name = $1").bind(name).execute(&mut *tx).await?;
-                        StoreResult::Ok(done.rows_affected())
-                    }
-                    .await;
-                    match result {
-                        Ok(0) => Ok(Deleted::NotFound),
-                        Ok(_) => {
-                            tx.commit().await?;
-                            Ok(Deleted::Deleted)
-                        }
-                        Err(StoreError::ForeignKeyViolation) => Ok(Deleted::InUse(Vec::new())),
-                        Err(other) => Err(other),
-                    }
                 }
 
                 // ---- deletes and retention ----
@@ -968,7 +658,7 @@ macro_rules! impl_store {
                     if !unfinished.is_empty() {
                         return Ok(Deleted::InUse(unfinished.into_iter().map(|(e, _)| e).collect()));
                     }
-                    Self::delete_executions_where(&mut tx, "job_id", job_id).await?;
+                    $crate::store::endpoints::delete_executions_of(&mut tx, $crate::store::endpoints::ExecutionsOf::Job, job_id).await?;
                     let done = sqlx::query("DELETE FROM jobs WHERE job_id = $1").bind(job_id).execute(&mut *tx).await?;
                     if done.rows_affected() == 0 {
                         return Ok(Deleted::NotFound);

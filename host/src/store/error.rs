@@ -3,7 +3,7 @@
 
 use super::StoreResult;
 
-/// What can go wrong below the [`Store`] interface, classified so callers can answer a user
+/// What can go wrong below the [`Store`](super::Store) interface, classified so callers can answer a user
 /// precisely. Database error kinds are matched explicitly in [`StoreError::from_sqlx`].
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {

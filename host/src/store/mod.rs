@@ -3,7 +3,7 @@
 //! - [`postgres`]: PostgreSQL, and through it CockroachDB (the production, scale-out backend).
 //! - [`sqlite`]: embedded SQLite in WAL mode (the default: one file, no other service).
 //!
-//! [`Store`] is one contract per aggregate, each a trait of its own ([`Documents`], [`Plugins`], …), joined as
+//! [`Store`] is one contract per aggregate, each a trait of its own ([`Documents`], [`Endpoints`], [`Plugins`], …), joined as
 //! supertraits. An aggregate moved to `sql` has its statements in `sql/<aggregate>.sql` and its
 //! methods written once, as plain Rust over `sql::query`, for every backend (`impl<S:
 //! SqlBackend>`). The aggregates not moved yet are written once in `common` and stamped onto
@@ -21,6 +21,7 @@ mod common;
 #[cfg(test)]
 mod conformance;
 mod documents;
+mod endpoints;
 mod engine;
 mod error;
 pub mod partitions;
@@ -41,6 +42,7 @@ use chrono::{DateTime, Utc};
 
 pub use access::Access;
 pub use documents::Documents;
+pub use endpoints::Endpoints;
 pub use engine::{
     is_queue_table, ActivitySample, Attempt, AttemptFinish, CircuitChange, ClaimParams, CronAdvance, EndpointShares,
     Execution, ExecutionFilter, ExecutionLog, FinishedAttempts, Job, JobFilter, JobStats, LeaseExtend, LogWrite,
@@ -160,7 +162,7 @@ impl Signal {
 
 /// The storage interface. Methods are named noun-then-verb.
 #[async_trait]
-pub trait Store: Access + Documents + Plugins + Regions + Send + Sync + 'static {
+pub trait Store: Access + Documents + Endpoints + Plugins + Regions + Send + Sync + 'static {
     fn backend(&self) -> Backend;
     /// Apply every pending migration of this backend.
     async fn migrate(&self) -> StoreResult<()>;
@@ -175,44 +177,6 @@ pub trait Store: Access + Documents + Plugins + Regions + Send + Sync + 'static 
     async fn execution_activity(&self, since: DateTime<Utc>, limit: i64) -> StoreResult<Vec<ActivitySample>>;
     /// The next ticks of active, unpaused CRON jobs, soonest first.
     async fn cron_upcoming(&self, limit: i64) -> StoreResult<Vec<Job>>;
-
-    async fn endpoint_insert(&self, endpoint: &EndpointWrite) -> StoreResult<Inserted<Endpoint>>;
-    async fn endpoint_get(&self, name: &str) -> StoreResult<Option<Endpoint>>;
-    /// The endpoints among `names` that exist, in no particular order: one query for the
-    /// endpoint reads of many requests (`coalesce::EndpointReader`).
-    async fn endpoint_get_many(&self, names: &[&str]) -> StoreResult<Vec<Endpoint>>;
-    /// One version of an endpoint as it was written (kept while the endpoint exists).
-    async fn endpoint_version_get(&self, name: &str, version: i32) -> StoreResult<Option<Endpoint>>;
-    /// The endpoint a job's executions are delivered with: the version the job was created
-    /// against, or the newest for rows older than endpoint versioning (no version recorded).
-    async fn endpoint_for_job(&self, name: &str, version: Option<i32>) -> StoreResult<Option<Endpoint>> {
-        match version {
-            Some(version) => self.endpoint_version_get(name, version).await,
-            None => self.endpoint_get(name).await,
-        }
-    }
-    async fn endpoint_list(&self, page: &PageRequest) -> StoreResult<Vec<Endpoint>>;
-    /// The endpoints that set `max_concurrency`, with it (for the worker's shares).
-    async fn endpoint_concurrency_limits(&self) -> StoreResult<Vec<(String, i32)>>;
-    /// No execution of the endpoint is claimed before `until` (never shortened).
-    async fn endpoint_pause(&self, name: &str, until: DateTime<Utc>) -> StoreResult<()>;
-    /// Enable a disabled endpoint and close its circuit (forgetting its failures and any 429
-    /// pause); None if it does not exist.
-    async fn endpoint_enable(&self, name: &str) -> StoreResult<Option<Endpoint>>;
-    /// Endpoints disabled (by `auto_disable_after`) whose `on_failure` endpoint has not been
-    /// told yet, the earliest disabled first.
-    async fn endpoints_disabled_unannounced(&self, limit: i64) -> StoreResult<Vec<Endpoint>>;
-    /// Record that the disabling of `name` at `disabled_at` was announced.
-    async fn endpoint_disabled_announced(&self, name: &str, disabled_at: DateTime<Utc>) -> StoreResult<()>;
-    /// Endpoints whose circuit is open or half-open, or that are disabled (for `/metrics`).
-    async fn endpoint_circuits_not_closed(&self) -> StoreResult<Vec<Endpoint>>;
-    /// Replaces the endpoint and bumps its version; None if it does not exist.
-    async fn endpoint_update(&self, endpoint: &EndpointWrite) -> StoreResult<Option<Endpoint>>;
-    /// Refused (InUse, with job ids) while a job still has deliveries to make through it (an
-    /// active cron job, or a job with an unfinished execution); otherwise the endpoint goes with
-    /// its finished jobs and their history (purge most of it first with
-    /// [`Store::execution_delete_finished`], in small batches).
-    async fn endpoint_delete(&self, name: &str) -> StoreResult<Deleted>;
 
     // ---- jobs ----
 

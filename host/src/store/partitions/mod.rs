@@ -92,7 +92,7 @@ const LOCK_TIMEOUT: &str = "1s";
 
 /// The span of a new partition: a tenth of the retention, so that a finished execution is
 /// deleted at most a tenth of `TE_RETENTION` after it is due to be (and about a dozen
-/// partitions hold the history), within [`SHORTEST`] and [`LONGEST`]; [`WITHOUT_RETENTION`]
+/// partitions hold the history), within `SHORTEST` and `LONGEST`; `WITHOUT_RETENTION`
 /// when there is none.
 pub fn window(retention: Duration) -> Duration {
     if retention.is_zero() {
@@ -141,8 +141,8 @@ fn align_down(t: DateTime<Utc>, window: Duration) -> DateTime<Utc> {
 /// meets a partition being made.
 const LEAD: chrono::Duration = chrono::Duration::seconds(10);
 
-/// The partitions to make so that `existing` reach the [`horizon`] past `now`: from where
-/// the newest ends, or (with none, or none reaching [`LEAD`] past now) from the first
+/// The partitions to make so that `existing` reach the `horizon` past `now`: from where
+/// the newest ends, or (with none, or none reaching `LEAD` past now) from the first
 /// boundary past that lead — the times before it are the DEFAULT partition's — each ending
 /// on a multiple of `window`.
 pub fn to_make(table: &str, existing: &[Partition], now: DateTime<Utc>, window: Duration) -> Vec<Partition> {

@@ -11,7 +11,7 @@ use sqlx::{PgConnection, PgPool};
 use super::{children, list, literal, lock_timed_out, run, to_drop, to_make, Partition, BY_TIME, LOCK_TIMEOUT};
 use crate::store::{HistoryUpkept, StoreResult};
 
-/// Make every table's partitions up to the [`horizon`] past `now`; `ANALYZE` each partition
+/// Make every table's partitions up to the `horizon` past `now`; `ANALYZE` each partition
 /// once its span has ended (the planner's figures for it, and the count of its rows when it
 /// is dropped); drop those wholly older than `cutoff` (None: keep everything). Any number of
 /// schedulers may do this at once: the makers take turns on a lock of the parent, and a

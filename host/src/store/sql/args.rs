@@ -27,6 +27,11 @@ impl Arg {
         Self::Json(Some(value.clone()))
     }
 
+    /// A value stored as its JSON (NULL for None).
+    pub fn json_of<T: serde::Serialize>(value: Option<&T>) -> Self {
+        Self::Json(value.map(|v| serde_json::to_value(v).expect("a stored value serializes to JSON")))
+    }
+
     pub(super) fn bind_postgres<'q>(&'q self, query: PgQuery<'q>) -> PgQuery<'q> {
         bind(self, query)
     }
@@ -203,5 +208,11 @@ impl From<Vec<u8>> for Arg {
 impl From<&Vec<u8>> for Arg {
     fn from(value: &Vec<u8>) -> Self {
         Self::Bytes(Some(value.clone()))
+    }
+}
+
+impl From<crate::domain::EndpointType> for Arg {
+    fn from(value: crate::domain::EndpointType) -> Self {
+        Self::Text(Some(value.as_str().to_owned()))
     }
 }

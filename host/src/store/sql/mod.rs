@@ -114,10 +114,12 @@ impl Tx {
     }
 }
 
-/// Where a query runs: a pool (a connection of its own) or an open transaction.
+/// Where a query runs: a pool (a connection of its own), or the connection of an open
+/// transaction (a [`Tx`], or a backend's own `sqlx::Transaction`).
 pub enum On<'a> {
     Pool(Db<'a>),
-    Tx(&'a mut Tx),
+    Postgres(&'a mut sqlx::PgConnection),
+    Sqlite(&'a mut sqlx::SqliteConnection),
 }
 
 impl<'a> From<Db<'a>> for On<'a> {
@@ -128,7 +130,45 @@ impl<'a> From<Db<'a>> for On<'a> {
 
 impl<'a> From<&'a mut Tx> for On<'a> {
     fn from(tx: &'a mut Tx) -> Self {
-        Self::Tx(tx)
+        match tx {
+            Tx::Postgres(tx) => Self::Postgres(tx),
+            Tx::Sqlite(tx) => Self::Sqlite(tx),
+        }
+    }
+}
+
+impl<'a> From<&'a mut sqlx::Transaction<'_, Postgres>> for On<'a> {
+    fn from(tx: &'a mut sqlx::Transaction<'_, Postgres>) -> Self {
+        Self::Postgres(tx)
+    }
+}
+
+impl<'a> From<&'a mut sqlx::Transaction<'_, Sqlite>> for On<'a> {
+    fn from(tx: &'a mut sqlx::Transaction<'_, Sqlite>) -> Self {
+        Self::Sqlite(tx)
+    }
+}
+
+/// A transaction a helper runs several statements in: a [`Tx`], or a backend's own.
+pub trait InTx: Send {
+    fn on(&mut self) -> On<'_>;
+}
+
+impl InTx for Tx {
+    fn on(&mut self) -> On<'_> {
+        self.into()
+    }
+}
+
+impl InTx for sqlx::Transaction<'_, Postgres> {
+    fn on(&mut self) -> On<'_> {
+        self.into()
+    }
+}
+
+impl InTx for sqlx::Transaction<'_, Sqlite> {
+    fn on(&mut self) -> On<'_> {
+        self.into()
     }
 }
 
@@ -191,8 +231,8 @@ impl<'a> Query<'a> {
         Ok(match on {
             On::Pool(Db::Postgres(pool)) => pg(sqlx::query(sql), &self.args).execute(pool).await?.rows_affected(),
             On::Pool(Db::Sqlite(pool)) => lite(sqlx::query(sql), &self.args).execute(pool).await?.rows_affected(),
-            On::Tx(Tx::Postgres(tx)) => pg(sqlx::query(sql), &self.args).execute(&mut **tx).await?.rows_affected(),
-            On::Tx(Tx::Sqlite(tx)) => lite(sqlx::query(sql), &self.args).execute(&mut **tx).await?.rows_affected(),
+            On::Postgres(tx) => pg(sqlx::query(sql), &self.args).execute(tx).await?.rows_affected(),
+            On::Sqlite(tx) => lite(sqlx::query(sql), &self.args).execute(tx).await?.rows_affected(),
         })
     }
 
@@ -204,8 +244,8 @@ impl<'a> Query<'a> {
         Ok(match on {
             On::Pool(Db::Postgres(pool)) => pg_as(sqlx::query_as(sql), &self.args).fetch_all(pool).await?,
             On::Pool(Db::Sqlite(pool)) => lite_as(sqlx::query_as(sql), &self.args).fetch_all(pool).await?,
-            On::Tx(Tx::Postgres(tx)) => pg_as(sqlx::query_as(sql), &self.args).fetch_all(&mut **tx).await?,
-            On::Tx(Tx::Sqlite(tx)) => lite_as(sqlx::query_as(sql), &self.args).fetch_all(&mut **tx).await?,
+            On::Postgres(tx) => pg_as(sqlx::query_as(sql), &self.args).fetch_all(tx).await?,
+            On::Sqlite(tx) => lite_as(sqlx::query_as(sql), &self.args).fetch_all(tx).await?,
         })
     }
 
@@ -217,8 +257,8 @@ impl<'a> Query<'a> {
         Ok(match on {
             On::Pool(Db::Postgres(pool)) => pg_as(sqlx::query_as(sql), &self.args).fetch_optional(pool).await?,
             On::Pool(Db::Sqlite(pool)) => lite_as(sqlx::query_as(sql), &self.args).fetch_optional(pool).await?,
-            On::Tx(Tx::Postgres(tx)) => pg_as(sqlx::query_as(sql), &self.args).fetch_optional(&mut **tx).await?,
-            On::Tx(Tx::Sqlite(tx)) => lite_as(sqlx::query_as(sql), &self.args).fetch_optional(&mut **tx).await?,
+            On::Postgres(tx) => pg_as(sqlx::query_as(sql), &self.args).fetch_optional(tx).await?,
+            On::Sqlite(tx) => lite_as(sqlx::query_as(sql), &self.args).fetch_optional(tx).await?,
         })
     }
 
@@ -230,8 +270,8 @@ impl<'a> Query<'a> {
         Ok(match on {
             On::Pool(Db::Postgres(pool)) => pg_as(sqlx::query_as(sql), &self.args).fetch_one(pool).await?,
             On::Pool(Db::Sqlite(pool)) => lite_as(sqlx::query_as(sql), &self.args).fetch_one(pool).await?,
-            On::Tx(Tx::Postgres(tx)) => pg_as(sqlx::query_as(sql), &self.args).fetch_one(&mut **tx).await?,
-            On::Tx(Tx::Sqlite(tx)) => lite_as(sqlx::query_as(sql), &self.args).fetch_one(&mut **tx).await?,
+            On::Postgres(tx) => pg_as(sqlx::query_as(sql), &self.args).fetch_one(tx).await?,
+            On::Sqlite(tx) => lite_as(sqlx::query_as(sql), &self.args).fetch_one(tx).await?,
         })
     }
 }
@@ -240,7 +280,8 @@ impl On<'_> {
     fn backend(&self) -> Backend {
         match self {
             Self::Pool(db) => db.backend(),
-            Self::Tx(tx) => tx.backend(),
+            Self::Postgres(_) => Backend::Postgres,
+            Self::Sqlite(_) => Backend::Sqlite,
         }
     }
 }
