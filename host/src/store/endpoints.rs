@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::sql::pages::{self, List};
-use super::sql::references::IN_USE_SHOWN;
+use super::sql::references::{settle, IN_USE_SHOWN};
 use super::sql::statements::endpoints as sql;
 use super::sql::{query, Arg, InTx, Query, SqlBackend};
 use super::{now, Backend, DbTime, Deleted, Endpoint, EndpointWrite, Inserted, PageRequest, StoreError, StoreResult};
@@ -249,14 +249,6 @@ impl<S: SqlBackend> Endpoints for S {
             query(sql::ENDPOINT_DELETE).bind(name).execute(&mut tx).await
         }
         .await;
-        match result {
-            Ok(0) => Ok(Deleted::NotFound),
-            Ok(_) => {
-                tx.commit().await?;
-                Ok(Deleted::Deleted)
-            }
-            Err(StoreError::ForeignKeyViolation) => Ok(Deleted::InUse(Vec::new())),
-            Err(other) => Err(other),
-        }
+        settle(tx, result).await
     }
 }

@@ -1,6 +1,6 @@
 //! Deleting a row that other rows may still name.
 
-use super::{query, Sql, SqlBackend};
+use super::{query, Sql, SqlBackend, Tx};
 use crate::store::{Deleted, StoreError, StoreResult};
 
 /// How many referencing rows a refused delete names.
@@ -21,7 +21,15 @@ pub async fn delete_unless_referenced<'a>(
     if !users.is_empty() {
         return Ok(Deleted::InUse(users.into_iter().map(|(u,)| u).collect()));
     }
-    match query(delete).bind(key).execute(&mut tx).await {
+    let deleted = query(delete).bind(key).execute(&mut tx).await;
+    settle(tx, deleted).await
+}
+
+/// A delete's outcome, `deleted` the rows it deleted: committed when it deleted the row; not
+/// found when there was none; in use (naming nothing) when a foreign key refused it, a
+/// reference made after the checks.
+pub async fn settle(tx: Tx, deleted: StoreResult<u64>) -> StoreResult<Deleted> {
+    match deleted {
         Ok(0) => Ok(Deleted::NotFound),
         Ok(_) => {
             tx.commit().await?;
