@@ -21,10 +21,14 @@
 //! All SQL here sticks to the portable subset: `$N` placeholders (sqlx's SQLite driver reads
 //! them as positions), `ON CONFLICT … DO NOTHING`, `RETURNING`, and row-value comparison.
 //!
-//! Why a macro: the alternatives are these queries written twice (per-backend SQL files), or a
-//! store generic over `sqlx::Database` with `for<'q> Encode/Decode + Executor` bounds on every
-//! query. The price is that rustfmt cannot format the body and compiler errors point into the
-//! expansion; `store::conformance` runs the same behaviour on both backends as the net.
+//! The macro is what is left of writing these queries once. Its replacement is `store::sql`:
+//! statements in `.sql` files and methods written once as plain Rust over `sql::query`, which
+//! binds and runs the same values on either backend (the aggregates already moved: access,
+//! documents, endpoints, history, plugins, regions). Each backend also implements
+//! `sql::SqlBackend`, which the methods below use where they share that code (a list's page, a
+//! delete of executions). The macro's price stays until the rest moves: rustfmt cannot format
+//! the body and compiler errors point into the expansion; `store::conformance` runs the same
+//! behaviour on both backends as the net.
 
 macro_rules! impl_store {
     ($store:ty, $db:ty, { $($own:tt)* }) => {
@@ -34,11 +38,11 @@ macro_rules! impl_store {
             use sqlx::types::Json;
             use chrono::{DateTime, Utc};
             use $crate::store::engine::{
-                settled_or_running, ATTEMPT_COLUMNS, EXECUTION_COLUMNS, JOB_COLUMNS, JOB_WRITE_COLUMNS, LOG_COLUMNS,
+                settled_or_running, EXECUTION_COLUMNS, JOB_COLUMNS, JOB_WRITE_COLUMNS,
             };
             use $crate::store::{
-                now, Attempt, AttemptFinish, CronAdvance, DbTime, Deleted, Endpoint, Execution,
-                ExecutionFilter, ExecutionLog, ExecutionWrite, Inserted, Job, JobFilter, JobStats, JobWrite, PageRequest,
+                now, AttemptFinish, CronAdvance, DbTime, Deleted, Endpoint, Execution,
+                ExecutionWrite, Inserted, Job, JobFilter, JobStats, JobWrite, PageRequest,
                 StoreError, StoreResult,
             };
 
@@ -217,26 +221,9 @@ macro_rules! impl_store {
                     Ok(reclaimed.len() as u64)
                 }
 
-                /// One page of `table` in (`time_column`, `key`) order, strictly after the cursor,
-                /// among the rows whose `filters` columns equal the given values.
-                async fn list_page<T>(
-                    &self,
-                    columns: &str,
-                    table: &str,
-                    time_column: &str,
-                    key: &str,
-                    filters: &[(&str, &str)],
-                    page: &PageRequest,
-                ) -> StoreResult<Vec<T>>
-                where
-                    T: $crate::store::sql::Row,
-                {
-                    self.list_page_where(columns, table, time_column, key, None, filters, page).await
-                }
-
-                /// [`Self::list_page`] among the rows that also meet `written`, a condition
-                /// written into the statement: a partial index whose predicate it is can then
-                /// serve the page, which a bound value never lets a generic plan prove.
+                /// One page of `table` (`sql::pages`) among the rows that also meet `written`, a
+                /// condition written into the statement: a partial index whose predicate it is can
+                /// then serve the page, which a bound value never lets a generic plan prove.
                 #[allow(clippy::too_many_arguments)]
                 async fn list_page_where<T>(
                     &self,
@@ -268,47 +255,6 @@ macro_rules! impl_store {
                     let sql = format!("SELECT job_id FROM jobs WHERE job_id = $1{lock}");
                     let held: Option<(String,)> = sqlx::query_as(&sql).bind(job_id).fetch_optional(&mut **tx).await?;
                     Ok(held.is_some())
-                }
-
-                /// Executions matching `filter` (plus `extra` conditions), in creation order,
-                /// strictly after `after`, at most `limit`.
-                async fn execution_filtered(
-                    &self,
-                    filter: &ExecutionFilter,
-                    extra: &[&str],
-                    after: Option<&$crate::store::PageKey>,
-                    limit: i64,
-                    newest_first: bool,
-                ) -> StoreResult<Vec<Execution>> {
-                    let (mut conditions, mut next) = $crate::store::engine::execution_conditions(filter);
-                    conditions.extend(extra.iter().map(|c| (*c).to_owned()));
-                    let (beyond, direction) = if newest_first { ("<", "DESC") } else { (">", "ASC") };
-                    if after.is_some() {
-                        conditions.push(format!("(created_at, execution_id) {beyond} (${next}, ${})", next + 1));
-                        next += 2;
-                    }
-                    let sql = settled_or_running(EXECUTION_COLUMNS, &conditions, direction, &format!("${next}"));
-                    let mut query = sqlx::query_as::<$db, Execution>(&sql);
-                    // In the order execution_conditions numbered them.
-                    if let Some(status) = filter.status {
-                        query = query.bind(status);
-                    }
-                    if let Some(endpoint) = &filter.endpoint {
-                        query = query.bind(endpoint);
-                    }
-                    if let Some(job_id) = &filter.job_id {
-                        query = query.bind(job_id);
-                    }
-                    if let Some(t) = filter.created_after {
-                        query = query.bind(DbTime(t));
-                    }
-                    if let Some(t) = filter.created_before {
-                        query = query.bind(DbTime(t));
-                    }
-                    if let Some(after) = after {
-                        query = query.bind(DbTime(after.created_at)).bind(&after.key);
-                    }
-                    Ok(query.bind(limit).fetch_all(&self.pool).await?)
                 }
 
                 /// Take from each rate-limited endpoint's bucket (`tokens` as of `now`) what this
@@ -488,12 +434,6 @@ macro_rules! impl_store {
                     Ok(done.rows_affected() == 1)
                 }
 
-                async fn execution_by(&self, job_id: &str, newest: bool) -> StoreResult<Option<Execution>> {
-                    let order = if newest { "DESC" } else { "ASC" };
-                    let sql = settled_or_running(EXECUTION_COLUMNS, &["job_id = $1".to_owned()], order, "1");
-                    Ok(sqlx::query_as::<$db, Execution>(&sql).bind(job_id).fetch_optional(&self.pool).await?)
-                }
-
             }
 
             fn existing<T>(row: Option<T>) -> StoreResult<Inserted<T>> {
@@ -513,36 +453,6 @@ macro_rules! impl_store {
 
                 fn pool_connections(&self) -> (u32, usize) {
                     (self.pool.size(), self.pool.num_idle())
-                }
-
-                async fn execution_counts(&self) -> StoreResult<Vec<($crate::domain::ExecutionStatus, i64)>> {
-                    // One part per partial index (pending, claim, running), each part's condition
-                    // the index's own, so finished rows are never read. (One `status IN` of all
-                    // four implies none of those indexes' conditions: it was a sequential scan of
-                    // the whole table, 99 ms at 1,000,000 finished rows.)
-                    Ok(sqlx::query_as(
-                        "SELECT status, CAST(COUNT(*) AS BIGINT) FROM executions WHERE status = 'PENDING' GROUP BY status
-                         UNION ALL
-                         SELECT status, CAST(COUNT(*) AS BIGINT) FROM executions WHERE status IN ('QUEUED', 'RETRYING') GROUP BY status
-                         UNION ALL
-                         SELECT status, CAST(COUNT(*) AS BIGINT) FROM executions WHERE status = 'RUNNING' GROUP BY status",
-                    )
-                    .fetch_all(&self.pool)
-                    .await?)
-                }
-
-                async fn execution_activity(&self, since: DateTime<Utc>, limit: i64) -> StoreResult<Vec<$crate::store::ActivitySample>> {
-                    let sql = settled_or_running(
-                        "execution_id, endpoint, status, run_at, scheduled_at, claimed_at, completed_at, created_at",
-                        &["created_at >= $1".to_owned()],
-                        "DESC",
-                        "$2",
-                    );
-                    Ok(sqlx::query_as(&sql)
-                    .bind(DbTime(since))
-                    .bind(limit)
-                    .fetch_all(&self.pool)
-                    .await?)
                 }
 
                 async fn cron_upcoming(&self, limit: i64) -> StoreResult<Vec<Job>> {
@@ -617,24 +527,6 @@ macro_rules! impl_store {
                     }
                     tx.commit().await?;
                     Ok(deleted)
-                }
-
-                async fn failures_unhandled(&self, limit: i64) -> StoreResult<Vec<Execution>> {
-                    let sql = format!(
-                        "SELECT {EXECUTION_COLUMNS} FROM executions
-                         WHERE status = 'FAILED' AND failure_handled_at IS NULL
-                         ORDER BY completed_at LIMIT $1"
-                    );
-                    Ok(sqlx::query_as::<$db, Execution>(&sql).bind(limit).fetch_all(&self.pool).await?)
-                }
-
-                async fn failure_handled(&self, execution_id: &str) -> StoreResult<()> {
-                    sqlx::query("UPDATE executions SET failure_handled_at = $2 WHERE execution_id = $1 AND status = 'FAILED'")
-                        .bind(execution_id)
-                        .bind(DbTime(now()))
-                        .execute(&self.pool)
-                        .await?;
-                    Ok(())
                 }
 
                 async fn job_delete(&self, job_id: &str) -> StoreResult<Deleted> {
@@ -944,40 +836,6 @@ macro_rules! impl_store {
 
                 // ---- executions ----
 
-                async fn execution_get(&self, execution_id: &str) -> StoreResult<Option<Execution>> {
-                    let sql = format!("SELECT {EXECUTION_COLUMNS} FROM executions WHERE execution_id = $1");
-                    Ok(sqlx::query_as::<$db, Execution>(&sql).bind(execution_id).fetch_optional(&self.pool).await?)
-                }
-
-                async fn execution_first(&self, job_id: &str) -> StoreResult<Option<Execution>> {
-                    self.execution_by(job_id, false).await
-                }
-
-                async fn execution_last(&self, job_id: &str) -> StoreResult<Option<Execution>> {
-                    self.execution_by(job_id, true).await
-                }
-
-                async fn execution_list(&self, job_id: &str, status: Option<crate::domain::ExecutionStatus>, page: &PageRequest) -> StoreResult<Vec<Execution>> {
-                    let filter = ExecutionFilter { job_id: Some(job_id.to_owned()), status, ..ExecutionFilter::default() };
-                    self.execution_filtered(&filter, &[], page.after.as_ref(), page.limit, page.newest_first).await
-                }
-
-                async fn execution_search(&self, filter: &ExecutionFilter, page: &PageRequest) -> StoreResult<Vec<Execution>> {
-                    self.execution_filtered(filter, &[], page.after.as_ref(), page.limit, page.newest_first).await
-                }
-
-                async fn execution_unretried(&self, filter: &ExecutionFilter, limit: i64) -> StoreResult<Vec<Execution>> {
-                    // A retry is keyed `retry:{execution id}` in the same job, so the unique
-                    // index on (job_id, idempotency_key) answers "already retried?".
-                    let unretried = format!(
-                        "NOT EXISTS (SELECT 1 FROM executions r WHERE r.job_id = executions.job_id
-                             AND r.idempotency_key = '{}' || executions.execution_id)",
-                        $crate::store::RETRY_KEY_PREFIX
-                    );
-                    let finished = "status IN ('FAILED', 'CANCELLED')";
-                    self.execution_filtered(filter, &[finished, &unretried], None, limit, false).await
-                }
-
                 async fn execution_retry_many(&self, retries: &[ExecutionWrite]) -> StoreResult<Vec<Option<Inserted<Execution>>>> {
                     let mut tx = self.begin_write().await?;
                     // Each retry's job held (`LOCK_SHARED`), as a foreign key to it would: a
@@ -1021,14 +879,6 @@ macro_rules! impl_store {
 
                 async fn execution_cancel(&self, execution_id: &str) -> StoreResult<bool> {
                     $crate::store::retrying_moved(|| self.execution_cancel_once(execution_id)).await
-                }
-
-                async fn attempt_list(&self, execution_id: &str, page: &PageRequest) -> StoreResult<Vec<Attempt>> {
-                    self.list_page(ATTEMPT_COLUMNS, "attempts", "created_at", "attempt_id", &[("execution_id", execution_id)], page).await
-                }
-
-                async fn log_list(&self, execution_id: &str, page: &PageRequest) -> StoreResult<Vec<ExecutionLog>> {
-                    self.list_page(LOG_COLUMNS, "execution_logs", "logged_at", "log_id", &[("execution_id", execution_id)], page).await
                 }
 
                 // ---- scheduler ----

@@ -3,16 +3,19 @@
 //! - [`postgres`]: PostgreSQL, and through it CockroachDB (the production, scale-out backend).
 //! - [`sqlite`]: embedded SQLite in WAL mode (the default: one file, no other service).
 //!
-//! [`Store`] is one contract per aggregate, each a trait of its own ([`Documents`], [`Endpoints`], [`Plugins`], …), joined as
-//! supertraits. An aggregate moved to `sql` has its statements in `sql/<aggregate>.sql` and its
-//! methods written once, as plain Rust over `sql::query`, for every backend (`impl<S:
-//! SqlBackend>`). The aggregates not moved yet are written once in `common` and stamped onto
-//! each backend by `impl_store!`; a query the two databases must phrase differently lives in
-//! its backend's module under the same method name. The store persists and fetches; the rules are the
-//! callers'. Where a rule must be applied inside a write's transaction to hold under
-//! concurrency (a circuit breaker hearing an attempt's outcome, a rate-limited endpoint's
-//! token bucket paying for a claim), the store calls the rule's code in `crate::flow` and
-//! returns what it decided ([`FinishedAttempts::circuit_changes`]) for the caller to record.
+//! [`Store`] is one contract per aggregate, each a trait of its own joined as supertraits:
+//! [`Access`], [`Documents`], [`Endpoints`], [`History`], [`Plugins`] and [`Regions`], whose
+//! statements are in `sql/<aggregate>.sql` and whose methods are written once, as plain Rust
+//! over `sql::query`, for every backend (`impl<S: SqlBackend>`). The jobs', the scheduler's and
+//! the worker's methods are still `Store`'s own: written once in `common` and stamped onto each
+//! backend by `impl_store!`, with a query the two databases must phrase differently in its
+//! backend's module under the same method name.
+//!
+//! The store persists and fetches; the rules are the callers'. Where a rule must be applied
+//! inside a write's transaction to hold under concurrency (a circuit breaker hearing an
+//! attempt's outcome, a rate-limited endpoint's token bucket paying for a claim), the store
+//! calls the rule's code in `crate::flow` and returns what it decided
+//! ([`FinishedAttempts::circuit_changes`]) for the caller to record.
 //! [`coalesce`] makes the store calls of many concurrent requests as one.
 
 mod access;
@@ -24,6 +27,7 @@ mod documents;
 mod endpoints;
 mod engine;
 mod error;
+mod history;
 pub mod partitions;
 mod plugins;
 pub mod postgres;
@@ -50,6 +54,7 @@ pub use engine::{
 };
 pub(crate) use error::retrying_moved;
 pub use error::StoreError;
+pub use history::History;
 pub use plugins::Plugins;
 pub use regions::Regions;
 pub use resources::{Config, Endpoint, EndpointWrite, PayloadSpec, Secret};
@@ -162,7 +167,7 @@ impl Signal {
 
 /// The storage interface. Methods are named noun-then-verb.
 #[async_trait]
-pub trait Store: Access + Documents + Endpoints + Plugins + Regions + Send + Sync + 'static {
+pub trait Store: Access + Documents + Endpoints + History + Plugins + Regions + Send + Sync + 'static {
     fn backend(&self) -> Backend;
     /// Apply every pending migration of this backend.
     async fn migrate(&self) -> StoreResult<()>;
@@ -170,11 +175,6 @@ pub trait Store: Access + Documents + Endpoints + Plugins + Regions + Send + Syn
     async fn ping(&self) -> StoreResult<()>;
     /// The connection pool: (connections open, of which idle).
     fn pool_connections(&self) -> (u32, usize);
-    /// Executions not yet finished (PENDING, QUEUED, RUNNING, RETRYING), counted by status.
-    async fn execution_counts(&self) -> StoreResult<Vec<(crate::domain::ExecutionStatus, i64)>>;
-    /// The newest executions created at or after `since`, at most `limit`, newest first: what
-    /// the dashboard's overview charts (a few columns each, read by creation time).
-    async fn execution_activity(&self, since: DateTime<Utc>, limit: i64) -> StoreResult<Vec<ActivitySample>>;
     /// The next ticks of active, unpaused CRON jobs, soonest first.
     async fn cron_upcoming(&self, limit: i64) -> StoreResult<Vec<Job>>;
 
@@ -199,10 +199,6 @@ pub trait Store: Access + Documents + Endpoints + Plugins + Regions + Send + Syn
     async fn job_replace(&self, old_job_id: &str, new: &JobWrite) -> StoreResult<Option<Job>>;
     /// ACTIVE to RETIRED; whether it changed.
     async fn job_retire(&self, job_id: &str) -> StoreResult<bool>;
-    /// FAILED executions the failure notifier has not dealt with yet, oldest failure first.
-    async fn failures_unhandled(&self, limit: i64) -> StoreResult<Vec<Execution>>;
-    /// Record that the failure notifier dealt with this failed execution.
-    async fn failure_handled(&self, execution_id: &str) -> StoreResult<()>;
     /// Delete a job with its executions, attempts and logs, unless an execution of it is
     /// unfinished (`InUse` names them).
     async fn job_delete(&self, job_id: &str) -> StoreResult<Deleted>;
@@ -229,30 +225,12 @@ pub trait Store: Access + Documents + Endpoints + Plugins + Regions + Send + Syn
 
     // ---- executions ----
 
-    async fn execution_get(&self, execution_id: &str) -> StoreResult<Option<Execution>>;
-    /// A job's first execution (the one a one-shot job's responses show).
-    async fn execution_first(&self, job_id: &str) -> StoreResult<Option<Execution>>;
-    /// A job's most recently created execution.
-    async fn execution_last(&self, job_id: &str) -> StoreResult<Option<Execution>>;
-    async fn execution_list(
-        &self,
-        job_id: &str,
-        status: Option<crate::domain::ExecutionStatus>,
-        page: &PageRequest,
-    ) -> StoreResult<Vec<Execution>>;
-    /// Executions across jobs matching `filter`, in creation order, a page at a time.
-    async fn execution_search(&self, filter: &ExecutionFilter, page: &PageRequest) -> StoreResult<Vec<Execution>>;
-    /// At most `limit` FAILED or CANCELLED executions matching `filter` that nothing retries
-    /// yet, oldest first.
-    async fn execution_unretried(&self, filter: &ExecutionFilter, limit: i64) -> StoreResult<Vec<Execution>>;
     /// Insert retries (each keyed [`RETRY_KEY_PREFIX`] + the execution it retries) in one
     /// transaction; each as stored: `Created`, or `Existing` when that execution was retried
     /// before (that retry, unchanged), or None when its job was deleted meanwhile.
     async fn execution_retry_many(&self, retries: &[ExecutionWrite]) -> StoreResult<Vec<Option<Inserted<Execution>>>>;
     /// PENDING, QUEUED or RETRYING to CANCELLED; whether it changed.
     async fn execution_cancel(&self, execution_id: &str) -> StoreResult<bool>;
-    async fn attempt_list(&self, execution_id: &str, page: &PageRequest) -> StoreResult<Vec<Attempt>>;
-    async fn log_list(&self, execution_id: &str, page: &PageRequest) -> StoreResult<Vec<ExecutionLog>>;
 
     // ---- scheduler ----
 

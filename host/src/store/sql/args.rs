@@ -216,3 +216,9 @@ impl From<crate::domain::EndpointType> for Arg {
         Self::Text(Some(value.as_str().to_owned()))
     }
 }
+
+impl From<crate::domain::ExecutionStatus> for Arg {
+    fn from(value: crate::domain::ExecutionStatus) -> Self {
+        Self::Text(Some(value.as_str().to_owned()))
+    }
+}
