@@ -3,8 +3,9 @@
 
 use super::StoreResult;
 
-/// What can go wrong below the [`Store`](super::Store) interface, classified so callers can answer a user
-/// precisely. Database error kinds are matched explicitly in [`StoreError::from_sqlx`].
+/// What can go wrong below the [`Store`](super::Store) interface, classified so callers can
+/// answer a user precisely. Database error kinds are matched explicitly in
+/// [`StoreError::from_sqlx`].
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// A row with the same key exists (a unique constraint fired).
