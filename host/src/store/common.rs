@@ -436,12 +436,6 @@ macro_rules! impl_store {
 
             }
 
-            fn existing<T>(row: Option<T>) -> StoreResult<Inserted<T>> {
-                // The conflicting row was deleted between the insert and this read: report
-                // the conflict rather than pretend the insert happened.
-                row.map(Inserted::Existing).ok_or(StoreError::UniqueViolation)
-            }
-
             #[async_trait::async_trait]
             impl $crate::store::Store for $store {
                 $($own)*
@@ -604,7 +598,7 @@ macro_rules! impl_store {
                             .bind(&job.idempotency_key)
                             .fetch_optional(&self.pool)
                             .await?;
-                        return existing(row);
+                        return Inserted::existing(row);
                     };
                     if let Some(execution) = execution {
                         Self::execution_insert(&mut tx, execution).await?;

@@ -9,7 +9,7 @@ use super::sql::pages::{self, List};
 use super::sql::references::delete_unless_referenced;
 use super::sql::statements::documents as sql;
 use super::sql::{query, Arg, SqlBackend};
-use super::{now, Config, DbTime, Deleted, Inserted, PageRequest, PayloadSpec, Secret, StoreError, StoreResult};
+use super::{now, Config, DbTime, Deleted, Inserted, PageRequest, PayloadSpec, Secret, StoreResult};
 
 /// The setup documents' part of the store.
 #[async_trait]
@@ -58,17 +58,6 @@ fn list<'a>(table: &'a str, columns: &'a str) -> List<'a> {
     List { columns, from: table, time_column: "created_at", key: "name", written: None, filters: &[] }
 }
 
-/// An insert's answer: the row it made, or the row already under its name.
-fn inserted<T>(created: Option<T>, existing: Option<T>) -> StoreResult<Inserted<T>> {
-    match (created, existing) {
-        (Some(created), _) => Ok(Inserted::Created(created)),
-        (None, Some(existing)) => Ok(Inserted::Existing(existing)),
-        // The conflicting row was deleted between the insert and this read: report the
-        // conflict rather than pretend the insert happened.
-        (None, None) => Err(StoreError::UniqueViolation),
-    }
-}
-
 #[async_trait]
 impl<S: SqlBackend> Documents for S {
     async fn payload_spec_insert(&self, name: &str, schema: &Value) -> StoreResult<Inserted<PayloadSpec>> {
@@ -78,8 +67,10 @@ impl<S: SqlBackend> Documents for S {
             .bind(DbTime(now()))
             .fetch_optional(self.db())
             .await?;
-        let existing = if created.is_none() { self.payload_spec_get(name).await? } else { None };
-        inserted(created, existing)
+        match created {
+            Some(created) => Ok(Inserted::Created(created)),
+            None => Inserted::existing(self.payload_spec_get(name).await?),
+        }
     }
 
     async fn payload_spec_get(&self, name: &str) -> StoreResult<Option<PayloadSpec>> {
@@ -110,8 +101,10 @@ impl<S: SqlBackend> Documents for S {
             .bind(DbTime(now()))
             .fetch_optional(self.db())
             .await?;
-        let existing = if created.is_none() { self.config_get(name).await? } else { None };
-        inserted(created, existing)
+        match created {
+            Some(created) => Ok(Inserted::Created(created)),
+            None => Inserted::existing(self.config_get(name).await?),
+        }
     }
 
     async fn config_get(&self, name: &str) -> StoreResult<Option<Config>> {
@@ -143,8 +136,10 @@ impl<S: SqlBackend> Documents for S {
             .bind(allowed_hosts)
             .fetch_optional(self.db())
             .await?;
-        let existing = if created.is_none() { self.secret_get(name).await? } else { None };
-        inserted(created, existing)
+        match created {
+            Some(created) => Ok(Inserted::Created(created)),
+            None => Inserted::existing(self.secret_get(name).await?),
+        }
     }
 
     async fn secret_get(&self, name: &str) -> StoreResult<Option<Secret>> {

@@ -9,7 +9,7 @@ use super::sql::pages::{self, List};
 use super::sql::references::{settle, IN_USE_SHOWN};
 use super::sql::statements::endpoints as sql;
 use super::sql::{query, Arg, InTx, Query, SqlBackend};
-use super::{now, Backend, DbTime, Deleted, Endpoint, EndpointWrite, Inserted, PageRequest, StoreError, StoreResult};
+use super::{now, Backend, DbTime, Deleted, Endpoint, EndpointWrite, Inserted, PageRequest, StoreResult};
 
 /// The endpoints' part of the store.
 #[async_trait]
@@ -129,9 +129,7 @@ impl<S: SqlBackend> Endpoints for S {
         let created: Option<Endpoint> = written(sql::ENDPOINT_INSERT, endpoint).fetch_optional(&mut tx).await?;
         let Some(created) = created else {
             drop(tx);
-            // The conflicting row was deleted between the insert and this read: report the
-            // conflict rather than pretend the insert happened.
-            return self.endpoint_get(&endpoint.name).await?.map(Inserted::Existing).ok_or(StoreError::UniqueViolation);
+            return Inserted::existing(self.endpoint_get(&endpoint.name).await?);
         };
         after_write(&mut tx, endpoint).await?;
         tx.commit().await?;

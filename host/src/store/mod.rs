@@ -98,6 +98,15 @@ pub enum Inserted<T> {
     Existing(T),
 }
 
+impl<T> Inserted<T> {
+    /// An insert that found its name taken: the row read back under it. None means the
+    /// conflicting row was deleted between the insert and the read: the conflict is reported
+    /// rather than pretend the insert happened.
+    pub fn existing(row: Option<T>) -> StoreResult<Self> {
+        row.map(Self::Existing).ok_or(StoreError::UniqueViolation)
+    }
+}
+
 /// Which finished executions [`Store::execution_ids_finished`] looks for.
 #[derive(Debug, Clone)]
 pub enum FinishedScope {

@@ -21,7 +21,7 @@ use sqlx::{FromRow, PgPool, Postgres, Sqlite, SqlitePool};
 
 pub use args::Arg;
 
-use super::{Backend, StoreResult};
+use super::{Backend, StoreError, StoreResult};
 
 /// A backend the shared SQL runs on: its pool, and how it opens a transaction that will write.
 #[async_trait::async_trait]
@@ -264,15 +264,7 @@ impl<'a> Query<'a> {
 
     /// Its one row (an error when it returns none).
     pub async fn fetch_one<T: Row>(self, on: impl Into<On<'_>>) -> StoreResult<T> {
-        let on = on.into();
-        let backend = on.backend();
-        let sql = self.text(backend);
-        Ok(match on {
-            On::Pool(Db::Postgres(pool)) => pg_as(sqlx::query_as(sql), &self.args).fetch_one(pool).await?,
-            On::Pool(Db::Sqlite(pool)) => lite_as(sqlx::query_as(sql), &self.args).fetch_one(pool).await?,
-            On::Postgres(tx) => pg_as(sqlx::query_as(sql), &self.args).fetch_one(tx).await?,
-            On::Sqlite(tx) => lite_as(sqlx::query_as(sql), &self.args).fetch_one(tx).await?,
-        })
+        self.fetch_optional(on).await?.ok_or(StoreError::Database(sqlx::Error::RowNotFound))
     }
 }
 
