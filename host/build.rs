@@ -22,12 +22,14 @@ fn main() {
         .collect();
     files.sort();
     let mut out = String::new();
+    let mut all = Vec::new();
     for path in files {
         let module = path.file_stem().unwrap().to_str().unwrap().replace('-', "_");
         let text = std::fs::read_to_string(&path).unwrap();
         writeln!(out, "pub mod {module} {{\n    use super::super::Statement;").unwrap();
         for (name, sql) in statements(&text, &path) {
             let constant = screaming_snake(&name);
+            all.push(format!("{module}::{constant}"));
             let postgres = with_dialect(&sql, &dialect, 1, &name);
             let sqlite = with_dialect(&sql, &dialect, 2, &name);
             writeln!(
@@ -38,6 +40,12 @@ fn main() {
         }
         writeln!(out, "}}").unwrap();
     }
+    // Every statement with its path, for the tests that check them all.
+    writeln!(out, "#[cfg(test)]\npub const ALL: &[(&str, super::Statement)] = &[").unwrap();
+    for path in &all {
+        writeln!(out, "    ({path:?}, {path}),").unwrap();
+    }
+    writeln!(out, "];").unwrap();
     let target = Path::new(&std::env::var("OUT_DIR").unwrap()).join("statements.rs");
     std::fs::write(target, out).unwrap();
 }

@@ -10,7 +10,7 @@
 //!   failure opens it again for twice the cool-down, up to `max_cooldown_ms`.
 //!
 //! Outcomes are recorded in the transaction that writes the attempt's result
-//! (`Store::execution_finish_many`), and claims of a limited endpoint lock its row, so no claim
+//! (`Claims::execution_finish_many`), and claims of a limited endpoint lock its row, so no claim
 //! sees an attempt finished without the breaker having heard of it.
 //!
 //! Only what says something about the receiver counts ([`Health`]): a delivery that arrived

@@ -55,7 +55,7 @@ pub async fn run(
         Err(error) => tracing::warn!(%error, "Could not LISTEN for cron job changes; they are seen at the next pass."),
     }
     // The times of the ticks this loop made that are still ahead: at each, its job's next
-    // tick may be made (`Store::cron_due` holds a job back until its last tick's time).
+    // tick may be made (`Schedules::cron_due` holds a job back until its last tick's time).
     let mut waiting: BTreeSet<DateTime<Utc>> = BTreeSet::new();
     loop {
         beat.beat();

@@ -49,12 +49,12 @@ pub trait Endpoints: Send + Sync {
     /// Refused (InUse, with job ids) while a job still has deliveries to make through it (an
     /// active cron job, or a job with an unfinished execution); otherwise the endpoint goes with
     /// its finished jobs and their history (purge most of it first with
-    /// `Store::execution_delete_finished`, in small batches).
+    /// `Executions::execution_delete_finished`, in small batches).
     async fn endpoint_delete(&self, name: &str) -> StoreResult<Deleted>;
 }
 
 /// An endpoint row's columns, for the statements put together per call (a list, a read of many).
-const COLUMNS: &str = "name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, version, created_at, \
+pub(super) const COLUMNS: &str = "name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, version, created_at, \
      updated_at, plugin, renderer, max_concurrency, on_failure, paused_until, rate_limit_per_sec, rate_limit_burst, \
      circuit_policy, circuit_failures, circuit_failing_since, circuit_open_until, circuit_cooldown_ms, circuit_last_error, \
      disabled_at, timeout_ms, plugin_version, classifier, classifier_version, classifier_config";

@@ -241,7 +241,7 @@ pub struct AttemptFinish {
     pub health: Option<crate::flow::Health>,
 }
 
-/// What [`crate::store::Store::execution_finish_many`] wrote.
+/// What [`crate::store::Claims::execution_finish_many`] wrote.
 #[derive(Debug, Default)]
 pub struct FinishedAttempts {
     /// Per finish, in order: whether it was written (false: the fence held).

@@ -4,12 +4,15 @@
 //! - [`sqlite`]: embedded SQLite in WAL mode (the default: one file, no other service).
 //!
 //! [`Store`] is one contract per aggregate, each a trait of its own joined as supertraits:
-//! [`Access`], [`Documents`], [`Endpoints`], [`History`], [`Plugins`] and [`Regions`], whose
-//! statements are in `sql/<aggregate>.sql` and whose methods are written once, as plain Rust
-//! over `sql::query`, for every backend (`impl<S: SqlBackend>`). The jobs', the scheduler's and
-//! the worker's methods are still `Store`'s own: written once in `common` and stamped onto each
-//! backend by `impl_store!`, with a query the two databases must phrase differently in its
-//! backend's module under the same method name.
+//! [`Access`], [`Documents`], [`Endpoints`], [`Jobs`], [`Executions`], [`History`],
+//! [`Schedules`], [`Claims`], [`Plugins`] and [`Regions`]. Their statements are in
+//! `sql/<aggregate>.sql`, and their methods are written once, as plain Rust over `sql::query`,
+//! for every backend (`impl<S: SqlBackend>`), except the worker's [`Claims`]: claims, leases
+//! and a batch of results are where the two databases differ most, and each backend implements
+//! them in its own module. What else a backend does its own way is `sql::SqlBackend`'s (how a
+//! write transaction begins, a batch of jobs or cron ticks) and `sql::DIALECT`'s (the phrases
+//! the two spell differently). `Store` itself keeps what is a backend's alone: migrations,
+//! signals between processes, and the upkeep of PostgreSQL's tables.
 //!
 //! The store persists and fetches; the rules are the callers'. Where a rule must be applied
 //! inside a write's transaction to hold under concurrency (a circuit breaker hearing an
@@ -19,20 +22,23 @@
 //! [`coalesce`] makes the store calls of many concurrent requests as one.
 
 mod access;
+mod claims;
 pub mod coalesce;
-mod common;
 #[cfg(test)]
 mod conformance;
 mod documents;
 mod endpoints;
 mod engine;
 mod error;
+mod executions;
 mod history;
+mod jobs;
 pub mod partitions;
 mod plugins;
 pub mod postgres;
 mod regions;
 mod resources;
+mod schedules;
 mod sql;
 pub mod sqlite;
 pub mod storable;
@@ -45,6 +51,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 pub use access::Access;
+pub use claims::Claims;
 pub use documents::Documents;
 pub use endpoints::Endpoints;
 pub use engine::{
@@ -54,10 +61,13 @@ pub use engine::{
 };
 pub(crate) use error::retrying_moved;
 pub use error::StoreError;
+pub use executions::Executions;
 pub use history::History;
+pub use jobs::Jobs;
 pub use plugins::Plugins;
 pub use regions::Regions;
 pub use resources::{Config, Endpoint, EndpointWrite, PayloadSpec, Secret};
+pub use schedules::Schedules;
 pub use time::{now, DbTime};
 pub use writes::{ExecutionWrite, JobWrite, NewJob};
 
@@ -107,7 +117,7 @@ impl<T> Inserted<T> {
     }
 }
 
-/// Which finished executions [`Store::execution_ids_finished`] looks for.
+/// Which finished executions [`Executions::execution_ids_finished`] looks for.
 #[derive(Debug, Clone)]
 pub enum FinishedScope {
     /// Created before this time (the retention purge).
@@ -176,7 +186,21 @@ impl Signal {
 
 /// The storage interface. Methods are named noun-then-verb.
 #[async_trait]
-pub trait Store: Access + Documents + Endpoints + History + Plugins + Regions + Send + Sync + 'static {
+pub trait Store:
+    Access
+    + Claims
+    + Documents
+    + Endpoints
+    + Executions
+    + History
+    + Jobs
+    + Plugins
+    + Regions
+    + Schedules
+    + Send
+    + Sync
+    + 'static
+{
     fn backend(&self) -> Backend;
     /// Apply every pending migration of this backend.
     async fn migrate(&self) -> StoreResult<()>;
@@ -184,118 +208,6 @@ pub trait Store: Access + Documents + Endpoints + History + Plugins + Regions + 
     async fn ping(&self) -> StoreResult<()>;
     /// The connection pool: (connections open, of which idle).
     fn pool_connections(&self) -> (u32, usize);
-    /// The next ticks of active, unpaused CRON jobs, soonest first.
-    async fn cron_upcoming(&self, limit: i64) -> StoreResult<Vec<Job>>;
-
-    // ---- jobs ----
-
-    /// Insert a job and, for a one-shot job, its execution, in one transaction. When a job with
-    /// the same (endpoint, idempotency_key) exists, nothing is written and it is returned.
-    /// [`StoreError::ForeignKeyViolation`] when its endpoint is gone (deleted meanwhile).
-    async fn job_insert(&self, job: &JobWrite, execution: Option<&ExecutionWrite>) -> StoreResult<Inserted<Job>>;
-    /// [`Store::job_insert`] for many jobs in one write; each answered in order, on its own (a
-    /// job whose endpoint is gone is `Err(ForeignKeyViolation)`, the others are written). A key
-    /// used twice in the batch: the second finds the first. The outer error: nothing written.
-    async fn job_insert_many(
-        &self,
-        jobs: &[(&JobWrite, Option<&ExecutionWrite>)],
-    ) -> StoreResult<Vec<StoreResult<Inserted<Job>>>>;
-    async fn job_get(&self, job_id: &str) -> StoreResult<Option<Job>>;
-    async fn job_list(&self, filter: &JobFilter, page: &PageRequest) -> StoreResult<Vec<Job>>;
-    /// Retire `old_job_id` (if still ACTIVE) and insert `new` as its next version, linked both
-    /// ways, in one transaction. None when the old job was no longer active;
-    /// [`StoreError::ForeignKeyViolation`] when `new`'s endpoint is gone.
-    async fn job_replace(&self, old_job_id: &str, new: &JobWrite) -> StoreResult<Option<Job>>;
-    /// ACTIVE to RETIRED; whether it changed.
-    async fn job_retire(&self, job_id: &str) -> StoreResult<bool>;
-    /// Delete a job with its executions, attempts and logs, unless an execution of it is
-    /// unfinished (`InUse` names them).
-    async fn job_delete(&self, job_id: &str) -> StoreResult<Deleted>;
-    /// Delete up to `limit` one-shot jobs and retired cron versions created before `before`
-    /// that have no execution left; how many.
-    async fn job_purge_finished(&self, before: DateTime<Utc>, limit: i64) -> StoreResult<u64>;
-    /// Up to `limit` finished (SUCCESS, FAILED, CANCELLED) executions in `scope`, oldest first.
-    async fn execution_ids_finished(&self, scope: &FinishedScope, limit: i64) -> StoreResult<Vec<String>>;
-    /// Delete these executions with their attempts and logs, in one short transaction, those
-    /// still finished; how many.
-    async fn execution_delete_finished(&self, ids: &[String]) -> StoreResult<u64>;
-    /// Pause an ACTIVE, unpaused CRON job: no more ticks (its next is cleared) and its ticks
-    /// waiting (made ahead, or held by `buffer_one`) are removed; whether it changed.
-    async fn job_pause(&self, job_id: &str, at: DateTime<Utc>) -> StoreResult<bool>;
-    /// Resume a paused job from `next_run_at`; whether it changed.
-    async fn job_resume(&self, job_id: &str, next_run_at: Option<DateTime<Utc>>) -> StoreResult<bool>;
-    /// Cancel a job's executions that have not started (PENDING, QUEUED, RETRYING) and retire
-    /// the job if any were; the ids cancelled.
-    async fn job_cancel_waiting(&self, job_id: &str) -> StoreResult<Vec<String>>;
-    async fn job_stats(&self, job_id: &str, completed_since: DateTime<Utc>) -> StoreResult<JobStats>;
-    /// Every version of the job's lineage (whichever version `job_id` is), oldest first, a
-    /// page at a time.
-    async fn job_versions(&self, job_id: &str, page: &PageRequest) -> StoreResult<Vec<Job>>;
-
-    // ---- executions ----
-
-    /// Insert retries (each keyed [`RETRY_KEY_PREFIX`] + the execution it retries) in one
-    /// transaction; each as stored: `Created`, or `Existing` when that execution was retried
-    /// before (that retry, unchanged), or None when its job was deleted meanwhile.
-    async fn execution_retry_many(&self, retries: &[ExecutionWrite]) -> StoreResult<Vec<Option<Inserted<Execution>>>>;
-    /// PENDING, QUEUED or RETRYING to CANCELLED; whether it changed.
-    async fn execution_cancel(&self, execution_id: &str) -> StoreResult<bool>;
-
-    // ---- scheduler ----
-
-    /// The earliest next tick of an active cron job that may be materialized (one with no tick
-    /// still waiting ahead of `now`): when the materializer next has work.
-    async fn cron_next_due(&self, now: DateTime<Utc>) -> StoreResult<Option<DateTime<Utc>>>;
-    /// Active cron jobs whose next tick falls at or before `horizon` and that have no tick
-    /// still waiting ahead of `now` (so a job is materialized at most one tick ahead),
-    /// earliest first.
-    async fn cron_due(&self, now: DateTime<Utc>, horizon: DateTime<Utc>, limit: i64) -> StoreResult<Vec<Job>>;
-    /// Record cron ticks in one transaction: for each, compare-and-set the job's next tick and
-    /// create the tick's execution (idempotent on its key). Per tick, whether it was recorded
-    /// (false: another scheduler advanced that job first).
-    async fn cron_advance_many(&self, advances: &[CronAdvance]) -> StoreResult<Vec<bool>>;
-    /// PENDING executions whose time has come become QUEUED, and those with no overlap policy
-    /// up to `ahead` before their time (a claim never takes one before its `run_at`: the
-    /// promotion's own writes are then off the path from a tick's time to its claim); the
-    /// `run_at` of each promoted.
-    async fn execution_promote_due(
-        &self,
-        now: DateTime<Utc>,
-        ahead: chrono::Duration,
-    ) -> StoreResult<Vec<DateTime<Utc>>>;
-    /// The earliest `run_at` after `now` of a PENDING execution: when the promoter next has work.
-    async fn execution_next_pending(&self, now: DateTime<Utc>) -> StoreResult<Option<DateTime<Utc>>>;
-    /// RUNNING executions whose lease has expired by the database's clock (their worker is
-    /// gone: killed, partitioned) are reclaimed: each gets a failed attempt (`WORKER_LOST`) and
-    /// becomes RETRYING (or FAILED when out of attempts). `now` is this process's clock, used
-    /// where the database is embedded (SQLite).
-    async fn execution_reclaim_expired(&self, now: DateTime<Utc>) -> StoreResult<u64>;
-
-    // ---- worker ----
-
-    /// Claim due executions: each becomes RUNNING with its attempt count raised and a lease
-    /// of `claim.lease` from the database's clock, and no other worker can claim it meanwhile.
-    /// Executions are taken endpoint by endpoint within `claim.shares`: each endpoint with due
-    /// work gets an equal part of the claim (up to its allowance), earliest due first within
-    /// an endpoint; when the claim has fewer slots than that makes, they go first to the
-    /// endpoints this worker holds fewest of (a backlog's endpoint, holding every slot, does
-    /// not keep another's due work waiting).
-    async fn execution_claim(&self, claim: &ClaimParams) -> StoreResult<Vec<Execution>>;
-    /// Extend the leases of executions a worker still holds (never shortening one); how many
-    /// were extended (an execution reclaimed or cancelled meanwhile is not).
-    async fn execution_lease_extend(&self, leases: &[LeaseExtend]) -> StoreResult<u64>;
-    /// The routine renewal of everything a worker holds: [`Store::execution_lease_extend`],
-    /// passing over an execution whose row another statement holds this instant (its result
-    /// being written), which a lease no longer needs.
-    async fn execution_lease_renew(&self, leases: &[LeaseExtend]) -> StoreResult<u64> {
-        self.execution_lease_extend(leases).await
-    }
-    /// Write attempts' outcomes in one transaction, each fenced: an execution is written only
-    /// if it is still RUNNING under the attempt number that finished, and only then are the
-    /// attempt and its logs recorded. Per finish, whether it was written (false: the fence
-    /// held, because the execution was reclaimed or cancelled meanwhile), and the circuit
-    /// breakers' transitions the written outcomes made, for the caller to record.
-    async fn execution_finish_many(&self, finishes: &[AttemptFinish]) -> StoreResult<FinishedAttempts>;
     /// Tell other processes something changed (PostgreSQL NOTIFY; a no-op where the database
     /// has no such channel).
     async fn signal(&self, signal: Signal) -> StoreResult<()>;

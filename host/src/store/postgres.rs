@@ -28,7 +28,6 @@ use std::time::Duration;
 use sqlx::postgres::{PgArguments, PgListener, PgPool, PgPoolOptions};
 use sqlx::{Postgres, Transaction};
 
-use super::common::impl_store;
 use maintenance::{warn_if_autovacuum_off, AUTOVACUUM, MAINTENANCE_POOL_SIZE};
 use migrations::{accept_rewritten_migrations, MigrationLock};
 use statements::*;
@@ -37,10 +36,10 @@ mod claim;
 mod maintenance;
 mod migrations;
 mod statements;
+use super::claims::{circuit_record, Claims};
+use super::sql::{Db, SqlBackend, Tx};
+use super::{Backend, Execution, FinishedAttempts, Signal, Store, StoreResult, WorkerCommits};
 use crate::ids::{AttemptId, LogId};
-// Inside impl_store! the shared imports (chrono, DbTime, Execution, EXECUTION_COLUMNS, …)
-// are in scope for the backend's own methods too.
-use super::{Backend, Signal, StoreResult, WorkerCommits};
 
 pub struct PgStore {
     pool: PgPool,
@@ -120,12 +119,6 @@ impl PgStore {
         self
     }
 
-    /// Row locks in place of foreign keys (store::common; migration 0066): a row held so as a
-    /// foreign key to it would hold it, and held to be deleted (or passed over if another holds it).
-    const LOCK_SHARED: &str = " FOR KEY SHARE";
-    const LOCK_EXCLUSIVE: &str = " FOR UPDATE";
-    const LOCK_EXCLUSIVE_SKIP_LOCKED: &str = " FOR UPDATE SKIP LOCKED";
-
     /// A transaction that will write. On PostgreSQL it plans without sequential scans
     /// (`INDEX_PLANS`).
     async fn begin_write(&self) -> StoreResult<Transaction<'static, Postgres>> {
@@ -133,16 +126,6 @@ impl PgStore {
             return Ok(self.pool.begin().await?);
         }
         Ok(self.pool.begin_with(format!("BEGIN; {INDEX_PLANS}")).await?)
-    }
-
-    /// The tables whose finished executions the retention purge deletes row by row: all of
-    /// `executions`, or where history is partitioned, the partitions no drop takes whole.
-    async fn purged_by_row(&self) -> StoreResult<Vec<String>> {
-        if self.partitioned.load(std::sync::atomic::Ordering::Relaxed) {
-            super::partitions::deleted_by_row(&self.pool, "executions_done").await
-        } else {
-            Ok(vec!["executions".to_owned()])
-        }
     }
 
     /// Extend the leases `leases` name; `wait` is how the statement meets a row another holds
@@ -246,16 +229,6 @@ fn lease_ms(lease: Duration) -> i64 {
 }
 
 impl PgStore {
-    /// "Now" in the reclaimer's comparison: the database's clock, shared by every process.
-    const DB_NOW: &'static str = "now()";
-    /// Rows of a JSON array of text bound at `$N`.
-    const JSON_TEXT_LIST: &'static str = "SELECT jsonb_array_elements_text($N::jsonb)";
-    /// What a read that will write the rows adds, so concurrent writers take turns.
-    const ROW_LOCK: &'static str = " FOR UPDATE";
-    /// What the reclaimer's read adds: rows a live worker is writing this instant (a renewal,
-    /// a result) are passed over, not waited on, and looked at again next round.
-    const SKIP_LOCKED: &'static str = " FOR UPDATE SKIP LOCKED";
-
     /// The fenced execution writes of a batch in one statement: the batch's columns travel as
     /// arrays and UNNEST turns them back into rows, so a batch of 128 costs one round trip.
     async fn finish_fenced(
@@ -461,17 +434,71 @@ impl PgStore {
 }
 
 #[async_trait::async_trait]
-impl super::sql::SqlBackend for PgStore {
-    fn db(&self) -> super::sql::Db<'_> {
-        super::sql::Db::Postgres(&self.pool)
+impl SqlBackend for PgStore {
+    fn db(&self) -> Db<'_> {
+        Db::Postgres(&self.pool)
     }
 
-    async fn write(&self) -> StoreResult<super::sql::Tx> {
-        Ok(super::sql::Tx::Postgres(self.begin_write().await?))
+    async fn write(&self) -> StoreResult<Tx> {
+        Ok(Tx::Postgres(self.begin_write().await?))
+    }
+
+    async fn jobs_write(
+        &self,
+        jobs: &[(&super::JobWrite, Option<&super::ExecutionWrite>)],
+    ) -> StoreResult<Vec<Option<super::Job>>> {
+        self.write_jobs(jobs).await
+    }
+
+    async fn ticks_advance(&self, advances: &[super::CronAdvance]) -> StoreResult<Vec<bool>> {
+        let mut tx = self.begin_write().await?;
+        let recorded = Self::advance_ticks(&mut tx, advances).await?;
+        tx.commit().await?;
+        Ok(recorded)
+    }
+
+    async fn purged_by_row(&self) -> StoreResult<Vec<String>> {
+        if self.partitioned.load(std::sync::atomic::Ordering::Relaxed) {
+            super::partitions::deleted_by_row(&self.pool, "executions_done").await
+        } else {
+            Ok(vec!["executions".to_owned()])
+        }
     }
 }
 
-impl_store!(PgStore, Postgres, {
+#[async_trait::async_trait]
+impl Claims for PgStore {
+    async fn execution_claim(&self, claim: &super::ClaimParams) -> StoreResult<Vec<Execution>> {
+        // Another worker's claim and result may move a row this one saw queued out of the
+        // queue's partition before this reaches it: once more (`store::retrying_moved`).
+        super::retrying_moved(|| self.claim_once(claim)).await
+    }
+
+    async fn execution_lease_extend(&self, leases: &[super::LeaseExtend]) -> StoreResult<u64> {
+        self.lease_write(leases, "").await
+    }
+
+    async fn execution_lease_renew(&self, leases: &[super::LeaseExtend]) -> StoreResult<u64> {
+        // A row held this instant is having its result written: it needs no lease, and where
+        // history is partitioned, waiting for it would end in a serialization error once the
+        // result moved it out of the queue's partition (`store::partitions`).
+        self.lease_write(leases, " SKIP LOCKED").await
+    }
+
+    async fn execution_finish_many(&self, finishes: &[super::AttemptFinish]) -> StoreResult<FinishedAttempts> {
+        let mut tx = self.begin_bookkeeping().await?;
+        let written = Self::finish_fenced(&mut tx, finishes).await?;
+        let winners: Vec<&super::AttemptFinish> =
+            finishes.iter().zip(&written).filter(|(_, w)| **w).map(|(f, _)| f).collect();
+        let circuit_changes = circuit_record(&mut tx, &winners).await?;
+        Self::record_attempts(&mut tx, &winners).await?;
+        tx.commit().await?;
+        Ok(FinishedAttempts { written, circuit_changes })
+    }
+}
+
+#[async_trait::async_trait]
+impl Store for PgStore {
     fn backend(&self) -> Backend {
         Backend::Postgres
     }
@@ -497,21 +524,13 @@ impl_store!(PgStore, Postgres, {
         result
     }
 
-    async fn execution_claim(&self, claim: &super::ClaimParams) -> StoreResult<Vec<Execution>> {
-        // Another worker's claim and result may move a row this one saw queued out of the
-        // queue's partition before this reaches it: once more (`store::retrying_moved`).
-        super::retrying_moved(|| self.claim_once(claim)).await
+    async fn ping(&self) -> StoreResult<()> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
     }
 
-    async fn execution_lease_extend(&self, leases: &[super::LeaseExtend]) -> StoreResult<u64> {
-        self.lease_write(leases, "").await
-    }
-
-    async fn execution_lease_renew(&self, leases: &[super::LeaseExtend]) -> StoreResult<u64> {
-        // A row held this instant is having its result written: it needs no lease, and where
-        // history is partitioned, waiting for it would end in a serialization error once the
-        // result moved it out of the queue's partition (`store::partitions`).
-        self.lease_write(leases, " SKIP LOCKED").await
+    fn pool_connections(&self) -> (u32, usize) {
+        (self.pool.size(), self.pool.num_idle())
     }
 
     async fn history_kept_from(&self) -> StoreResult<Option<chrono::DateTime<chrono::Utc>>> {
@@ -576,7 +595,7 @@ impl_store!(PgStore, Postgres, {
         });
         Ok(true)
     }
-});
+}
 
 #[cfg(test)]
 mod tests;

@@ -9,12 +9,13 @@ use chrono::{DateTime, Utc};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Sqlite, Transaction};
 
-use super::common::impl_store;
+use super::claims::{circuit_record, spend_tokens, Claims};
+use super::engine::EXECUTION_COLUMNS;
+use super::jobs::{endpoint_held, execution_insert, job_insert_row};
+use super::sql::{Db, SqlBackend, Tx};
+use super::{now, Backend, DbTime, Execution, FinishedAttempts, Signal, Store, StoreResult};
 use crate::flow::{RateLimit, StoredBucket};
 use crate::ids::{AttemptId, LogId};
-// Inside impl_store! the shared imports (chrono, DbTime, Execution, EXECUTION_COLUMNS, …)
-// are in scope for the backend's own methods too.
-use super::{Backend, Signal, StoreResult};
 
 static MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/sqlite");
 
@@ -39,27 +40,10 @@ impl SqliteStore {
         Ok(Self { pool })
     }
 
-    /// No row locks (store::common): SQLite keeps its foreign keys, and a write transaction
-    /// holds the one write lock from its start.
-    const LOCK_SHARED: &str = "";
-    const LOCK_EXCLUSIVE: &str = "";
-    const LOCK_EXCLUSIVE_SKIP_LOCKED: &str = "";
-
-    /// The tables the retention purge deletes finished executions from, row by row: all of it.
-    async fn purged_by_row(&self) -> StoreResult<Vec<String>> {
-        Ok(vec!["executions".to_owned()])
-    }
-
     /// `BEGIN IMMEDIATE` takes the write lock up front: a deferred transaction that reads and
     /// then writes cannot wait for the lock under WAL and fails with SQLITE_BUSY instead.
     async fn begin_write(&self) -> StoreResult<Transaction<'static, Sqlite>> {
         Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?)
-    }
-
-    /// The worker's claims and attempt results: as every write (`synchronous = NORMAL`
-    /// already leaves the last commits to an OS crash).
-    async fn begin_bookkeeping(&self) -> StoreResult<Transaction<'_, Sqlite>> {
-        self.begin_write().await
     }
 }
 
@@ -69,16 +53,6 @@ fn lease_until(at: DateTime<Utc>, ms: u128) -> DateTime<Utc> {
 }
 
 impl SqliteStore {
-    /// "Now" in the reclaimer's comparison: the embedded database shares this process's
-    /// clock, passed as `$1`.
-    const DB_NOW: &'static str = "$1";
-    /// Rows of a JSON array of text bound at `$N`.
-    const JSON_TEXT_LIST: &'static str = "SELECT value FROM json_each($N)";
-    /// SQLite has one writer at a time (`begin_write`): nothing to lock.
-    const ROW_LOCK: &'static str = "";
-    /// One writer at a time: nothing to pass over.
-    const SKIP_LOCKED: &'static str = "";
-
     /// The fenced execution writes of a batch: one statement each, which costs little in
     /// process (the transaction's single commit is what counts).
     async fn finish_fenced(
@@ -164,15 +138,15 @@ impl SqliteStore {
         for (job, execution) in jobs {
             let endpoint = job.endpoint.as_str();
             if !endpoints.contains_key(endpoint) {
-                endpoints.insert(endpoint, Self::endpoint_held(&mut tx, endpoint, Self::LOCK_SHARED).await?);
+                endpoints.insert(endpoint, endpoint_held(&mut tx, endpoint).await?);
             }
             if !endpoints[endpoint] {
                 created.push(None);
                 continue;
             }
-            let inserted = Self::job_insert_row(&mut tx, job).await?;
+            let inserted = job_insert_row(&mut tx, job).await?;
             if let (Some(_), Some(execution)) = (&inserted, execution) {
-                Self::execution_insert(&mut tx, execution).await?;
+                execution_insert(&mut tx, execution).await?;
             }
             created.push(inserted);
         }
@@ -207,7 +181,7 @@ impl SqliteStore {
             let won = moved.rows_affected() == 1;
             if won {
                 if let Some(execution) = &advance.execution {
-                    Self::execution_insert(tx, execution).await?;
+                    execution_insert(tx, execution).await?;
                 }
             }
             recorded.push(won);
@@ -217,17 +191,32 @@ impl SqliteStore {
 }
 
 #[async_trait::async_trait]
-impl super::sql::SqlBackend for SqliteStore {
-    fn db(&self) -> super::sql::Db<'_> {
-        super::sql::Db::Sqlite(&self.pool)
+impl SqlBackend for SqliteStore {
+    fn db(&self) -> Db<'_> {
+        Db::Sqlite(&self.pool)
     }
 
-    async fn write(&self) -> StoreResult<super::sql::Tx> {
-        Ok(super::sql::Tx::Sqlite(self.begin_write().await?))
+    async fn write(&self) -> StoreResult<Tx> {
+        Ok(Tx::Sqlite(self.begin_write().await?))
+    }
+
+    async fn jobs_write(
+        &self,
+        jobs: &[(&super::JobWrite, Option<&super::ExecutionWrite>)],
+    ) -> StoreResult<Vec<Option<super::Job>>> {
+        self.write_jobs(jobs).await
+    }
+
+    async fn ticks_advance(&self, advances: &[super::CronAdvance]) -> StoreResult<Vec<bool>> {
+        let mut tx = self.begin_write().await?;
+        let recorded = Self::advance_ticks(&mut tx, advances).await?;
+        tx.commit().await?;
+        Ok(recorded)
     }
 }
 
-impl_store!(SqliteStore, Sqlite, {
+#[async_trait::async_trait]
+impl Store for SqliteStore {
     fn backend(&self) -> Backend {
         Backend::Sqlite
     }
@@ -237,6 +226,27 @@ impl_store!(SqliteStore, Sqlite, {
         Ok(())
     }
 
+    async fn ping(&self) -> StoreResult<()> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+
+    fn pool_connections(&self) -> (u32, usize) {
+        (self.pool.size(), self.pool.num_idle())
+    }
+
+    /// Embedded mode is one process: its workers and caches are told in process.
+    async fn signal(&self, _signal: Signal) -> StoreResult<()> {
+        Ok(())
+    }
+
+    async fn listen(&self, _signal: Signal, _wake: Arc<tokio::sync::Notify>) -> StoreResult<bool> {
+        Ok(false)
+    }
+}
+
+#[async_trait::async_trait]
+impl Claims for SqliteStore {
     async fn execution_claim(&self, claim: &super::ClaimParams) -> StoreResult<Vec<Execution>> {
         // The same selection as PostgreSQL's one statement, as a few statements in one write
         // transaction (SQLite has no LATERAL; in process, statements cost no round trips).
@@ -331,7 +341,7 @@ impl_store!(SqliteStore, Sqlite, {
             .bind(serde_json::to_string(&ids).expect("ids serialize"))
             .fetch_all(&mut *tx)
             .await?;
-        Self::spend_tokens(&mut tx, &buckets, &claimed, claim.now).await?;
+        spend_tokens(&mut tx, &buckets, &claimed, claim.now).await?;
         tx.commit().await?;
         Ok(claimed)
     }
@@ -360,15 +370,19 @@ impl_store!(SqliteStore, Sqlite, {
         Ok(extended)
     }
 
-    /// Embedded mode is one process: its workers and caches are told in process.
-    async fn signal(&self, _signal: Signal) -> StoreResult<()> {
-        Ok(())
+    async fn execution_finish_many(&self, finishes: &[super::AttemptFinish]) -> StoreResult<FinishedAttempts> {
+        // Committed as every write (`synchronous = NORMAL` already leaves the last commits to
+        // an OS crash).
+        let mut tx = self.begin_write().await?;
+        let written = Self::finish_fenced(&mut tx, finishes).await?;
+        let winners: Vec<&super::AttemptFinish> =
+            finishes.iter().zip(&written).filter(|(_, w)| **w).map(|(f, _)| f).collect();
+        let circuit_changes = circuit_record(&mut tx, &winners).await?;
+        Self::record_attempts(&mut tx, &winners).await?;
+        tx.commit().await?;
+        Ok(FinishedAttempts { written, circuit_changes })
     }
-
-    async fn listen(&self, _signal: Signal, _wake: Arc<tokio::sync::Notify>) -> StoreResult<bool> {
-        Ok(false)
-    }
-});
+}
 
 /// Make the database file, when it does not exist yet, readable by its owner alone (0600):
 /// it holds every job's input and the hashes of the API keys. SQLite gives its `-wal` and

@@ -107,7 +107,7 @@ pub struct ExecutionWrite {
 }
 
 /// A job to create, with its first execution (none for a cron job: the scheduler makes its
-/// ticks), as [`crate::store::Store::job_insert`] writes them together.
+/// ticks), as [`crate::store::Jobs::job_insert`] writes them together.
 #[derive(Debug, Clone)]
 pub struct NewJob {
     pub job: JobWrite,

@@ -8,7 +8,7 @@
 //! 3. Dispatch through the endpoint type's [`Transport`](crate::transport::Transport); when the
 //!    endpoint has a classifier, it judges the receiver's answer (`classify`).
 //! 4. Record the attempt, its log lines, and the execution's new state in one transaction,
-//!    fenced by the attempt number (see [`Store::execution_finish_many`]).
+//!    fenced by the attempt number (see [`crate::store::Claims::execution_finish_many`]).
 //!
 //! Secret values used by the attempt are scrubbed from everything stored — outputs, errors,
 //! log lines — in every form a receiver may echo them (`secret::redact`).

@@ -1,5 +1,5 @@
 //! Single creates written together: `POST /jobs` requests that arrive while a write is under
-//! way are written by the next one, in one transaction (`Store::job_insert_many`, as
+//! way are written by the next one, in one transaction (`Jobs::job_insert_many`, as
 //! `POST /jobs/batch` writes), and each request gets its own row back.
 //!
 //! Why: a create is one short transaction, and its commit waits for the log to reach the disk.
@@ -46,7 +46,7 @@ impl JobWriter {
         Self { queue }
     }
 
-    /// Insert a create's job (and a one-shot job's execution) as `Store::job_insert` does;
+    /// Insert a create's job (and a one-shot job's execution) as `Jobs::job_insert` does;
     /// the create comes back with what the write found, neither copied nor re-read.
     pub async fn insert(&self, new: NewJob) -> StoreResult<(NewJob, Inserted<Job>)> {
         let (answer, answered) = oneshot::channel();

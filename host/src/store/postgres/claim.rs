@@ -1,4 +1,4 @@
-//! The PostgreSQL claim (`Store::execution_claim`): the endpoints whose limits it must hold
+//! The PostgreSQL claim (`Claims::execution_claim`): the endpoints whose limits it must hold
 //! locked first, their rate-limit buckets, and the one statement (`statements::claim_sql`).
 
 use sqlx::Postgres;
@@ -6,6 +6,7 @@ use sqlx::Postgres;
 use super::statements::claim_sql;
 use super::{lease_ms, PgStore};
 use crate::flow::{RateLimit, StoredBucket};
+use crate::store::claims::spend_tokens;
 use crate::store::{DbTime, Execution, StoreResult};
 
 /// An endpoint with max_concurrency, a rate limit or a circuit not closed, as a claim locks it: its name, rate
@@ -24,7 +25,7 @@ fn buckets(limited: &[Limited], now: chrono::DateTime<chrono::Utc>) -> Vec<(Stri
 }
 
 impl PgStore {
-    /// One claim (`Store::execution_claim`).
+    /// One claim (`Claims::execution_claim`).
     pub(super) async fn claim_once(&self, claim: &crate::store::ClaimParams) -> StoreResult<Vec<Execution>> {
         let sql = claim_sql();
         let (names, held): (Vec<&str>, Vec<i32>) = claim.shares.held.iter().map(|(e, h)| (e.as_str(), *h)).unzip();
@@ -59,7 +60,7 @@ impl PgStore {
             .bind(DbTime(claim.due_by))
             .fetch_all(&mut *tx)
             .await?;
-        Self::spend_tokens(&mut tx, &buckets, &claimed, claim.now).await?;
+        spend_tokens(&mut tx, &buckets, &claimed, claim.now).await?;
         tx.commit().await?;
         Ok(claimed)
     }

@@ -221,7 +221,7 @@ pub(super) fn created_in_order(
     jobs.iter().map(|(j, _)| inserted.contains(j.job_id.as_str()).then(|| j.as_written())).collect()
 }
 
-/// The claim (`Store::execution_claim`): its parameters are $1 the worker, $2 now, $3 the
+/// The claim (`Claims::execution_claim`): its parameters are $1 the worker, $2 now, $3 the
 /// claim's size, $4 the lease in ms, $5 the shares' ceiling, $6/$7 what the worker holds of
 /// each endpoint, $8/$9 the rate-limited endpoints' allowances, $10 the latest `run_at` taken
 /// (`ClaimParams::due_by`).

@@ -211,14 +211,21 @@ impl From<&Vec<u8>> for Arg {
     }
 }
 
-impl From<crate::domain::EndpointType> for Arg {
-    fn from(value: crate::domain::EndpointType) -> Self {
-        Self::Text(Some(value.as_str().to_owned()))
-    }
+/// The domain's words (`text_enum!`), stored as their text; None is NULL.
+macro_rules! text_args {
+    ($($word:ident),* $(,)?) => {$(
+        impl From<crate::domain::$word> for Arg {
+            fn from(value: crate::domain::$word) -> Self {
+                Self::Text(Some(value.as_str().to_owned()))
+            }
+        }
+
+        impl From<Option<crate::domain::$word>> for Arg {
+            fn from(value: Option<crate::domain::$word>) -> Self {
+                Self::Text(value.map(|v| v.as_str().to_owned()))
+            }
+        }
+    )*};
 }
 
-impl From<crate::domain::ExecutionStatus> for Arg {
-    fn from(value: crate::domain::ExecutionStatus) -> Self {
-        Self::Text(Some(value.as_str().to_owned()))
-    }
-}
+text_args!(AttemptStatus, CatchupPolicy, EndpointType, ExecutionStatus, JobStatus, OverlapPolicy, Trigger);

@@ -21,15 +21,29 @@ use sqlx::{FromRow, PgPool, Postgres, Sqlite, SqlitePool};
 
 pub use args::Arg;
 
-use super::{Backend, StoreError, StoreResult};
+use super::{Backend, CronAdvance, ExecutionWrite, Job, JobWrite, StoreError, StoreResult};
 
-/// A backend the shared SQL runs on: its pool, and how it opens a transaction that will write.
+/// A backend the shared SQL runs on: its pool, how it opens a transaction that will write,
+/// and the few writes each backend makes its own way (batches: PostgreSQL sends a batch's
+/// columns as arrays in one statement, SQLite a statement per row in process).
 #[async_trait::async_trait]
 pub trait SqlBackend: Send + Sync {
     fn db(&self) -> Db<'_>;
     /// A transaction that will write (SQLite takes its write lock at `BEGIN IMMEDIATE`: a
     /// deferred read-then-write transaction can fail under WAL instead of waiting for it).
     async fn write(&self) -> StoreResult<Tx>;
+    /// Jobs (and the executions of those inserted), committed. A job whose (endpoint,
+    /// idempotency key) is taken, before or earlier in the batch, or whose endpoint is gone,
+    /// is passed over (None).
+    async fn jobs_write(&self, jobs: &[(&JobWrite, Option<&ExecutionWrite>)]) -> StoreResult<Vec<Option<Job>>>;
+    /// A batch of cron ticks, committed: each job's compare-and-set of its next tick, then the
+    /// executions of the ticks that won it. Per tick, whether it won.
+    async fn ticks_advance(&self, advances: &[CronAdvance]) -> StoreResult<Vec<bool>>;
+    /// The tables whose finished executions the retention purge deletes row by row: all of
+    /// `executions`, or where history is in time partitions, those no drop takes whole.
+    async fn purged_by_row(&self) -> StoreResult<Vec<String>> {
+        Ok(vec!["executions".to_owned()])
+    }
 }
 
 /// The statements of this folder's `.sql` files, by file (aggregate) and name.
@@ -63,13 +77,27 @@ impl Statement {
 ///   its foreign keys, and its write transactions run one at a time.
 /// - `lock_exclusive`: what a read adds to hold a row for its update or delete (`FOR UPDATE`).
 /// - `lock_skip_locked`: the same, passing over rows another transaction holds.
-#[cfg_attr(not(test), allow(dead_code))] // Read by build.rs, and checked by the tests below.
+/// - `db_now`: "now" in a comparison every process must make against one clock (a lease's
+///   expiry): PostgreSQL's own; the embedded SQLite shares its one process's clock, bound as
+///   the statement's `$1`.
 pub const DIALECT: &[(&str, &str, &str)] = &[
     // (phrase, PostgreSQL, SQLite)
     ("lock_shared", " FOR KEY SHARE", ""),
     ("lock_exclusive", " FOR UPDATE", ""),
     ("lock_skip_locked", " FOR UPDATE SKIP LOCKED", ""),
+    ("db_now", "now()", "$1"),
 ];
+
+/// `phrase` of the [`DIALECT`] as `backend` spells it, for a statement put together per call.
+pub fn dialect(backend: Backend, phrase: &str) -> &'static str {
+    let Some((_, postgres, sqlite)) = DIALECT.iter().find(|(name, _, _)| *name == phrase) else {
+        panic!("{phrase} is not a phrase of DIALECT");
+    };
+    match backend {
+        Backend::Postgres => postgres,
+        Backend::Sqlite => sqlite,
+    }
+}
 
 /// A row type both backends decode.
 pub trait Row: for<'r> FromRow<'r, PgRow> + for<'r> FromRow<'r, SqliteRow> + Send + Unpin {}
@@ -269,7 +297,7 @@ impl<'a> Query<'a> {
 }
 
 impl On<'_> {
-    fn backend(&self) -> Backend {
+    pub fn backend(&self) -> Backend {
         match self {
             Self::Pool(db) => db.backend(),
             Self::Postgres(_) => Backend::Postgres,
@@ -305,22 +333,22 @@ mod tests {
 
     #[test]
     fn every_statement_has_each_backends_phrases_and_no_placeholder_left() {
-        let all = [
-            statements::plugins::PLUGIN_INSERT,
-            statements::plugins::PLUGIN_USERS,
-            statements::plugins::PLUGIN_VERSION_USERS,
-        ];
-        for statement in all {
+        assert!(statements::ALL.len() >= 90, "every file's statements are listed");
+        for (name, statement) in statements::ALL {
             for backend in [Backend::Postgres, Backend::Sqlite] {
                 let text = statement.text(backend);
-                assert!(!text.contains("/*{") && !text.contains("--"), "{text}");
-                assert!(!text.trim_end().ends_with(';'), "{text}");
+                assert!(!text.contains("/*{") && !text.contains("--"), "{name}: {text}");
+                assert!(!text.trim_end().ends_with(';'), "{name}: {text}");
             }
         }
         let mut phrases: Vec<&str> = DIALECT.iter().map(|(phrase, _, _)| *phrase).collect();
         phrases.sort_unstable();
         phrases.dedup();
         assert_eq!(phrases.len(), DIALECT.len(), "each phrase once");
-        assert!(DIALECT.iter().all(|(_, _, sqlite)| sqlite.is_empty()), "SQLite takes no row locks");
+        let locks = DIALECT.iter().filter(|(phrase, _, _)| phrase.starts_with("lock_"));
+        assert!(
+            locks.clone().count() == 3 && locks.clone().all(|(_, _, sqlite)| sqlite.is_empty()),
+            "SQLite takes no row locks"
+        );
     }
 }

@@ -1,0 +1,127 @@
+//! Writes to executions outside the worker's path: the API's retries and cancels, and the
+//! deletes of finished history row by row (the retention purge, and a job's or endpoint's
+//! delete in small batches). The fixed statements are in `sql/executions.sql`; a delete's is
+//! put together for its list of ids.
+
+use std::collections::HashSet;
+
+use async_trait::async_trait;
+
+use super::jobs::{execution_insert, job_held};
+use super::sql::statements::executions as sql;
+use super::sql::{query, SqlBackend};
+use super::{now, retrying_moved, DbTime, Execution, ExecutionWrite, FinishedScope, Inserted, StoreError, StoreResult};
+
+/// The executions' writes outside the worker's path.
+#[async_trait]
+pub trait Executions: Send + Sync {
+    /// Insert retries (each keyed [`super::RETRY_KEY_PREFIX`] + the execution it retries) in
+    /// one transaction; each as stored: `Created`, or `Existing` when that execution was
+    /// retried before (that retry, unchanged), or None when its job was deleted meanwhile.
+    async fn execution_retry_many(&self, retries: &[ExecutionWrite]) -> StoreResult<Vec<Option<Inserted<Execution>>>>;
+    /// PENDING, QUEUED or RETRYING to CANCELLED; whether it changed.
+    async fn execution_cancel(&self, execution_id: &str) -> StoreResult<bool>;
+    /// Up to `limit` finished (SUCCESS, FAILED, CANCELLED) executions in `scope`, oldest first.
+    async fn execution_ids_finished(&self, scope: &FinishedScope, limit: i64) -> StoreResult<Vec<String>>;
+    /// Delete these executions with their attempts and logs, in one short transaction, those
+    /// still finished; how many.
+    async fn execution_delete_finished(&self, ids: &[String]) -> StoreResult<u64>;
+}
+
+#[async_trait]
+impl<S: SqlBackend> Executions for S {
+    async fn execution_retry_many(&self, retries: &[ExecutionWrite]) -> StoreResult<Vec<Option<Inserted<Execution>>>> {
+        let mut tx = self.write().await?;
+        // Each retry's job held, as a foreign key to it would hold it: a job deleted meanwhile
+        // gets no retry. Held in job id order, the order `endpoint_delete` locks an endpoint's
+        // jobs in, so that the two never wait on each other in a cycle.
+        let mut jobs: Vec<&str> = retries.iter().map(|r| r.job_id.as_str()).collect();
+        jobs.sort_unstable();
+        jobs.dedup();
+        let mut held = HashSet::new();
+        for job in jobs {
+            if job_held(&mut tx, job).await? {
+                held.insert(job);
+            }
+        }
+        let mut stored = Vec::with_capacity(retries.len());
+        for retry in retries {
+            if !held.contains(retry.job_id.as_str()) {
+                stored.push(None);
+                continue;
+            }
+            let created = execution_insert(&mut tx, retry).await?;
+            let row: Execution = query(sql::EXECUTION_GET_BY_KEY)
+                .bind(retry.job_id.as_str())
+                .bind(&retry.idempotency_key)
+                .fetch_optional(&mut tx)
+                .await?
+                .ok_or(StoreError::UniqueViolation)?;
+            stored.push(Some(if created { Inserted::Created(row) } else { Inserted::Existing(row) }));
+        }
+        tx.commit().await?;
+        Ok(stored)
+    }
+
+    async fn execution_cancel(&self, execution_id: &str) -> StoreResult<bool> {
+        retrying_moved(|| async {
+            let cancelled =
+                query(sql::EXECUTION_CANCEL).bind(execution_id).bind(DbTime(now())).execute(self.db()).await?;
+            Ok(cancelled == 1)
+        })
+        .await
+    }
+
+    async fn execution_ids_finished(&self, scope: &FinishedScope, limit: i64) -> StoreResult<Vec<String>> {
+        let (condition, value) = match scope {
+            FinishedScope::CreatedBefore(at) => ("created_at < $1", super::sql::Arg::from(DbTime(*at))),
+            FinishedScope::Job(id) => ("job_id = $1", id.as_str().into()),
+            FinishedScope::Endpoint(name) => ("endpoint = $1", name.as_str().into()),
+        };
+        // The retention purge reads only the tables it deletes from by row (where history is
+        // in time partitions, the rest go whole: `store::partitions`).
+        let tables = match scope {
+            FinishedScope::CreatedBefore(_) => self.purged_by_row().await?,
+            _ => vec!["executions".to_owned()],
+        };
+        let mut ids = Vec::new();
+        for table in tables {
+            let text = format!(
+                "SELECT execution_id FROM {table}
+                 WHERE {condition} AND status IN ('SUCCESS', 'FAILED', 'CANCELLED')
+                 ORDER BY created_at LIMIT $2"
+            );
+            let left = limit - ids.len() as i64;
+            let found: Vec<(String,)> = query(&text).bind(value.clone()).bind(left).fetch_all(self.db()).await?;
+            ids.extend(found.into_iter().map(|(id,)| id));
+            if ids.len() as i64 >= limit {
+                break;
+            }
+        }
+        Ok(ids)
+    }
+
+    async fn execution_delete_finished(&self, ids: &[String]) -> StoreResult<u64> {
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        let places: Vec<String> = (1..=ids.len()).map(|i| format!("${i}")).collect();
+        // Only finished ones: whatever changed since the ids were read is left.
+        let finished = format!(
+            "SELECT execution_id FROM executions WHERE execution_id IN ({})
+             AND status IN ('SUCCESS', 'FAILED', 'CANCELLED')",
+            places.join(", ")
+        );
+        let mut tx = self.write().await?;
+        let mut deleted = 0;
+        for text in [
+            format!("DELETE FROM execution_logs WHERE execution_id IN ({finished})"),
+            format!("DELETE FROM attempts WHERE execution_id IN ({finished})"),
+            format!("DELETE FROM executions WHERE execution_id IN ({finished})"),
+        ] {
+            deleted = ids.iter().fold(query(&text), |delete, id| delete.bind(id)).execute(&mut tx).await?;
+        }
+        tx.commit().await?;
+        Ok(deleted)
+    }
+}

@@ -1,0 +1,15 @@
+-- Writes to executions outside the worker's path: the API's retries and cancels, and the
+-- deletes of finished history (retention, a job's or endpoint's delete). Indexes: executions'
+-- primary key and unique (job_id, idempotency_key); the partial index of finished executions
+-- by creation (migration 0065); attempts' and execution_logs' execution_id.
+
+-- name: ExecutionGetByKey
+SELECT execution_id, job_id, endpoint, endpoint_version, endpoint_type, idempotency_key, status, input,
+       output, attempt_count, max_attempts, worker_id, run_at, started_at, completed_at, duration_ms, created_at,
+       lease_expires_at, trace_parent, retry_of, scheduled_at, claimed_at, sla_ms
+FROM executions WHERE job_id = $1 AND idempotency_key = $2;
+
+-- Compare-and-set against the claim: whichever commits first wins.
+-- name: ExecutionCancel
+UPDATE executions SET status = 'CANCELLED', completed_at = $2, worker_id = NULL
+WHERE execution_id = $1 AND status IN ('PENDING', 'QUEUED', 'RETRYING');
