@@ -217,7 +217,7 @@ pub async fn jobs(
     let mut jobs = answer.body["items"].clone();
     for job in jobs.as_array_mut().into_iter().flatten() {
         let Some(id) = job["job_id"].as_str() else { continue };
-        if let Ok(Some(newest)) = ui.state.store.execution_last(id).await {
+        if let Ok(Some(newest)) = ui.state.store.execution_last(&id.into()).await {
             job["latest"] =
                 serde_json::to_value(crate::api::executions::ExecutionOut::from(newest)).unwrap_or_default();
         }
@@ -260,7 +260,7 @@ pub async fn job(
     let executions =
         ui.api.get(&session.key, &format!("/jobs/{id}/executions?order=newest&limit=50")).await.body["items"].clone();
     let status = ui.api.get(&session.key, &format!("/jobs/{id}/status")).await.body;
-    let schedule = schedule_view(&ui, &job_id).await;
+    let schedule = schedule_view(&ui, &job_id.as_str().into()).await;
     // Cancel does something for a cron job, or a job with an execution still to finish.
     let unfinished = ["PENDING", "QUEUED", "RUNNING", "RETRYING"];
     let cancellable = answer.body["trigger"] == "CRON"
@@ -281,7 +281,7 @@ pub async fn job(
 
 /// A CRON job's schedule for people: the expression in words and its next five ticks in the
 /// job's timezone.
-async fn schedule_view(ui: &Dashboard, job_id: &str) -> Option<Value> {
+async fn schedule_view(ui: &Dashboard, job_id: &crate::ids::JobId) -> Option<Value> {
     let job = ui.state.store.job_get(job_id).await.ok()??;
     if job.trigger_type != crate::domain::Trigger::Cron {
         return None;

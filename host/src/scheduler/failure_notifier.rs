@@ -63,7 +63,7 @@ pub async fn notify_failures(store: &Arc<dyn Store>, wakeups: &Wakeups) -> Store
                     made += 1;
                 }
             }
-            store.failure_handled(execution.execution_id.as_str()).await?;
+            store.failure_handled(&execution.execution_id).await?;
         }
         if made > 0 {
             wakeups.work_ready(store).await;
@@ -128,7 +128,7 @@ async fn callback_for(
     execution: &Execution,
     endpoints: &mut HashMap<String, Option<Endpoint>>,
 ) -> StoreResult<Option<Endpoint>> {
-    let Some(job) = store.job_get(execution.job_id.as_str()).await? else { return Ok(None) };
+    let Some(job) = store.job_get(&execution.job_id).await? else { return Ok(None) };
     if job
         .idempotency_key
         .as_deref()

@@ -11,6 +11,7 @@ use super::jobs::{execution_insert, job_held};
 use super::sql::statements::executions as sql;
 use super::sql::{query, SqlBackend};
 use super::{now, retrying_moved, DbTime, Execution, ExecutionWrite, FinishedScope, Inserted, StoreError, StoreResult};
+use crate::ids::{ExecutionId, JobId};
 
 /// The executions' writes outside the worker's path.
 #[async_trait]
@@ -20,12 +21,12 @@ pub trait Executions: Send + Sync {
     /// retried before (that retry, unchanged), or None when its job was deleted meanwhile.
     async fn execution_retry_many(&self, retries: &[ExecutionWrite]) -> StoreResult<Vec<Option<Inserted<Execution>>>>;
     /// PENDING, QUEUED or RETRYING to CANCELLED; whether it changed.
-    async fn execution_cancel(&self, execution_id: &str) -> StoreResult<bool>;
+    async fn execution_cancel(&self, execution_id: &ExecutionId) -> StoreResult<bool>;
     /// Up to `limit` finished (SUCCESS, FAILED, CANCELLED) executions in `scope`, oldest first.
-    async fn execution_ids_finished(&self, scope: &FinishedScope, limit: i64) -> StoreResult<Vec<String>>;
+    async fn execution_ids_finished(&self, scope: &FinishedScope, limit: i64) -> StoreResult<Vec<ExecutionId>>;
     /// Delete these executions with their attempts and logs, in one short transaction, those
     /// still finished; how many.
-    async fn execution_delete_finished(&self, ids: &[String]) -> StoreResult<u64>;
+    async fn execution_delete_finished(&self, ids: &[ExecutionId]) -> StoreResult<u64>;
 }
 
 #[async_trait]
@@ -35,7 +36,7 @@ impl<S: SqlBackend> Executions for S {
         // Each retry's job held, as a foreign key to it would hold it: a job deleted meanwhile
         // gets no retry. Held in job id order, the order `endpoint_delete` locks an endpoint's
         // jobs in, so that the two never wait on each other in a cycle.
-        let mut jobs: Vec<&str> = retries.iter().map(|r| r.job_id.as_str()).collect();
+        let mut jobs: Vec<&JobId> = retries.iter().map(|r| &r.job_id).collect();
         jobs.sort_unstable();
         jobs.dedup();
         let mut held = HashSet::new();
@@ -46,13 +47,13 @@ impl<S: SqlBackend> Executions for S {
         }
         let mut stored = Vec::with_capacity(retries.len());
         for retry in retries {
-            if !held.contains(retry.job_id.as_str()) {
+            if !held.contains(&retry.job_id) {
                 stored.push(None);
                 continue;
             }
             let created = execution_insert(&mut tx, retry).await?;
             let row: Execution = query(sql::EXECUTION_GET_BY_KEY)
-                .bind(retry.job_id.as_str())
+                .bind(&retry.job_id)
                 .bind(&retry.idempotency_key)
                 .fetch_optional(&mut tx)
                 .await?
@@ -63,7 +64,7 @@ impl<S: SqlBackend> Executions for S {
         Ok(stored)
     }
 
-    async fn execution_cancel(&self, execution_id: &str) -> StoreResult<bool> {
+    async fn execution_cancel(&self, execution_id: &ExecutionId) -> StoreResult<bool> {
         retrying_moved(|| async {
             let cancelled =
                 query(sql::EXECUTION_CANCEL).bind(execution_id).bind(DbTime(now())).execute(self.db()).await?;
@@ -72,10 +73,10 @@ impl<S: SqlBackend> Executions for S {
         .await
     }
 
-    async fn execution_ids_finished(&self, scope: &FinishedScope, limit: i64) -> StoreResult<Vec<String>> {
+    async fn execution_ids_finished(&self, scope: &FinishedScope, limit: i64) -> StoreResult<Vec<ExecutionId>> {
         let (condition, value) = match scope {
             FinishedScope::CreatedBefore(at) => ("created_at < $1", super::sql::Arg::from(DbTime(*at))),
-            FinishedScope::Job(id) => ("job_id = $1", id.as_str().into()),
+            FinishedScope::Job(id) => ("job_id = $1", id.into()),
             FinishedScope::Endpoint(name) => ("endpoint = $1", name.as_str().into()),
         };
         // The retention purge reads only the tables it deletes from by row (where history is
@@ -92,7 +93,7 @@ impl<S: SqlBackend> Executions for S {
                  ORDER BY created_at LIMIT $2"
             );
             let left = limit - ids.len() as i64;
-            let found: Vec<(String,)> = query(&text).bind(value.clone()).bind(left).fetch_all(self.db()).await?;
+            let found: Vec<(ExecutionId,)> = query(&text).bind(value.clone()).bind(left).fetch_all(self.db()).await?;
             ids.extend(found.into_iter().map(|(id,)| id));
             if ids.len() as i64 >= limit {
                 break;
@@ -101,7 +102,7 @@ impl<S: SqlBackend> Executions for S {
         Ok(ids)
     }
 
-    async fn execution_delete_finished(&self, ids: &[String]) -> StoreResult<u64> {
+    async fn execution_delete_finished(&self, ids: &[ExecutionId]) -> StoreResult<u64> {
         if ids.is_empty() {
             return Ok(0);
         }

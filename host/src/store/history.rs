@@ -15,6 +15,7 @@ use super::{
     RETRY_KEY_PREFIX,
 };
 use crate::domain::ExecutionStatus;
+use crate::ids::{ExecutionId, JobId};
 
 /// The executions' reads' part of the store.
 #[async_trait]
@@ -24,14 +25,14 @@ pub trait History: Send + Sync {
     /// The newest executions created at or after `since`, at most `limit`, newest first: what
     /// the dashboard's overview charts (a few columns each, read by creation time).
     async fn execution_activity(&self, since: DateTime<Utc>, limit: i64) -> StoreResult<Vec<ActivitySample>>;
-    async fn execution_get(&self, execution_id: &str) -> StoreResult<Option<Execution>>;
+    async fn execution_get(&self, execution_id: &ExecutionId) -> StoreResult<Option<Execution>>;
     /// A job's first execution (the one a one-shot job's responses show).
-    async fn execution_first(&self, job_id: &str) -> StoreResult<Option<Execution>>;
+    async fn execution_first(&self, job_id: &JobId) -> StoreResult<Option<Execution>>;
     /// A job's most recently created execution.
-    async fn execution_last(&self, job_id: &str) -> StoreResult<Option<Execution>>;
+    async fn execution_last(&self, job_id: &JobId) -> StoreResult<Option<Execution>>;
     async fn execution_list(
         &self,
-        job_id: &str,
+        job_id: &JobId,
         status: Option<ExecutionStatus>,
         page: &PageRequest,
     ) -> StoreResult<Vec<Execution>>;
@@ -40,12 +41,12 @@ pub trait History: Send + Sync {
     /// At most `limit` FAILED or CANCELLED executions matching `filter` that nothing retries
     /// yet, oldest first.
     async fn execution_unretried(&self, filter: &ExecutionFilter, limit: i64) -> StoreResult<Vec<Execution>>;
-    async fn attempt_list(&self, execution_id: &str, page: &PageRequest) -> StoreResult<Vec<Attempt>>;
-    async fn log_list(&self, execution_id: &str, page: &PageRequest) -> StoreResult<Vec<ExecutionLog>>;
+    async fn attempt_list(&self, execution_id: &ExecutionId, page: &PageRequest) -> StoreResult<Vec<Attempt>>;
+    async fn log_list(&self, execution_id: &ExecutionId, page: &PageRequest) -> StoreResult<Vec<ExecutionLog>>;
     /// FAILED executions the failure notifier has not dealt with yet, oldest failure first.
     async fn failures_unhandled(&self, limit: i64) -> StoreResult<Vec<Execution>>;
     /// Record that the failure notifier dealt with this failed execution.
-    async fn failure_handled(&self, execution_id: &str) -> StoreResult<()>;
+    async fn failure_handled(&self, execution_id: &ExecutionId) -> StoreResult<()>;
 }
 
 /// Executions matching `filter` (plus `extra` conditions), in creation order, strictly after
@@ -90,7 +91,7 @@ async fn filtered(
 }
 
 /// A job's first (or newest) execution.
-async fn execution_by(store: &impl SqlBackend, job_id: &str, newest: bool) -> StoreResult<Option<Execution>> {
+async fn execution_by(store: &impl SqlBackend, job_id: &JobId, newest: bool) -> StoreResult<Option<Execution>> {
     let order = if newest { "DESC" } else { "ASC" };
     let text = settled_or_running(EXECUTION_COLUMNS, &["job_id = $1".to_owned()], order, "1");
     query(&text).bind(job_id).fetch_optional(store.db()).await
@@ -112,25 +113,25 @@ impl<S: SqlBackend> History for S {
         query(&text).bind(DbTime(since)).bind(limit).fetch_all(self.db()).await
     }
 
-    async fn execution_get(&self, execution_id: &str) -> StoreResult<Option<Execution>> {
+    async fn execution_get(&self, execution_id: &ExecutionId) -> StoreResult<Option<Execution>> {
         query(sql::EXECUTION_GET).bind(execution_id).fetch_optional(self.db()).await
     }
 
-    async fn execution_first(&self, job_id: &str) -> StoreResult<Option<Execution>> {
+    async fn execution_first(&self, job_id: &JobId) -> StoreResult<Option<Execution>> {
         execution_by(self, job_id, false).await
     }
 
-    async fn execution_last(&self, job_id: &str) -> StoreResult<Option<Execution>> {
+    async fn execution_last(&self, job_id: &JobId) -> StoreResult<Option<Execution>> {
         execution_by(self, job_id, true).await
     }
 
     async fn execution_list(
         &self,
-        job_id: &str,
+        job_id: &JobId,
         status: Option<ExecutionStatus>,
         page: &PageRequest,
     ) -> StoreResult<Vec<Execution>> {
-        let filter = ExecutionFilter { job_id: Some(job_id.to_owned()), status, ..ExecutionFilter::default() };
+        let filter = ExecutionFilter { job_id: Some(job_id.to_string()), status, ..ExecutionFilter::default() };
         filtered(self, &filter, &[], page.after.as_ref(), page.limit, page.newest_first).await
     }
 
@@ -149,8 +150,8 @@ impl<S: SqlBackend> History for S {
         filtered(self, filter, &[finished, &unretried], None, limit, false).await
     }
 
-    async fn attempt_list(&self, execution_id: &str, page: &PageRequest) -> StoreResult<Vec<Attempt>> {
-        let filters = [("execution_id", execution_id)];
+    async fn attempt_list(&self, execution_id: &ExecutionId, page: &PageRequest) -> StoreResult<Vec<Attempt>> {
+        let filters = [("execution_id", execution_id.as_str())];
         let list = List {
             columns: ATTEMPT_COLUMNS,
             from: "attempts",
@@ -162,8 +163,8 @@ impl<S: SqlBackend> History for S {
         pages::page(self.db(), &list, page).await
     }
 
-    async fn log_list(&self, execution_id: &str, page: &PageRequest) -> StoreResult<Vec<ExecutionLog>> {
-        let filters = [("execution_id", execution_id)];
+    async fn log_list(&self, execution_id: &ExecutionId, page: &PageRequest) -> StoreResult<Vec<ExecutionLog>> {
+        let filters = [("execution_id", execution_id.as_str())];
         let list = List {
             columns: LOG_COLUMNS,
             from: "execution_logs",
@@ -179,7 +180,7 @@ impl<S: SqlBackend> History for S {
         query(sql::FAILURES_UNHANDLED).bind(limit).fetch_all(self.db()).await
     }
 
-    async fn failure_handled(&self, execution_id: &str) -> StoreResult<()> {
+    async fn failure_handled(&self, execution_id: &ExecutionId) -> StoreResult<()> {
         query(sql::FAILURE_HANDLED).bind(execution_id).bind(DbTime(now())).execute(self.db()).await?;
         Ok(())
     }

@@ -16,6 +16,7 @@ use super::{
     StoreError, StoreResult,
 };
 use crate::domain::ExecutionStatus;
+use crate::ids::{ExecutionId, JobId};
 
 /// The jobs' part of the store.
 #[async_trait]
@@ -31,43 +32,43 @@ pub trait Jobs: Send + Sync {
         &self,
         jobs: &[(&JobWrite, Option<&ExecutionWrite>)],
     ) -> StoreResult<Vec<StoreResult<Inserted<Job>>>>;
-    async fn job_get(&self, job_id: &str) -> StoreResult<Option<Job>>;
+    async fn job_get(&self, job_id: &JobId) -> StoreResult<Option<Job>>;
     async fn job_list(&self, filter: &JobFilter, page: &PageRequest) -> StoreResult<Vec<Job>>;
     /// Retire `old_job_id` (if still ACTIVE) and insert `new` as its next version, linked both
     /// ways, in one transaction. None when the old job was no longer active;
     /// [`StoreError::ForeignKeyViolation`] when `new`'s endpoint is gone.
-    async fn job_replace(&self, old_job_id: &str, new: &JobWrite) -> StoreResult<Option<Job>>;
+    async fn job_replace(&self, old_job_id: &JobId, new: &JobWrite) -> StoreResult<Option<Job>>;
     /// ACTIVE to RETIRED; whether it changed.
-    async fn job_retire(&self, job_id: &str) -> StoreResult<bool>;
+    async fn job_retire(&self, job_id: &JobId) -> StoreResult<bool>;
     /// Delete a job with its executions, attempts and logs, unless an execution of it is
     /// unfinished (`InUse` names them).
-    async fn job_delete(&self, job_id: &str) -> StoreResult<Deleted>;
+    async fn job_delete(&self, job_id: &JobId) -> StoreResult<Deleted>;
     /// Delete up to `limit` one-shot jobs and retired cron versions created before `before`
     /// that have no execution left; how many.
     async fn job_purge_finished(&self, before: DateTime<Utc>, limit: i64) -> StoreResult<u64>;
     /// Pause an ACTIVE, unpaused CRON job: no more ticks (its next is cleared) and its ticks
     /// waiting (made ahead, or held by `buffer_one`) are removed; whether it changed.
-    async fn job_pause(&self, job_id: &str, at: DateTime<Utc>) -> StoreResult<bool>;
+    async fn job_pause(&self, job_id: &JobId, at: DateTime<Utc>) -> StoreResult<bool>;
     /// Resume a paused job from `next_run_at`; whether it changed.
-    async fn job_resume(&self, job_id: &str, next_run_at: Option<DateTime<Utc>>) -> StoreResult<bool>;
+    async fn job_resume(&self, job_id: &JobId, next_run_at: Option<DateTime<Utc>>) -> StoreResult<bool>;
     /// Cancel a job's executions that have not started (PENDING, QUEUED, RETRYING) and retire
     /// the job if any were; the ids cancelled.
-    async fn job_cancel_waiting(&self, job_id: &str) -> StoreResult<Vec<String>>;
-    async fn job_stats(&self, job_id: &str, completed_since: DateTime<Utc>) -> StoreResult<JobStats>;
+    async fn job_cancel_waiting(&self, job_id: &JobId) -> StoreResult<Vec<ExecutionId>>;
+    async fn job_stats(&self, job_id: &JobId, completed_since: DateTime<Utc>) -> StoreResult<JobStats>;
     /// Every version of the job's lineage (whichever version `job_id` is), oldest first, a
     /// page at a time.
-    async fn job_versions(&self, job_id: &str, page: &PageRequest) -> StoreResult<Vec<Job>>;
+    async fn job_versions(&self, job_id: &JobId, page: &PageRequest) -> StoreResult<Vec<Job>>;
 }
 
 /// Insert a job row (ACTIVE); None when its (endpoint, idempotency key) is taken.
 pub(super) async fn job_insert_row(tx: &mut impl InTx, job: &JobWrite) -> StoreResult<Option<Job>> {
     query(sql::JOB_INSERT)
-        .bind(job.job_id.as_str())
+        .bind(&job.job_id)
         .bind(&job.endpoint)
         .bind(job.endpoint_type)
         .bind(job.trigger_type)
         .bind(job.version)
-        .bind(job.previous_version_id.as_deref())
+        .bind(job.previous_version_id.as_ref())
         .bind(&job.idempotency_key)
         .bind(Arg::json(&job.input))
         .bind(job.run_at.map(DbTime))
@@ -96,8 +97,8 @@ pub(super) async fn job_insert_row(tx: &mut impl InTx, job: &JobWrite) -> StoreR
 /// it was inserted.
 pub(super) async fn execution_insert(tx: &mut impl InTx, e: &ExecutionWrite) -> StoreResult<bool> {
     let inserted = query(sql::EXECUTION_INSERT)
-        .bind(e.execution_id.as_str())
-        .bind(e.job_id.as_str())
+        .bind(&e.execution_id)
+        .bind(&e.job_id)
         .bind(&e.endpoint)
         .bind(e.endpoint_type)
         .bind(&e.idempotency_key)
@@ -108,7 +109,7 @@ pub(super) async fn execution_insert(tx: &mut impl InTx, e: &ExecutionWrite) -> 
         .bind(DbTime(e.created_at))
         .bind(e.endpoint_version)
         .bind(&e.trace_parent)
-        .bind(e.retry_of.as_deref())
+        .bind(e.retry_of.as_ref())
         .bind(e.overlap_policy)
         .bind(e.sla_ms)
         .execute(tx.on())
@@ -125,7 +126,7 @@ pub(super) async fn endpoint_held(tx: &mut impl InTx, name: &str) -> StoreResult
 
 /// Whether the job exists, held until the transaction ends as a foreign key to it would hold
 /// it (not deleted under the execution about to be written for it).
-pub(super) async fn job_held(tx: &mut impl InTx, job_id: &str) -> StoreResult<bool> {
+pub(super) async fn job_held(tx: &mut impl InTx, job_id: &JobId) -> StoreResult<bool> {
     let held: Option<(String,)> = query(sql::JOB_HELD_SHARED).bind(job_id).fetch_optional(tx.on()).await?;
     Ok(held.is_some())
 }
@@ -188,7 +189,7 @@ impl<S: SqlBackend> Jobs for S {
         Ok(stored)
     }
 
-    async fn job_get(&self, job_id: &str) -> StoreResult<Option<Job>> {
+    async fn job_get(&self, job_id: &JobId) -> StoreResult<Option<Job>> {
         query(sql::JOB_GET).bind(job_id).fetch_optional(self.db()).await
     }
 
@@ -214,12 +215,12 @@ impl<S: SqlBackend> Jobs for S {
         pages::page(self.db(), &list, page).await
     }
 
-    async fn job_replace(&self, old_job_id: &str, new: &JobWrite) -> StoreResult<Option<Job>> {
+    async fn job_replace(&self, old_job_id: &JobId, new: &JobWrite) -> StoreResult<Option<Job>> {
         let mut tx = self.write().await?;
         let retired = query(sql::JOB_RETIRE_REPLACED)
             .bind(old_job_id)
             .bind(DbTime(new.created_at))
-            .bind(new.job_id.as_str())
+            .bind(&new.job_id)
             .execute(&mut tx)
             .await?;
         if retired == 0 {
@@ -234,7 +235,7 @@ impl<S: SqlBackend> Jobs for S {
         Ok(Some(created))
     }
 
-    async fn job_retire(&self, job_id: &str) -> StoreResult<bool> {
+    async fn job_retire(&self, job_id: &JobId) -> StoreResult<bool> {
         let at = DbTime(now());
         let mut tx = self.write().await?;
         let retired = query(sql::JOB_RETIRE).bind(job_id).bind(at).execute(&mut tx).await?;
@@ -243,7 +244,7 @@ impl<S: SqlBackend> Jobs for S {
         Ok(retired == 1)
     }
 
-    async fn job_delete(&self, job_id: &str) -> StoreResult<Deleted> {
+    async fn job_delete(&self, job_id: &JobId) -> StoreResult<Deleted> {
         let mut tx = self.write().await?;
         // Locked first, as `endpoint_delete` locks: a tick or retry that wrote an execution
         // before is seen below; one after finds the job gone.
@@ -262,7 +263,7 @@ impl<S: SqlBackend> Jobs for S {
         if !unfinished.is_empty() {
             return Ok(Deleted::InUse(unfinished.into_iter().map(|(e, _)| e).collect()));
         }
-        delete_executions_of(&mut tx, ExecutionsOf::Job, job_id).await?;
+        delete_executions_of(&mut tx, ExecutionsOf::Job, job_id.as_str()).await?;
         if query(sql::JOB_DELETE).bind(job_id).execute(&mut tx).await? == 0 {
             return Ok(Deleted::NotFound);
         }
@@ -292,7 +293,7 @@ impl<S: SqlBackend> Jobs for S {
         Ok(deleted)
     }
 
-    async fn job_pause(&self, job_id: &str, at: DateTime<Utc>) -> StoreResult<bool> {
+    async fn job_pause(&self, job_id: &JobId, at: DateTime<Utc>) -> StoreResult<bool> {
         retrying_moved(|| async {
             let mut tx = self.write().await?;
             let paused = query(sql::JOB_PAUSE).bind(job_id).bind(DbTime(at)).execute(&mut tx).await? == 1;
@@ -305,16 +306,16 @@ impl<S: SqlBackend> Jobs for S {
         .await
     }
 
-    async fn job_resume(&self, job_id: &str, next_run_at: Option<DateTime<Utc>>) -> StoreResult<bool> {
+    async fn job_resume(&self, job_id: &JobId, next_run_at: Option<DateTime<Utc>>) -> StoreResult<bool> {
         let resumed = query(sql::JOB_RESUME).bind(job_id).bind(next_run_at.map(DbTime)).execute(self.db()).await?;
         Ok(resumed == 1)
     }
 
-    async fn job_cancel_waiting(&self, job_id: &str) -> StoreResult<Vec<String>> {
+    async fn job_cancel_waiting(&self, job_id: &JobId) -> StoreResult<Vec<ExecutionId>> {
         retrying_moved(|| async {
             let at = DbTime(now());
             let mut tx = self.write().await?;
-            let cancelled: Vec<(String,)> =
+            let cancelled: Vec<(ExecutionId,)> =
                 query(sql::JOB_EXECUTIONS_WAITING_CANCEL).bind(job_id).bind(at).fetch_all(&mut tx).await?;
             if !cancelled.is_empty() {
                 query(sql::JOB_RETIRE).bind(job_id).bind(at).execute(&mut tx).await?;
@@ -325,7 +326,7 @@ impl<S: SqlBackend> Jobs for S {
         .await
     }
 
-    async fn job_stats(&self, job_id: &str, completed_since: DateTime<Utc>) -> StoreResult<JobStats> {
+    async fn job_stats(&self, job_id: &JobId, completed_since: DateTime<Utc>) -> StoreResult<JobStats> {
         let since = DbTime(completed_since);
         let active: Vec<(ExecutionStatus, i64)> =
             query(sql::JOB_STATS_ACTIVE).bind(job_id).fetch_all(self.db()).await?;
@@ -353,7 +354,7 @@ impl<S: SqlBackend> Jobs for S {
         })
     }
 
-    async fn job_versions(&self, job_id: &str, page: &PageRequest) -> StoreResult<Vec<Job>> {
+    async fn job_versions(&self, job_id: &JobId, page: &PageRequest) -> StoreResult<Vec<Job>> {
         let after = page.after.as_ref();
         query(sql::JOB_VERSIONS)
             .bind(job_id)

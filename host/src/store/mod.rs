@@ -50,6 +50,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
+use crate::ids::JobId;
+
 pub use access::Access;
 pub use claims::Claims;
 pub use documents::Documents;
@@ -123,7 +125,7 @@ pub enum FinishedScope {
     /// Created before this time (the retention purge).
     CreatedBefore(DateTime<Utc>),
     /// Of this job (`DELETE /jobs/{id}`).
-    Job(String),
+    Job(JobId),
     /// Of this endpoint (`DELETE /endpoints/{name}`).
     Endpoint(String),
 }

@@ -223,11 +223,6 @@ const INDEX_PLANS: &str = "SET LOCAL enable_seqscan = off; SET LOCAL jit = off";
 /// 45 rows by primary key take 580 ms, for a reason not found.)
 const CLAIM_PLANS: &str = "; SET LOCAL enable_bitmapscan = off";
 
-/// A lease length as whole milliseconds, for `now() + $n * INTERVAL '1 millisecond'`.
-fn lease_ms(lease: Duration) -> i64 {
-    i64::try_from(lease.as_millis()).unwrap_or(i64::MAX / 2)
-}
-
 impl PgStore {
     /// The fenced execution writes of a batch in one statement: the batch's columns travel as
     /// arrays and UNNEST turns them back into rows, so a batch of 128 costs one round trip.

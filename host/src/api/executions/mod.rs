@@ -16,6 +16,7 @@ use super::pagination::{paginate, ListOut, ListParams};
 use super::state::AppState;
 use super::{optional_timestamp, timestamp};
 use crate::api::error::{ApiError, ApiResult, ErrorCode};
+use crate::ids::ExecutionId;
 use crate::store::{Attempt, Execution, ExecutionLog, PageKey};
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -154,7 +155,7 @@ fn not_found(id: &str) -> ApiError {
     ApiError::new(ErrorCode::ExecutionNotFound, format!("Execution with ID '{id}' does not exist."))
 }
 
-async fn load(state: &AppState, id: &str) -> ApiResult<Execution> {
+async fn load(state: &AppState, id: &ExecutionId) -> ApiResult<Execution> {
     state.store.execution_get(id).await?.ok_or_else(|| not_found(id))
 }
 
@@ -162,7 +163,7 @@ async fn load(state: &AppState, id: &str) -> ApiResult<Execution> {
 #[utoipa::path(get, path = "/executions/{execution_id}", tag = "executions", params(("execution_id" = String, Path, description = "The execution's id (`exec_…`).")), responses(
     (status = 200, description = "The execution.", body = ExecutionOut),
 ))]
-async fn read(State(state): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<ExecutionOut>> {
+async fn read(State(state): State<AppState>, Path(id): Path<ExecutionId>) -> ApiResult<Json<ExecutionOut>> {
     Ok(Json(load(&state, &id).await?.into()))
 }
 
@@ -173,7 +174,7 @@ async fn read(State(state): State<AppState>, Path(id): Path<String>) -> ApiResul
 #[utoipa::path(post, path = "/executions/{execution_id}/cancel", tag = "executions", params(("execution_id" = String, Path, description = "The execution's id (`exec_…`).")), responses(
     (status = 200, description = "The execution, CANCELLED.", body = ExecutionOut),
 ))]
-async fn cancel(State(state): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<ExecutionOut>> {
+async fn cancel(State(state): State<AppState>, Path(id): Path<ExecutionId>) -> ApiResult<Json<ExecutionOut>> {
     if !state.store.execution_cancel(&id).await? {
         let execution = load(&state, &id).await?;
         if execution.status != crate::domain::ExecutionStatus::Cancelled {
@@ -192,7 +193,7 @@ async fn cancel(State(state): State<AppState>, Path(id): Path<String>) -> ApiRes
 ))]
 async fn attempts(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    Path(id): Path<ExecutionId>,
     ApiQuery(params): ApiQuery<ListParams>,
 ) -> ApiResult<Json<ListOut<AttemptOut>>> {
     let execution = load(&state, &id).await?;
@@ -236,7 +237,7 @@ fn in_flight(execution: &Execution) -> Option<AttemptOut> {
 ))]
 async fn logs(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    Path(id): Path<ExecutionId>,
     ApiQuery(params): ApiQuery<ListParams>,
 ) -> ApiResult<Json<ListOut<LogOut>>> {
     load(&state, &id).await?;

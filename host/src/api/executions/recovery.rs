@@ -138,7 +138,10 @@ pub(super) async fn search(
     (status = 201, description = "The new execution, QUEUED.", body = ExecutionOut),
     (status = 200, description = "This execution was retried before: that retry.", body = ExecutionOut),
 ))]
-pub(super) async fn retry(State(state): State<AppState>, Path(id): Path<String>) -> ApiResult<Created<ExecutionOut>> {
+pub(super) async fn retry(
+    State(state): State<AppState>,
+    Path(id): Path<ExecutionId>,
+) -> ApiResult<Created<ExecutionOut>> {
     let execution = load(&state, &id).await?;
     if !matches!(execution.status, ExecutionStatus::Failed | ExecutionStatus::Cancelled) {
         return Err(ApiError::new(

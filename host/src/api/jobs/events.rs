@@ -18,7 +18,7 @@ use crate::api::error::ApiResult;
 use crate::api::executions::ExecutionOut;
 use crate::api::state::AppState;
 use crate::domain::{ExecutionStatus, Trigger};
-use crate::ids::ExecutionId;
+use crate::ids::{ExecutionId, JobId};
 use crate::store::{Execution, PageKey, PageRequest};
 
 const INTERVAL: Duration = Duration::from_millis(500);
@@ -26,7 +26,7 @@ const INTERVAL: Duration = Duration::from_millis(500);
 /// What a stream has sent so far.
 struct Follow {
     state: AppState,
-    job_id: String,
+    job_id: JobId,
     one_shot: bool,
     /// The newest execution seen: the next read starts after it.
     after: Option<PageKey>,
@@ -90,7 +90,7 @@ impl Follow {
     responses((status = 200, description = "`text/event-stream`: `execution` events (an execution as `GET /executions/{id}` shows it) as executions appear and change; for a one-shot job, a last `end` event once its execution has finished.", content_type = "text/event-stream", body = String)))]
 pub async fn events(
     State(state): State<AppState>,
-    Path(job_id): Path<String>,
+    Path(job_id): Path<JobId>,
 ) -> ApiResult<Sse<impl Stream<Item = Result<Event, Infallible>>>> {
     let job = load(&state, &job_id).await?;
     let follow = Follow {

@@ -41,6 +41,7 @@ use super::validators::validate_input;
 use super::Created;
 use crate::api::error::{ApiError, ApiResult, ErrorCode};
 use crate::domain::{CatchupPolicy, ExecutionStatus, JobStatus, OverlapPolicy, Trigger};
+use crate::ids::JobId;
 use crate::retry::RetryPolicy;
 use crate::store::{
     now, Deleted, Execution, ExecutionWrite, Inserted, Job, JobFilter, JobWrite, NewJob, PageKey, StoreError,
@@ -286,7 +287,7 @@ async fn list(
     )))
 }
 
-pub(super) async fn load(state: &AppState, job_id: &str) -> ApiResult<Job> {
+pub(super) async fn load(state: &AppState, job_id: &JobId) -> ApiResult<Job> {
     state.store.job_get(job_id).await?.ok_or_else(|| not_found(job_id))
 }
 
@@ -294,7 +295,7 @@ pub(super) async fn load(state: &AppState, job_id: &str) -> ApiResult<Job> {
 #[utoipa::path(get, path = "/jobs/{job_id}", tag = "jobs", params(("job_id" = String, Path, description = "The job's id (`job_…`).")), responses(
     (status = 200, description = "The job, with a one-shot job's execution as it is now.", body = JobOut),
 ))]
-async fn read(State(state): State<AppState>, Path(job_id): Path<String>) -> ApiResult<Json<JobOut>> {
+async fn read(State(state): State<AppState>, Path(job_id): Path<JobId>) -> ApiResult<Json<JobOut>> {
     let job = load(&state, &job_id).await?;
     let execution = if job.trigger_type == Trigger::Cron { None } else { state.store.execution_first(&job_id).await? };
     Ok(Json(JobOut::new(&job, execution.as_ref().map(|e| (e, None)))))
@@ -306,7 +307,7 @@ async fn read(State(state): State<AppState>, Path(job_id): Path<String>) -> ApiR
 ))]
 async fn update(
     State(state): State<AppState>,
-    Path(job_id): Path<String>,
+    Path(job_id): Path<JobId>,
     ApiJson(body): ApiJson<JobUpdateIn>,
 ) -> ApiResult<Json<JobOut>> {
     let old = policies::active_cron(&state, &job_id, "updated. Create a new job instead").await?;
@@ -381,7 +382,7 @@ async fn update(
 #[utoipa::path(post, path = "/jobs/{job_id}/cancel", tag = "jobs", params(("job_id" = String, Path, description = "The job's id (`job_…`).")), responses(
     (status = 200, description = "The job after the cancel.", body = JobOut),
 ))]
-async fn cancel(State(state): State<AppState>, Path(job_id): Path<String>) -> ApiResult<Json<JobOut>> {
+async fn cancel(State(state): State<AppState>, Path(job_id): Path<JobId>) -> ApiResult<Json<JobOut>> {
     let job = load(&state, &job_id).await?;
     if job.trigger_type == Trigger::Cron {
         state.store.job_retire(&job_id).await?;
@@ -408,7 +409,7 @@ async fn cancel(State(state): State<AppState>, Path(job_id): Path<String>) -> Ap
 #[utoipa::path(delete, path = "/jobs/{job_id}", tag = "jobs", params(("job_id" = String, Path, description = "The job's id (`job_…`).")), responses(
     (status = 204, description = "Deleted, with its history."),
 ))]
-async fn delete(State(state): State<AppState>, Path(job_id): Path<String>) -> ApiResult<StatusCode> {
+async fn delete(State(state): State<AppState>, Path(job_id): Path<JobId>) -> ApiResult<StatusCode> {
     let job = load(&state, &job_id).await?;
     if job.trigger_type == Trigger::Cron && job.status == JobStatus::Active {
         return Err(ApiError::conflict(format!(
@@ -433,7 +434,7 @@ async fn delete(State(state): State<AppState>, Path(job_id): Path<String>) -> Ap
 ))]
 async fn versions(
     State(state): State<AppState>,
-    Path(job_id): Path<String>,
+    Path(job_id): Path<JobId>,
     ApiQuery(params): ApiQuery<ListParams>,
 ) -> ApiResult<Json<ListOut<JobOut>>> {
     let page = params.page_request()?;
@@ -453,7 +454,7 @@ async fn versions(
 ))]
 async fn executions(
     State(state): State<AppState>,
-    Path(job_id): Path<String>,
+    Path(job_id): Path<JobId>,
     ApiQuery(params): ApiQuery<ExecutionListParams>,
 ) -> ApiResult<Json<ListOut<ExecutionOut>>> {
     load(&state, &job_id).await?;

@@ -14,6 +14,7 @@ use crate::api::error::{ApiError, ApiResult, ErrorCode};
 use crate::api::extract::{parse_json, ApiBytes};
 use crate::api::state::AppState;
 use crate::domain::{JobStatus, Trigger};
+use crate::ids::JobId;
 use crate::scheduler::ticks::JobSchedule;
 use crate::store::{now, Job};
 
@@ -55,7 +56,7 @@ pub fn format_window(seconds: i32) -> String {
 
 /// The job, if it is a CRON job that has not been retired: only those can be updated, paused
 /// or resumed. `what` ends the refusal's sentence: "only CRON jobs can be {what}."
-pub(super) async fn active_cron(state: &AppState, job_id: &str, what: &str) -> ApiResult<Job> {
+pub(super) async fn active_cron(state: &AppState, job_id: &JobId, what: &str) -> ApiResult<Job> {
     let job = load(state, job_id).await?;
     if job.trigger_type != Trigger::Cron {
         return Err(ApiError::new(
@@ -78,7 +79,7 @@ pub(super) async fn active_cron(state: &AppState, job_id: &str, what: &str) -> A
 #[utoipa::path(post, path = "/jobs/{job_id}/pause", tag = "jobs", params(("job_id" = String, Path, description = "The job's id (`job_…`).")), responses(
     (status = 200, description = "The job, with `paused_at` set.", body = JobOut),
 ))]
-pub(super) async fn pause(State(state): State<AppState>, Path(job_id): Path<String>) -> ApiResult<Json<JobOut>> {
+pub(super) async fn pause(State(state): State<AppState>, Path(job_id): Path<JobId>) -> ApiResult<Json<JobOut>> {
     active_cron(&state, &job_id, PAUSED).await?;
     state.store.job_pause(&job_id, now()).await?;
     Ok(Json(JobOut::new(&load(&state, &job_id).await?, None)))
@@ -104,7 +105,7 @@ pub struct ResumeIn {
 ))]
 pub(super) async fn resume(
     State(state): State<AppState>,
-    Path(job_id): Path<String>,
+    Path(job_id): Path<JobId>,
     ApiBytes(body): ApiBytes,
 ) -> ApiResult<Json<JobOut>> {
     // The body is optional: none is `{}`.

@@ -9,6 +9,7 @@ use super::responses::{
 };
 use crate::api::error::ApiResult;
 use crate::api::state::AppState;
+use crate::ids::JobId;
 use crate::store::now;
 
 /// Health thresholds over the last 24 hours of completed executions.
@@ -30,7 +31,7 @@ pub fn health(total: usize, failed: usize) -> &'static str {
 #[utoipa::path(get, path = "/jobs/{job_id}/status", tag = "jobs", params(("job_id" = String, Path, description = "The job's id (`job_…`).")), responses(
     (status = 200, description = "What the job is doing now and how it did over the last 24 hours.", body = JobStatusOut),
 ))]
-pub async fn status(State(state): State<AppState>, Path(job_id): Path<String>) -> ApiResult<Json<JobStatusOut>> {
+pub async fn status(State(state): State<AppState>, Path(job_id): Path<JobId>) -> ApiResult<Json<JobStatusOut>> {
     let job = load(&state, &job_id).await?;
     let stats = state.store.job_stats(&job_id, now() - chrono::Duration::hours(24)).await?;
     let last = state.store.execution_last(&job_id).await?;

@@ -57,7 +57,7 @@ async fn history_written_before_the_attempt_keys_changed_reads_the_same_after() 
             assert_eq!(attempts.len(), 1, "{backend:?}");
         }
         // Deleting the job takes its attempts and lines along: no key enforces it any more.
-        assert!(matches!(store.job_delete(held[0].job_id.as_str()).await.unwrap(), Deleted::Deleted), "{backend:?}");
+        assert!(matches!(store.job_delete(&held[0].job_id).await.unwrap(), Deleted::Deleted), "{backend:?}");
         assert!(store.attempt_list(&held[0].execution_id, &page).await.unwrap().is_empty(), "{backend:?}");
         assert!(store.log_list(&held[0].execution_id, &page).await.unwrap().is_empty(), "{backend:?}");
     }
@@ -162,7 +162,7 @@ async fn history_partitions_are_made_ahead_and_dropped_whole_past_the_retention(
     // The purge's row-by-row part reads only what no drop takes: the DEFAULT partition.
     let cutoff = now() + chrono::Duration::seconds(1);
     let by_row = store.execution_ids_finished(&FinishedScope::CreatedBefore(cutoff), 10).await.unwrap();
-    assert_eq!(by_row, [late[0].execution_id.to_string()]);
+    assert_eq!(by_row, [late[0].execution_id.clone()]);
     assert_eq!(store.execution_delete_finished(&by_row).await.unwrap(), 1);
     assert!(store.execution_get(&late[0].execution_id).await.unwrap().is_none());
     // The job left with no execution goes too; the waiting one's stays.

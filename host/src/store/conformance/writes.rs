@@ -33,7 +33,7 @@ pub async fn writes_for_a_deleted_endpoint_or_job_find_it_gone(store: Arc<dyn St
         .collect();
     assert_eq!(outcomes, ["created", "gone", "gone", "created"]);
     for (job, expected) in jobs.iter().zip([true, false, false, true]) {
-        assert_eq!(store.job_get(job.job_id.as_str()).await.unwrap().is_some(), expected, "{}", job.endpoint);
+        assert_eq!(store.job_get(&job.job_id).await.unwrap().is_some(), expected, "{}", job.endpoint);
     }
     // A new version for an endpoint that is gone: refused the same way, the old one kept.
     let mut cron = job("kept", Trigger::Cron, None, at);
@@ -41,8 +41,8 @@ pub async fn writes_for_a_deleted_endpoint_or_job_find_it_gone(store: Arc<dyn St
     store.job_insert(&cron, None).await.unwrap();
     let next =
         JobWrite { version: 2, previous_version_id: Some(cron.job_id.clone()), ..job("gone", Trigger::Cron, None, at) };
-    assert!(matches!(store.job_replace(cron.job_id.as_str(), &next).await, Err(StoreError::ForeignKeyViolation)));
-    let old = store.job_get(cron.job_id.as_str()).await.unwrap().unwrap();
+    assert!(matches!(store.job_replace(&cron.job_id, &next).await, Err(StoreError::ForeignKeyViolation)));
+    let old = store.job_get(&cron.job_id).await.unwrap().unwrap();
     assert_eq!(old.status, crate::domain::JobStatus::Active, "the refused replace retired nothing");
     // A retry of an execution whose job was deleted meanwhile is passed over.
     let failed = job("kept", Trigger::Immediate, None, at);
@@ -60,12 +60,12 @@ pub async fn writes_for_a_deleted_endpoint_or_job_find_it_gone(store: Arc<dyn St
     let mut other_done = execution(&other, ExecutionStatus::Failed, at);
     other_done.idempotency_key = None;
     store.job_insert(&other, Some(&other_done)).await.unwrap();
-    assert!(matches!(store.job_delete(failed.job_id.as_str()).await.unwrap(), Deleted::Deleted));
+    assert!(matches!(store.job_delete(&failed.job_id).await.unwrap(), Deleted::Deleted));
     let retried = store.execution_retry_many(&[retry(&done, &failed), retry(&other_done, &other)]).await.unwrap();
     assert!(retried[0].is_none(), "no retry for a deleted job");
     assert!(matches!(retried[1], Some(Inserted::Created(_))), "the other job's retry is written");
     let page = PageRequest { after: None, limit: 10, ..Default::default() };
-    assert!(store.execution_list(failed.job_id.as_str(), None, &page).await.unwrap().is_empty());
+    assert!(store.execution_list(&failed.job_id, None, &page).await.unwrap().is_empty());
 }
 
 pub async fn cron_ticks_are_recorded_once(store: Arc<dyn Store>) {

@@ -4,7 +4,7 @@
 use sqlx::Postgres;
 
 use super::statements::claim_sql;
-use super::{lease_ms, PgStore};
+use super::PgStore;
 use crate::flow::{RateLimit, StoredBucket};
 use crate::store::claims::spend_tokens;
 use crate::store::{DbTime, Execution, StoreResult};
@@ -12,6 +12,11 @@ use crate::store::{DbTime, Execution, StoreResult};
 /// An endpoint with max_concurrency, a rate limit or a circuit not closed, as a claim locks it: its name, rate
 /// limit (per second, burst) and bucket (tokens as of a time).
 type Limited = (String, Option<f64>, Option<i32>, Option<f64>, Option<chrono::DateTime<chrono::Utc>>);
+
+/// A lease length as whole milliseconds, for `now() + $n * INTERVAL '1 millisecond'`.
+fn lease_ms(lease: std::time::Duration) -> i64 {
+    i64::try_from(lease.as_millis()).unwrap_or(i64::MAX / 2)
+}
 
 /// The tokens in each rate-limited endpoint's bucket at `now`.
 fn buckets(limited: &[Limited], now: chrono::DateTime<chrono::Utc>) -> Vec<(String, f64)> {

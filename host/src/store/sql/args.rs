@@ -229,3 +229,22 @@ macro_rules! text_args {
 }
 
 text_args!(AttemptStatus, CatchupPolicy, EndpointType, ExecutionStatus, JobStatus, OverlapPolicy, Trigger);
+
+/// Ids (`crate::ids`), stored as their text.
+macro_rules! id_args {
+    ($($id:ident),* $(,)?) => {$(
+        impl From<&crate::ids::$id> for Arg {
+            fn from(value: &crate::ids::$id) -> Self {
+                Self::Text(Some(value.as_str().to_owned()))
+            }
+        }
+
+        impl From<Option<&crate::ids::$id>> for Arg {
+            fn from(value: Option<&crate::ids::$id>) -> Self {
+                Self::Text(value.map(|id| id.as_str().to_owned()))
+            }
+        }
+    )*};
+}
+
+id_args!(AttemptId, ExecutionId, JobId, LogId);
