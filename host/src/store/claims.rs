@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 
 use super::endpoints::COLUMNS as ENDPOINT_COLUMNS;
 use super::sql::statements::claims as sql;
-use super::sql::{dialect, query, InTx};
+use super::sql::{dialect, query, InTx, SqlBackend};
 use super::StoreResult;
 use super::{
     now, AttemptFinish, CircuitChange, ClaimParams, DbTime, Endpoint, Execution, FinishedAttempts, LeaseExtend,
@@ -44,6 +44,21 @@ pub trait Claims: Send + Sync {
     async fn execution_finish_many(&self, finishes: &[AttemptFinish]) -> StoreResult<FinishedAttempts>;
 }
 
+/// [`Claims::execution_finish_many`] on either backend: the fence and the attempts' inserts
+/// are the backend's (`SqlBackend::results_fence`, `results_record`), the order and what comes
+/// between them are the same for both.
+pub(super) async fn finish_many(store: &impl SqlBackend, finishes: &[AttemptFinish]) -> StoreResult<FinishedAttempts> {
+    let mut tx = store.bookkeeping().await?;
+    let written = store.results_fence(&mut tx, finishes).await?;
+    let winners: Vec<&AttemptFinish> = finishes.iter().zip(&written).filter(|(_, w)| **w).map(|(f, _)| f).collect();
+    // In the same transaction: a claim never sees an attempt finished without its endpoint's
+    // circuit breaker having heard of it.
+    let circuit_changes = circuit_record(&mut tx, &winners).await?;
+    store.results_record(&mut tx, &winners).await?;
+    tx.commit().await?;
+    Ok(FinishedAttempts { written, circuit_changes })
+}
+
 /// Take from each rate-limited endpoint's bucket (`tokens` as of `now`) what this claim took
 /// of it.
 pub(super) async fn spend_tokens(
@@ -73,7 +88,7 @@ pub(super) async fn spend_tokens(
 /// the batch or a breaker that is not closed, so a batch of healthy deliveries costs one
 /// indexed read. The breakers' transitions are returned, for the caller to record once the
 /// transaction has committed.
-pub(super) async fn circuit_record(tx: &mut impl InTx, winners: &[&AttemptFinish]) -> StoreResult<Vec<CircuitChange>> {
+async fn circuit_record(tx: &mut impl InTx, winners: &[&AttemptFinish]) -> StoreResult<Vec<CircuitChange>> {
     let mut changes = Vec::new();
     let mut names: Vec<&str> = winners.iter().filter(|f| f.health.is_some()).map(|f| f.endpoint.as_str()).collect();
     if names.is_empty() {

@@ -36,7 +36,7 @@ mod claim;
 mod maintenance;
 mod migrations;
 mod statements;
-use super::claims::{circuit_record, Claims};
+use super::claims::{finish_many, Claims};
 use super::sql::{Db, SqlBackend, Tx};
 use super::{Backend, Execution, FinishedAttempts, Signal, Store, StoreResult, WorkerCommits};
 use crate::ids::{AttemptId, LogId};
@@ -174,7 +174,7 @@ impl PgStore {
     /// queued, a forgotten result leaves its execution RUNNING until its lease expires and
     /// the reclaimer retries it; at least once holds either way. CockroachDB has no such
     /// setting.
-    async fn begin_bookkeeping(&self) -> StoreResult<Transaction<'_, Postgres>> {
+    async fn begin_bookkeeping(&self) -> StoreResult<Transaction<'static, Postgres>> {
         self.begin_worker(false).await
     }
 
@@ -182,11 +182,11 @@ impl PgStore {
     /// (`force_generic_plan`). Planning the claim takes 2-3 ms, as long as executing it, and
     /// its one plan is right at any table size: every step is an index probe or a range scan
     /// bounded by LIMIT, and the update finds its rows by primary key (see `execution_claim`).
-    async fn begin_claim(&self) -> StoreResult<Transaction<'_, Postgres>> {
+    async fn begin_claim(&self) -> StoreResult<Transaction<'static, Postgres>> {
         self.begin_worker(true).await
     }
 
-    async fn begin_worker(&self, generic_plan: bool) -> StoreResult<Transaction<'_, Postgres>> {
+    async fn begin_worker(&self, generic_plan: bool) -> StoreResult<Transaction<'static, Postgres>> {
         if self.cockroach {
             return self.begin_write().await;
         }
@@ -374,44 +374,6 @@ impl PgStore {
         Ok(())
     }
 
-    /// Jobs (and the executions of those inserted), committed. A job whose (endpoint,
-    /// idempotency key) is taken, before or earlier in the batch, or whose endpoint is gone, is
-    /// passed over (None). The statement that inserts the jobs first holds their endpoints
-    /// (`FOR KEY SHARE`, once each: what `fk_jobs_endpoint` did for every row; migration 0066).
-    ///
-    /// A batch of up to [`ONE_STATEMENT_MAX_JOBS`] is one statement, committed on its own: the
-    /// executions' INSERT is a data-modifying CTE fed by the jobs' `RETURNING`, so the batch
-    /// costs one round trip where BEGIN, two INSERTs and COMMIT cost four. That is what
-    /// concurrent `POST /jobs` requests make (`JobWriter` writes them together, ~15 at a time
-    /// with 32 clients): +10% creates/s, interleaved A/B on 2026-11-26. Larger batches take the
-    /// two INSERTs in a transaction: while executions had a foreign key to jobs (until migration
-    /// 0066), `auto_explain` showed its check twice as slow when the jobs it read were inserted
-    /// by the same statement (29 against 14 ms for 1,000 rows), and `POST /jobs/batch` of 1,000
-    /// lost 8% written the one way. Without it, one statement for every size measured the same
-    /// (three runs each, 2026-11-27: 43,199 · 43,112 · 44,642 against 39,347 · 43,165 · 45,756
-    /// jobs/s), so the split stays. CockroachDB always takes the transaction.
-    async fn write_jobs(
-        &self,
-        jobs: &[(&super::JobWrite, Option<&super::ExecutionWrite>)],
-    ) -> StoreResult<Vec<Option<super::Job>>> {
-        if jobs.is_empty() {
-            return Ok(Vec::new());
-        }
-        if self.cockroach || jobs.len() > ONE_STATEMENT_MAX_JOBS {
-            let mut tx = self.begin_write().await?;
-            let created = Self::insert_jobs(&mut tx, jobs).await?;
-            tx.commit().await?;
-            return Ok(created);
-        }
-        let executions: Vec<&super::ExecutionWrite> = jobs.iter().filter_map(|(_, e)| *e).collect();
-        let mut args = PgArguments::default();
-        push_job_arrays(&mut args, jobs)?;
-        push_execution_arrays(&mut args, &executions)?;
-        let inserted: Vec<(String,)> =
-            sqlx::query_as_with(&INSERT_JOBS_WITH_EXECUTIONS, args).fetch_all(&self.pool).await?;
-        Ok(created_in_order(jobs, inserted))
-    }
-
     /// Jobs and their executions in one INSERT each, in the caller's transaction.
     async fn insert_jobs(
         tx: &mut Transaction<'_, Postgres>,
@@ -438,18 +400,58 @@ impl SqlBackend for PgStore {
         Ok(Tx::Postgres(self.begin_write().await?))
     }
 
+    /// Jobs (and the executions of those inserted), committed. A job whose (endpoint,
+    /// idempotency key) is taken, before or earlier in the batch, or whose endpoint is gone, is
+    /// passed over (None). The statement that inserts the jobs first holds their endpoints
+    /// (`FOR KEY SHARE`, once each: what `fk_jobs_endpoint` did for every row; migration 0066).
+    ///
+    /// A batch of up to [`ONE_STATEMENT_MAX_JOBS`] is one statement, committed on its own: the
+    /// executions' INSERT is a data-modifying CTE fed by the jobs' `RETURNING`, so the batch
+    /// costs one round trip where BEGIN, two INSERTs and COMMIT cost four. That is what
+    /// concurrent `POST /jobs` requests make (`JobWriter` writes them together, ~15 at a time
+    /// with 32 clients): +10% creates/s, interleaved A/B on 2026-11-26. Larger batches take the
+    /// two INSERTs in a transaction: while executions had a foreign key to jobs (until migration
+    /// 0066), `auto_explain` showed its check twice as slow when the jobs it read were inserted
+    /// by the same statement (29 against 14 ms for 1,000 rows), and `POST /jobs/batch` of 1,000
+    /// lost 8% written the one way. Without it, one statement for every size measured the same
+    /// (three runs each, 2026-11-27: 43,199 · 43,112 · 44,642 against 39,347 · 43,165 · 45,756
+    /// jobs/s), so the split stays. CockroachDB always takes the transaction.
     async fn jobs_write(
         &self,
         jobs: &[(&super::JobWrite, Option<&super::ExecutionWrite>)],
     ) -> StoreResult<Vec<Option<super::Job>>> {
-        self.write_jobs(jobs).await
+        if jobs.is_empty() {
+            return Ok(Vec::new());
+        }
+        if self.cockroach || jobs.len() > ONE_STATEMENT_MAX_JOBS {
+            let mut tx = self.begin_write().await?;
+            let created = Self::insert_jobs(&mut tx, jobs).await?;
+            tx.commit().await?;
+            return Ok(created);
+        }
+        let executions: Vec<&super::ExecutionWrite> = jobs.iter().filter_map(|(_, e)| *e).collect();
+        let mut args = PgArguments::default();
+        push_job_arrays(&mut args, jobs)?;
+        push_execution_arrays(&mut args, &executions)?;
+        let inserted: Vec<(String,)> =
+            sqlx::query_as_with(&INSERT_JOBS_WITH_EXECUTIONS, args).fetch_all(&self.pool).await?;
+        Ok(created_in_order(jobs, inserted))
     }
 
-    async fn ticks_advance(&self, advances: &[super::CronAdvance]) -> StoreResult<Vec<bool>> {
-        let mut tx = self.begin_write().await?;
-        let recorded = Self::advance_ticks(&mut tx, advances).await?;
-        tx.commit().await?;
-        Ok(recorded)
+    async fn ticks_advance(&self, tx: &mut Tx, advances: &[super::CronAdvance]) -> StoreResult<Vec<bool>> {
+        Self::advance_ticks(tx.postgres(), advances).await
+    }
+
+    async fn bookkeeping(&self) -> StoreResult<Tx> {
+        Ok(Tx::Postgres(self.begin_bookkeeping().await?))
+    }
+
+    async fn results_fence(&self, tx: &mut Tx, finishes: &[super::AttemptFinish]) -> StoreResult<Vec<bool>> {
+        Self::finish_fenced(tx.postgres(), finishes).await
+    }
+
+    async fn results_record(&self, tx: &mut Tx, winners: &[&super::AttemptFinish]) -> StoreResult<()> {
+        Self::record_attempts(tx.postgres(), winners).await
     }
 
     async fn purged_by_row(&self) -> StoreResult<Vec<String>> {
@@ -481,14 +483,7 @@ impl Claims for PgStore {
     }
 
     async fn execution_finish_many(&self, finishes: &[super::AttemptFinish]) -> StoreResult<FinishedAttempts> {
-        let mut tx = self.begin_bookkeeping().await?;
-        let written = Self::finish_fenced(&mut tx, finishes).await?;
-        let winners: Vec<&super::AttemptFinish> =
-            finishes.iter().zip(&written).filter(|(_, w)| **w).map(|(f, _)| f).collect();
-        let circuit_changes = circuit_record(&mut tx, &winners).await?;
-        Self::record_attempts(&mut tx, &winners).await?;
-        tx.commit().await?;
-        Ok(FinishedAttempts { written, circuit_changes })
+        finish_many(self, finishes).await
     }
 }
 

@@ -1,6 +1,6 @@
 //! The scheduler's part of the store: cron ticks found and recorded, due executions promoted
 //! to the queue, expired leases reclaimed. The statements are in `sql/schedules.sql`; a batch
-//! of ticks is written the backend's own way ([`SqlBackend::ticks_advance`]).
+//! of ticks is written the backend's own way (`SqlBackend::ticks_advance`).
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -62,7 +62,10 @@ impl<S: SqlBackend> Schedules for S {
     }
 
     async fn cron_advance_many(&self, advances: &[CronAdvance]) -> StoreResult<Vec<bool>> {
-        self.ticks_advance(advances).await
+        let mut tx = self.write().await?;
+        let recorded = self.ticks_advance(&mut tx, advances).await?;
+        tx.commit().await?;
+        Ok(recorded)
     }
 
     async fn execution_promote_due(

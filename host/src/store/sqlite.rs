@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Sqlite, Transaction};
 
-use super::claims::{circuit_record, spend_tokens, Claims};
+use super::claims::{finish_many, spend_tokens, Claims};
 use super::engine::EXECUTION_COLUMNS;
 use super::jobs::{endpoint_held, execution_insert, job_insert_row};
 use super::sql::{Db, SqlBackend, Tx};
@@ -124,37 +124,6 @@ impl SqliteStore {
     }
 }
 
-impl SqliteStore {
-    /// Jobs (and the executions of those inserted) in one transaction, one row at a time: in
-    /// process, each statement is cheap. A job whose (endpoint, idempotency key) is taken, or
-    /// whose endpoint is gone, is passed over.
-    async fn write_jobs(
-        &self,
-        jobs: &[(&super::JobWrite, Option<&super::ExecutionWrite>)],
-    ) -> StoreResult<Vec<Option<super::Job>>> {
-        let mut tx = self.begin_write().await?;
-        let mut created = Vec::with_capacity(jobs.len());
-        let mut endpoints = std::collections::HashMap::new();
-        for (job, execution) in jobs {
-            let endpoint = job.endpoint.as_str();
-            if !endpoints.contains_key(endpoint) {
-                endpoints.insert(endpoint, endpoint_held(&mut tx, endpoint).await?);
-            }
-            if !endpoints[endpoint] {
-                created.push(None);
-                continue;
-            }
-            let inserted = job_insert_row(&mut tx, job).await?;
-            if let (Some(_), Some(execution)) = (&inserted, execution) {
-                execution_insert(&mut tx, execution).await?;
-            }
-            created.push(inserted);
-        }
-        tx.commit().await?;
-        Ok(created)
-    }
-}
-
 /// Log rows one INSERT writes (6 parameters each: far below SQLite's 32,766 per statement).
 const LOG_ROWS_PER_INSERT: usize = 1000;
 
@@ -200,18 +169,45 @@ impl SqlBackend for SqliteStore {
         Ok(Tx::Sqlite(self.begin_write().await?))
     }
 
+    /// Jobs (and the executions of those inserted) in one transaction, one row at a time: in
+    /// process, each statement is cheap. A job whose (endpoint, idempotency key) is taken, or
+    /// whose endpoint is gone, is passed over.
     async fn jobs_write(
         &self,
         jobs: &[(&super::JobWrite, Option<&super::ExecutionWrite>)],
     ) -> StoreResult<Vec<Option<super::Job>>> {
-        self.write_jobs(jobs).await
+        let mut tx = self.begin_write().await?;
+        let mut created = Vec::with_capacity(jobs.len());
+        let mut endpoints = std::collections::HashMap::new();
+        for (job, execution) in jobs {
+            let endpoint = job.endpoint.as_str();
+            if !endpoints.contains_key(endpoint) {
+                endpoints.insert(endpoint, endpoint_held(&mut tx, endpoint).await?);
+            }
+            if !endpoints[endpoint] {
+                created.push(None);
+                continue;
+            }
+            let inserted = job_insert_row(&mut tx, job).await?;
+            if let (Some(_), Some(execution)) = (&inserted, execution) {
+                execution_insert(&mut tx, execution).await?;
+            }
+            created.push(inserted);
+        }
+        tx.commit().await?;
+        Ok(created)
     }
 
-    async fn ticks_advance(&self, advances: &[super::CronAdvance]) -> StoreResult<Vec<bool>> {
-        let mut tx = self.begin_write().await?;
-        let recorded = Self::advance_ticks(&mut tx, advances).await?;
-        tx.commit().await?;
-        Ok(recorded)
+    async fn ticks_advance(&self, tx: &mut Tx, advances: &[super::CronAdvance]) -> StoreResult<Vec<bool>> {
+        Self::advance_ticks(tx.sqlite(), advances).await
+    }
+
+    async fn results_fence(&self, tx: &mut Tx, finishes: &[super::AttemptFinish]) -> StoreResult<Vec<bool>> {
+        Self::finish_fenced(tx.sqlite(), finishes).await
+    }
+
+    async fn results_record(&self, tx: &mut Tx, winners: &[&super::AttemptFinish]) -> StoreResult<()> {
+        Self::record_attempts(tx.sqlite(), winners).await
     }
 }
 
@@ -371,16 +367,7 @@ impl Claims for SqliteStore {
     }
 
     async fn execution_finish_many(&self, finishes: &[super::AttemptFinish]) -> StoreResult<FinishedAttempts> {
-        // Committed as every write (`synchronous = NORMAL` already leaves the last commits to
-        // an OS crash).
-        let mut tx = self.begin_write().await?;
-        let written = Self::finish_fenced(&mut tx, finishes).await?;
-        let winners: Vec<&super::AttemptFinish> =
-            finishes.iter().zip(&written).filter(|(_, w)| **w).map(|(f, _)| f).collect();
-        let circuit_changes = circuit_record(&mut tx, &winners).await?;
-        Self::record_attempts(&mut tx, &winners).await?;
-        tx.commit().await?;
-        Ok(FinishedAttempts { written, circuit_changes })
+        finish_many(self, finishes).await
     }
 }
 

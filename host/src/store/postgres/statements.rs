@@ -14,7 +14,7 @@ use super::super::StoreResult;
 // them once (multi-row VALUES lists are a new statement for every size). Row-by-row inserts
 // made a batch of 1,000 jobs two thousand statements.
 
-/// The largest batch of new jobs written as one statement (`write_jobs`).
+/// The largest batch of new jobs written as one statement (`SqlBackend::jobs_write`).
 pub(super) const ONE_STATEMENT_MAX_JOBS: usize = 32;
 
 /// The element types of a job batch's arrays, in `JOB_WRITE_COLUMNS` order less `status`.

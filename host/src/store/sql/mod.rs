@@ -21,7 +21,7 @@ use sqlx::{FromRow, PgPool, Postgres, Sqlite, SqlitePool};
 
 pub use args::Arg;
 
-use super::{Backend, CronAdvance, ExecutionWrite, Job, JobWrite, StoreError, StoreResult};
+use super::{AttemptFinish, Backend, CronAdvance, ExecutionWrite, Job, JobWrite, StoreError, StoreResult};
 
 /// A backend the shared SQL runs on: its pool, how it opens a transaction that will write,
 /// and the few writes each backend makes its own way (batches: PostgreSQL sends a batch's
@@ -36,9 +36,18 @@ pub trait SqlBackend: Send + Sync {
     /// idempotency key) is taken, before or earlier in the batch, or whose endpoint is gone,
     /// is passed over (None).
     async fn jobs_write(&self, jobs: &[(&JobWrite, Option<&ExecutionWrite>)]) -> StoreResult<Vec<Option<Job>>>;
-    /// A batch of cron ticks, committed: each job's compare-and-set of its next tick, then the
+    /// A batch of cron ticks in `tx`: each job's compare-and-set of its next tick, then the
     /// executions of the ticks that won it. Per tick, whether it won.
-    async fn ticks_advance(&self, advances: &[CronAdvance]) -> StoreResult<Vec<bool>>;
+    async fn ticks_advance(&self, tx: &mut Tx, advances: &[CronAdvance]) -> StoreResult<Vec<bool>>;
+    /// The transaction a batch of attempt results is written in (`Claims::execution_finish_many`).
+    async fn bookkeeping(&self) -> StoreResult<Tx> {
+        self.write().await
+    }
+    /// A batch's fenced execution writes: each execution written only if it is still RUNNING
+    /// under the attempt number that finished. Per finish, whether it was.
+    async fn results_fence(&self, tx: &mut Tx, finishes: &[AttemptFinish]) -> StoreResult<Vec<bool>>;
+    /// The attempts and log lines of the outcomes that won the fence.
+    async fn results_record(&self, tx: &mut Tx, winners: &[&AttemptFinish]) -> StoreResult<()>;
     /// The tables whose finished executions the retention purge deletes row by row: all of
     /// `executions`, or where history is in time partitions, those no drop takes whole.
     async fn purged_by_row(&self) -> StoreResult<Vec<String>> {
@@ -130,6 +139,23 @@ impl Tx {
         match self {
             Self::Postgres(_) => Backend::Postgres,
             Self::Sqlite(_) => Backend::Sqlite,
+        }
+    }
+
+    /// A PostgreSQL store's own transaction: a backend's statements run in the transactions it
+    /// opened itself, so the other variant never reaches it.
+    pub fn postgres(&mut self) -> &mut sqlx::Transaction<'static, Postgres> {
+        match self {
+            Self::Postgres(tx) => tx,
+            Self::Sqlite(_) => unreachable!("a SQLite transaction given to the PostgreSQL store"),
+        }
+    }
+
+    /// A SQLite store's own transaction (as [`Tx::postgres`]).
+    pub fn sqlite(&mut self) -> &mut sqlx::Transaction<'static, Sqlite> {
+        match self {
+            Self::Sqlite(tx) => tx,
+            Self::Postgres(_) => unreachable!("a PostgreSQL transaction given to the SQLite store"),
         }
     }
 
