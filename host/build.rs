@@ -5,7 +5,8 @@
 //! - The store's statements (`src/store/sql/*.sql`, each under a `-- name: StatementName`
 //!   line) become `store::sql::statements::<file>::STATEMENT_NAME` constants, with each
 //!   backend's text: a `/*{phrase}*/` in a statement is replaced by that backend's phrase from
-//!   the dialect table in `src/store/sql/mod.rs` (`DIALECT`).
+//!   the dialect table in `src/store/sql/mod.rs` (`DIALECT`). `postgres.sql` and `sqlite.sql`
+//!   hold what one backend alone runs: their constants are that backend's text.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -26,6 +27,18 @@ fn main() {
     for path in files {
         let module = path.file_stem().unwrap().to_str().unwrap().replace('-', "_");
         let text = std::fs::read_to_string(&path).unwrap();
+        // `postgres.sql` and `sqlite.sql` hold statements one backend alone runs: their
+        // constants are that backend's text.
+        let only = ["postgres", "sqlite"].iter().position(|b| *b == module).map(|i| i + 1);
+        if let Some(column) = only {
+            writeln!(out, "pub mod {module} {{").unwrap();
+            for (name, sql) in statements(&text, &path) {
+                let text = with_dialect(&sql, &dialect, column, &name);
+                writeln!(out, "    pub const {}: &str = {text:?};", screaming_snake(&name)).unwrap();
+            }
+            writeln!(out, "}}").unwrap();
+            continue;
+        }
         writeln!(out, "pub mod {module} {{\n    use super::super::Statement;").unwrap();
         for (name, sql) in statements(&text, &path) {
             let constant = screaming_snake(&name);

@@ -28,6 +28,7 @@ use std::time::Duration;
 use sqlx::postgres::{PgArguments, PgListener, PgPool, PgPoolOptions};
 use sqlx::{Postgres, Transaction};
 
+use super::sql::statements::postgres as sql;
 use maintenance::{warn_if_autovacuum_off, AUTOVACUUM, MAINTENANCE_POOL_SIZE};
 use migrations::{accept_rewritten_migrations, MigrationLock};
 use statements::*;
@@ -244,7 +245,7 @@ impl PgStore {
         // Rows locked in execution id order first: the module's lock order. Prepared, unlike
         // the other batch statements (the module's note on plans): planning it for each batch
         // cost the drain more than a plan kept, which probes the primary key per id.
-        let rows: Vec<(String,)> = sqlx::query_as(RESULT_WRITE)
+        let rows: Vec<(String,)> = sqlx::query_as(sql::RESULT_WRITE)
             .bind(&ids)
             .bind(&attempts)
             .bind(&statuses)
@@ -278,26 +279,18 @@ impl PgStore {
             winners.iter().map(|f| f.output.as_ref().map(sqlx::types::Json)).collect();
         let errors: Vec<Option<sqlx::types::Json<&serde_json::Value>>> =
             winners.iter().map(|f| f.error.as_ref().map(sqlx::types::Json)).collect();
-        sqlx::query(
-            "INSERT INTO attempts (attempt_id, execution_id, attempt_number, status, started_at, completed_at,
-                 duration_ms, output, error, created_at)
-             SELECT a.attempt_id, a.execution_id, a.attempt_number, a.status, a.started_at, a.completed_at,
-                    a.duration_ms, a.output, a.error, a.completed_at
-             FROM UNNEST($1::text[], $2::text[], $3::int4[], $4::text[], $5::timestamptz[], $6::timestamptz[],
-                         $7::int4[], $8::jsonb[], $9::jsonb[])
-                  AS a(attempt_id, execution_id, attempt_number, status, started_at, completed_at, duration_ms, output, error)",
-        )
-        .bind(&ids)
-        .bind(&executions)
-        .bind(&numbers)
-        .bind(&statuses)
-        .bind(&started)
-        .bind(&completed)
-        .bind(&durations)
-        .bind(&outputs)
-        .bind(&errors)
-        .execute(&mut **tx)
-        .await?;
+        sqlx::query(sql::ATTEMPTS_INSERT)
+            .bind(&ids)
+            .bind(&executions)
+            .bind(&numbers)
+            .bind(&statuses)
+            .bind(&started)
+            .bind(&completed)
+            .bind(&durations)
+            .bind(&outputs)
+            .bind(&errors)
+            .execute(&mut **tx)
+            .await?;
         let logs: Vec<(&super::AttemptFinish, &super::LogWrite)> =
             winners.iter().flat_map(|f| f.logs.iter().map(move |log| (*f, log))).collect();
         if logs.is_empty() {
@@ -310,18 +303,15 @@ impl PgStore {
         let levels: Vec<&str> = logs.iter().map(|(_, log)| log.level).collect();
         let messages: Vec<&str> = logs.iter().map(|(_, log)| log.message.as_str()).collect();
         let logged: Vec<chrono::DateTime<chrono::Utc>> = logs.iter().map(|(_, log)| log.logged_at).collect();
-        sqlx::query(
-            "INSERT INTO execution_logs (log_id, execution_id, attempt_number, level, message, logged_at)
-             SELECT * FROM UNNEST($1::text[], $2::text[], $3::int4[], $4::text[], $5::text[], $6::timestamptz[])",
-        )
-        .bind(&ids)
-        .bind(&executions)
-        .bind(&numbers)
-        .bind(&levels)
-        .bind(&messages)
-        .bind(&logged)
-        .execute(&mut **tx)
-        .await?;
+        sqlx::query(sql::LOGS_INSERT)
+            .bind(&ids)
+            .bind(&executions)
+            .bind(&numbers)
+            .bind(&levels)
+            .bind(&messages)
+            .bind(&logged)
+            .execute(&mut **tx)
+            .await?;
         Ok(())
     }
 }
@@ -337,20 +327,14 @@ impl PgStore {
         let ticks: Vec<chrono::DateTime<chrono::Utc>> = advances.iter().map(|a| a.tick).collect();
         let next: Vec<Option<chrono::DateTime<chrono::Utc>>> = advances.iter().map(|a| a.next).collect();
         // Planned at each execution (the module's note on plans).
-        let moved: Vec<(String,)> = sqlx::query_as(
-            "UPDATE jobs AS j SET cron_next_run_at = v.next, cron_last_tick_at = v.last,
-                 cron_prev_tick_at = j.cron_last_tick_at
-             FROM UNNEST($1::text[], $2::timestamptz[], $3::timestamptz[], $4::timestamptz[]) AS v(job_id, tick, next, last)
-             WHERE j.job_id = v.job_id AND j.cron_next_run_at = v.tick AND j.status = 'ACTIVE'
-             RETURNING j.job_id",
-        )
-        .persistent(false)
-        .bind(&ids)
-        .bind(&ticks)
-        .bind(&next)
-        .bind(advances.iter().map(|a| a.last).collect::<Vec<_>>())
-        .fetch_all(&mut **tx)
-        .await?;
+        let moved: Vec<(String,)> = sqlx::query_as(sql::TICKS_ADVANCE)
+            .persistent(false)
+            .bind(&ids)
+            .bind(&ticks)
+            .bind(&next)
+            .bind(advances.iter().map(|a| a.last).collect::<Vec<_>>())
+            .fetch_all(&mut **tx)
+            .await?;
         let won: std::collections::HashSet<&str> = moved.iter().map(|(id,)| id.as_str()).collect();
         let executions: Vec<&super::ExecutionWrite> =
             advances.iter().filter(|a| won.contains(a.job_id.as_str())).filter_map(|a| a.execution.as_ref()).collect();

@@ -10,8 +10,8 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePo
 use sqlx::{Sqlite, Transaction};
 
 use super::claims::{finish_many, spend_tokens, Claims};
-use super::engine::EXECUTION_COLUMNS;
 use super::jobs::{endpoint_held, execution_insert, job_insert_row};
+use super::sql::statements::sqlite as sql;
 use super::sql::{Db, SqlBackend, Tx};
 use super::{now, Backend, DbTime, Execution, FinishedAttempts, Signal, Store, StoreResult};
 use crate::flow::{RateLimit, StoredBucket};
@@ -61,21 +61,19 @@ impl SqliteStore {
     ) -> StoreResult<Vec<bool>> {
         let mut written = Vec::with_capacity(finishes.len());
         for f in finishes {
-            let done = sqlx::query(
-                "UPDATE executions
-                 SET status = $3, output = $4, completed_at = $5, duration_ms = $6, worker_id = NULL, lease_expires_at = NULL,
-                     run_at = COALESCE($7, run_at)
-                 WHERE execution_id = $1 AND status = 'RUNNING' AND attempt_count = $2",
-            )
-            .bind(&f.execution_id)
-            .bind(f.attempt_number)
-            .bind(f.execution_status)
-            .bind(f.output.as_ref().map(sqlx::types::Json))
-            .bind((f.execution_status != crate::domain::ExecutionStatus::Retrying).then_some(super::DbTime(f.completed_at)))
-            .bind(f.duration_ms)
-            .bind(f.retry_at.map(super::DbTime))
-            .execute(&mut **tx)
-            .await?;
+            let done = sqlx::query(sql::RESULT_WRITE)
+                .bind(&f.execution_id)
+                .bind(f.attempt_number)
+                .bind(f.execution_status)
+                .bind(f.output.as_ref().map(sqlx::types::Json))
+                .bind(
+                    (f.execution_status != crate::domain::ExecutionStatus::Retrying)
+                        .then_some(super::DbTime(f.completed_at)),
+                )
+                .bind(f.duration_ms)
+                .bind(f.retry_at.map(super::DbTime))
+                .execute(&mut **tx)
+                .await?;
             written.push(done.rows_affected() == 1);
         }
         Ok(written)
@@ -136,17 +134,13 @@ impl SqliteStore {
     ) -> StoreResult<Vec<bool>> {
         let mut recorded = Vec::with_capacity(advances.len());
         for advance in advances {
-            // The compare-and-set: only the scheduler that still sees `tick` as next moves it.
-            let moved = sqlx::query(
-                "UPDATE jobs SET cron_next_run_at = $3, cron_last_tick_at = $4, cron_prev_tick_at = cron_last_tick_at
-                 WHERE job_id = $1 AND cron_next_run_at = $2 AND status = 'ACTIVE'",
-            )
-            .bind(&advance.job_id)
-            .bind(super::DbTime(advance.tick))
-            .bind(advance.next.map(super::DbTime))
-            .bind(super::DbTime(advance.last))
-            .execute(&mut **tx)
-            .await?;
+            let moved = sqlx::query(sql::TICK_ADVANCE)
+                .bind(&advance.job_id)
+                .bind(super::DbTime(advance.tick))
+                .bind(advance.next.map(super::DbTime))
+                .bind(super::DbTime(advance.last))
+                .execute(&mut **tx)
+                .await?;
             let won = moved.rows_affected() == 1;
             if won {
                 if let Some(execution) = &advance.execution {
@@ -299,17 +293,12 @@ impl Claims for SqliteStore {
         let part = (claim.limit + due.len() as i64 - 1) / due.len() as i64;
         let mut taken: Vec<(usize, DateTime<Utc>, String)> = Vec::new();
         for (endpoint, allowance) in &due {
-            let rows: Vec<(String, DateTime<Utc>)> = sqlx::query_as(
-                "SELECT execution_id, run_at FROM executions
-                 WHERE endpoint = $1 AND status IN ('QUEUED', 'RETRYING') AND run_at <= $2
-                 ORDER BY run_at
-                 LIMIT $3",
-            )
-            .bind(endpoint)
-            .bind(DbTime(claim.due_by))
-            .bind((*allowance).min(part))
-            .fetch_all(&mut *tx)
-            .await?;
+            let rows: Vec<(String, DateTime<Utc>)> = sqlx::query_as(sql::CLAIM_ENDPOINT_DUE)
+                .bind(endpoint)
+                .bind(DbTime(claim.due_by))
+                .bind((*allowance).min(part))
+                .fetch_all(&mut *tx)
+                .await?;
             // An endpoint's n-th execution here ranks after whatever this worker holds of it.
             let held = claim.shares.held.iter().find(|(e, _)| e == endpoint).map_or(0, |(_, h)| *h as usize);
             taken.extend(rows.into_iter().enumerate().map(|(turn, (id, run_at))| (held + turn, run_at, id)));
@@ -319,18 +308,7 @@ impl Claims for SqliteStore {
         taken.sort();
         taken.truncate(usize::try_from(claim.limit).unwrap_or(0));
         let ids: Vec<&str> = taken.iter().map(|(_, _, id)| id.as_str()).collect();
-        let sql = format!(
-            // `$2` is read before the write lock is taken; an execution committed meanwhile
-            // must not be recorded as started before it existed (MAX of the fixed-width
-            // timestamps is the later time). One claimed ahead of its time starts at it.
-            "UPDATE executions
-             SET status = 'RUNNING', worker_id = $1, started_at = MAX($2, created_at, run_at),
-                 attempt_count = attempt_count + 1, claimed_at = COALESCE(claimed_at, MAX($2, created_at, run_at)),
-                 lease_expires_at = $3
-             WHERE execution_id IN (SELECT value FROM json_each($4))
-             RETURNING {EXECUTION_COLUMNS}"
-        );
-        let claimed = sqlx::query_as::<Sqlite, Execution>(&sql)
+        let claimed = sqlx::query_as::<Sqlite, Execution>(sql::CLAIM_TAKE)
             .bind(&claim.worker_id)
             .bind(DbTime(claim.now))
             .bind(DbTime(lease_until(claim.now, claim.lease.as_millis())))
@@ -350,16 +328,12 @@ impl Claims for SqliteStore {
         let mut tx = self.begin_write().await?;
         let mut extended = 0;
         for lease in leases {
-            // MAX over fixed-width text is MAX over time: a renewal never shortens a lease.
-            let done = sqlx::query(
-                "UPDATE executions SET lease_expires_at = MAX(COALESCE(lease_expires_at, $3), $3)
-                 WHERE execution_id = $1 AND attempt_count = $2 AND status = 'RUNNING'",
-            )
-            .bind(&lease.execution_id)
-            .bind(lease.attempt)
-            .bind(DbTime(lease_until(at, u128::try_from(lease.for_ms).unwrap_or(0))))
-            .execute(&mut *tx)
-            .await?;
+            let done = sqlx::query(sql::LEASE_EXTEND)
+                .bind(&lease.execution_id)
+                .bind(lease.attempt)
+                .bind(DbTime(lease_until(at, u128::try_from(lease.for_ms).unwrap_or(0))))
+                .execute(&mut *tx)
+                .await?;
             extended += done.rows_affected();
         }
         tx.commit().await?;

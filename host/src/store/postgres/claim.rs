@@ -7,6 +7,7 @@ use super::statements::claim_sql;
 use super::PgStore;
 use crate::flow::{RateLimit, StoredBucket};
 use crate::store::claims::spend_tokens;
+use crate::store::sql::statements::postgres::CLAIM_LIMITED_ENDPOINTS;
 use crate::store::{DbTime, Execution, StoreResult};
 
 /// An endpoint with max_concurrency, a rate limit or a circuit not closed, as a claim locks it: its name, rate
@@ -42,13 +43,7 @@ impl PgStore {
         // (`circuit_record`). With no such endpoint this locks nothing, and claims run side by
         // side as before.
         let mut tx = self.begin_claim().await?;
-        let limited: Vec<Limited> = sqlx::query_as(
-            "SELECT name, rate_limit_per_sec, rate_limit_burst, rate_tokens, rate_tokens_at FROM endpoints
-             WHERE max_concurrency IS NOT NULL OR rate_limit_per_sec IS NOT NULL OR circuit_open_until IS NOT NULL
-             ORDER BY name FOR UPDATE",
-        )
-        .fetch_all(&mut *tx)
-        .await?;
+        let limited: Vec<Limited> = sqlx::query_as(CLAIM_LIMITED_ENDPOINTS).fetch_all(&mut *tx).await?;
         let buckets = buckets(&limited, claim.now);
         let (cap_names, caps): (Vec<&str>, Vec<i32>) =
             buckets.iter().map(|(name, tokens)| (name.as_str(), RateLimit::allowance(*tokens))).unzip();

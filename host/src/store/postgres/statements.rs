@@ -1,5 +1,5 @@
 //! The statements of `store::postgres` that are built rather than written out: batch inserts
-//! from one array per column, the result write, and the claim.
+//! from one array per column, and the claim (what is written out is in `sql/postgres.sql`).
 
 use std::sync::LazyLock;
 
@@ -32,25 +32,6 @@ pub(super) const EXECUTION_ARRAYS: [&str; 15] = [
     "text", "text", "text", "text", "text", "text", "jsonb", "int4", "timestamptz", "timestamptz", "int4", "text",
     "text", "text", "int4",
 ];
-
-/// The result write: the batch's executions, found by id among the RUNNING ones, locked in
-/// id order and moved out of the queue. (Its plan probes the primary key for each id whatever
-/// the table holds: see `postgres_autovacuum.sql`, the statistics of `status`.)
-pub(super) const RESULT_WRITE: &str = "WITH locked AS MATERIALIZED (
-         SELECT e.execution_id, v.status, v.output, v.completed_at, v.duration_ms, v.retry_at
-         FROM executions AS e
-         JOIN UNNEST($1::text[], $2::int4[], $3::text[], $4::jsonb[], $5::timestamptz[], $6::int4[], $7::timestamptz[])
-              AS v(execution_id, attempt, status, output, completed_at, duration_ms, retry_at)
-           ON e.execution_id = v.execution_id AND e.attempt_count = v.attempt
-         WHERE e.status = 'RUNNING'
-         ORDER BY e.execution_id FOR UPDATE OF e)
-     UPDATE executions AS e
-     SET status = l.status, output = l.output, completed_at = l.completed_at, duration_ms = l.duration_ms,
-         worker_id = NULL, lease_expires_at = NULL, run_at = COALESCE(l.retry_at, e.run_at)
-     FROM locked AS l
-     -- The status again: it confines the update to the queue's partition.
-     WHERE e.execution_id = l.execution_id AND e.status = 'RUNNING'
-     RETURNING e.execution_id";
 
 pub(super) const EXECUTION_INSERT: &str = "INSERT INTO executions (execution_id, job_id, endpoint, endpoint_type, \
      idempotency_key, status, input, max_attempts, run_at, created_at, endpoint_version, trace_parent, retry_of, \

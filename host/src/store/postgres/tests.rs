@@ -126,7 +126,8 @@ async fn the_result_write_probes_by_id_whatever_the_statistics_say() {
     }
     let mut tx = store.begin_write().await.unwrap();
     sqlx::raw_sql(&format!(
-        "PREPARE result(text[], int4[], text[], jsonb[], timestamptz[], int4[], timestamptz[]) AS {RESULT_WRITE}"
+        "PREPARE result(text[], int4[], text[], jsonb[], timestamptz[], int4[], timestamptz[]) AS {}",
+        super::sql::RESULT_WRITE
     ))
     .execute(&mut *tx)
     .await

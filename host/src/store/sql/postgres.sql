@@ -1,0 +1,57 @@
+-- Statements PostgreSQL alone runs: a batch's columns travel as one array each and UNNEST turns
+-- them back into rows, so a batch costs one round trip and the statement's text never changes
+-- with its size (each connection prepares it once). SQLite writes the same batches a row at a
+-- time (sqlite.sql). The statements built rather than written out (the claim, the batch
+-- inserts of jobs and executions) are in postgres/statements.rs.
+
+-- The result write: the batch's executions, found by id among the RUNNING ones, locked in id
+-- order (the module's lock order) and moved out of the queue. Its plan probes the primary key
+-- for each id whatever the table holds (see `postgres_autovacuum.sql`, the statistics of
+-- `status`). The status is asked again in the UPDATE: it confines the update to the queue's
+-- partition.
+-- name: ResultWrite
+WITH locked AS MATERIALIZED (
+    SELECT e.execution_id, v.status, v.output, v.completed_at, v.duration_ms, v.retry_at
+    FROM executions AS e
+    JOIN UNNEST($1::text[], $2::int4[], $3::text[], $4::jsonb[], $5::timestamptz[], $6::int4[], $7::timestamptz[])
+         AS v(execution_id, attempt, status, output, completed_at, duration_ms, retry_at)
+      ON e.execution_id = v.execution_id AND e.attempt_count = v.attempt
+    WHERE e.status = 'RUNNING'
+    ORDER BY e.execution_id FOR UPDATE OF e)
+UPDATE executions AS e
+SET status = l.status, output = l.output, completed_at = l.completed_at, duration_ms = l.duration_ms,
+    worker_id = NULL, lease_expires_at = NULL, run_at = COALESCE(l.retry_at, e.run_at)
+FROM locked AS l
+WHERE e.execution_id = l.execution_id AND e.status = 'RUNNING'
+RETURNING e.execution_id;
+
+-- The attempts of the outcomes that won the fence.
+-- name: AttemptsInsert
+INSERT INTO attempts (attempt_id, execution_id, attempt_number, status, started_at, completed_at,
+    duration_ms, output, error, created_at)
+SELECT a.attempt_id, a.execution_id, a.attempt_number, a.status, a.started_at, a.completed_at,
+       a.duration_ms, a.output, a.error, a.completed_at
+FROM UNNEST($1::text[], $2::text[], $3::int4[], $4::text[], $5::timestamptz[], $6::timestamptz[],
+            $7::int4[], $8::jsonb[], $9::jsonb[])
+     AS a(attempt_id, execution_id, attempt_number, status, started_at, completed_at, duration_ms, output, error);
+
+-- Their log lines.
+-- name: LogsInsert
+INSERT INTO execution_logs (log_id, execution_id, attempt_number, level, message, logged_at)
+SELECT * FROM UNNEST($1::text[], $2::text[], $3::int4[], $4::text[], $5::text[], $6::timestamptz[]);
+
+-- Every job's compare-and-set of its next tick, in one UPDATE: only the scheduler that still
+-- sees `tick` as next moves it.
+-- name: TicksAdvance
+UPDATE jobs AS j SET cron_next_run_at = v.next, cron_last_tick_at = v.last,
+    cron_prev_tick_at = j.cron_last_tick_at
+FROM UNNEST($1::text[], $2::timestamptz[], $3::timestamptz[], $4::timestamptz[]) AS v(job_id, tick, next, last)
+WHERE j.job_id = v.job_id AND j.cron_next_run_at = v.tick AND j.status = 'ACTIVE'
+RETURNING j.job_id;
+
+-- The endpoints a claim must hold locked first: those with max_concurrency, a rate limit or a
+-- circuit not closed (postgres/claim.rs), with their token buckets.
+-- name: ClaimLimitedEndpoints
+SELECT name, rate_limit_per_sec, rate_limit_burst, rate_tokens, rate_tokens_at FROM endpoints
+WHERE max_concurrency IS NOT NULL OR rate_limit_per_sec IS NOT NULL OR circuit_open_until IS NOT NULL
+ORDER BY name FOR UPDATE;
