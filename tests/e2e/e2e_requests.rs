@@ -12,6 +12,7 @@ both_backends!(
     malformed_requests_get_the_error_shape,
     health_checks,
     metrics_describe_the_deliveries_made,
+    the_idempotency_key_header_keys_creates_as_the_body_field_does,
 );
 
 async fn authentication_is_required(backend: Backend) {
@@ -282,4 +283,64 @@ async fn the_api_document_and_its_viewer_are_served() {
     let bundle = reqwest::get(format!("{}/docs/swagger-ui-bundle.js", server.base_url)).await.unwrap();
     assert_eq!(bundle.status(), 200);
     assert!(bundle.bytes().await.unwrap().len() > 100_000, "the viewer's script is embedded");
+}
+
+async fn the_idempotency_key_header_keys_creates_as_the_body_field_does(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let server = Server::start(&db).await;
+    let api = server.client();
+    let receiver = Receiver::start().await;
+    http_endpoint(&api, &receiver, "hooks", "/ok/hooks", json!({})).await;
+    let post = |path: &'static str, body: serde_json::Value, key: &str| {
+        let (api, key) = (api.clone(), key.to_owned());
+        async move { api.send_with(Method::POST, path, Some(&body), &[("Idempotency-Key", &key)]).await }
+    };
+    let unkeyed = json!({"endpoint": "hooks", "trigger": "IMMEDIATE", "input": {"user_id": "u1"}});
+
+    // A one-shot job keyed by the header alone; the same request again is its repeat.
+    let first = post("/jobs", unkeyed.clone(), "order-7").await;
+    assert_eq!(first.status, 201, "{}", first.text);
+    assert_eq!(first.body["idempotency_key"], "order-7");
+    let again = post("/jobs", unkeyed.clone(), "order-7").await;
+    assert_eq!((again.status.as_u16(), &again.body["job_id"]), (200, &first.body["job_id"]), "{}", again.text);
+    // The body's key and the header's together: the same one is the same job, two differ.
+    let both = post(
+        "/jobs",
+        json!({"idempotency_key": "order-7", "endpoint": "hooks", "trigger": "IMMEDIATE", "input": {"user_id": "u1"}}),
+        "order-7",
+    )
+    .await;
+    assert_eq!((both.status.as_u16(), &both.body["job_id"]), (200, &first.body["job_id"]), "{}", both.text);
+    let message = post("/jobs", immediate("hooks", "order-8", json!({"user_id": "u3"})), "order-9")
+        .await
+        .error(400, "INVALID_REQUEST");
+    assert!(message.contains("`idempotency_key`") && message.contains("order-9"), "{message}");
+    // Without either, a one-shot job is refused as before, naming the body's field.
+    let message = api.post("/jobs", &unkeyed).await.error(400, "INVALID_REQUEST");
+    assert!(message.contains("`idempotency_key`"), "{message}");
+    // A header no key could be.
+    let message = post("/jobs", unkeyed.clone(), &"k".repeat(256)).await.error(400, "INVALID_REQUEST");
+    assert!(message.contains("`Idempotency-Key`") && message.contains("1-255"), "{message}");
+    let message = post("/jobs", unkeyed.clone(), "").await.error(400, "INVALID_REQUEST");
+    assert!(message.contains("`Idempotency-Key`"), "{message}");
+
+    // A batch keyed by the header: job i takes `{key}:{i}`, and the same batch again finds them.
+    let batch =
+        json!({"jobs": [unkeyed.clone(), {"endpoint": "hooks", "trigger": "IMMEDIATE", "input": {"user_id": "u2"}}]});
+    let created = post("/jobs/batch", batch.clone(), "import-42").await;
+    assert_eq!((created.status.as_u16(), created.body["created"].as_u64()), (200, Some(2)), "{}", created.text);
+    assert_eq!(created.body["items"][1]["job"]["idempotency_key"], "import-42:1");
+    let repeated = post("/jobs/batch", batch, "import-42").await;
+    assert_eq!(repeated.body["existing"].as_u64(), Some(2), "{}", repeated.text);
+    for i in 0..2 {
+        assert_eq!(repeated.body["items"][i]["job"]["job_id"], created.body["items"][i]["job"]["job_id"]);
+    }
+    // A job of a keyed batch that names its own key: the whole batch is refused, nothing written.
+    let mixed = json!({"jobs": [{"endpoint": "hooks", "trigger": "IMMEDIATE", "input": {"user_id": "u3"}}, immediate("hooks", "own", json!({"user_id": "u3"}))]});
+    let message = post("/jobs/batch", mixed, "import-43").await.error(400, "INVALID_REQUEST");
+    assert!(message.contains("`jobs[1].idempotency_key`"), "{message}");
+    let (jobs, _) = api.list_all("/jobs", 100).await;
+    assert_eq!(jobs.len(), 3, "the one single create and the first batch's two");
+    let message = post("/jobs/batch", json!({"jobs": [unkeyed]}), &"k".repeat(252)).await.error(400, "INVALID_REQUEST");
+    assert!(message.contains("1-251"), "{message}");
 }

@@ -246,7 +246,21 @@ impl Client {
     }
 
     pub async fn send(&self, method: Method, path: &str, body: Option<&Value>) -> Response {
+        self.send_with(method, path, body, &[]).await
+    }
+
+    /// [`Client::send`] with request headers of its own.
+    pub async fn send_with(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+        headers: &[(&str, &str)],
+    ) -> Response {
         let mut request = self.http.request(method, format!("{}{}", self.base, path));
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
         if let Some(key) = &self.key {
             request = request.bearer_auth(key);
         }

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::Value;
 
+use super::idempotency::IdempotencyKey;
 use super::requests::JobIn;
 use super::responses::JobOut;
 use super::{answer, endpoint_gone, endpoint_not_found, prepare, wake, Prepared};
@@ -81,11 +82,14 @@ fn error_item(index: usize, error: &ApiError) -> BatchItemOut {
 /// `existing` (an idempotent repeat, with the first job) or `error` (with the code and message a
 /// single create would have answered). The valid ones are written in one transaction. The
 /// request fails as a whole (`400`) only when `jobs` is missing, empty or longer than 1,000.
-#[utoipa::path(post, path = "/jobs/batch", tag = "jobs", request_body = BatchIn, responses(
-    (status = 200, description = "One result per job, in order.", body = BatchOut),
+#[utoipa::path(post, path = "/jobs/batch", tag = "jobs", request_body = BatchIn,
+    params(("Idempotency-Key" = Option<String>, Header, description = "Keys the whole batch (1-251 characters): job `i` takes the key `{header}:{i}`, so the same batch sent again answers each job `existing`. Its jobs then name no `idempotency_key` of their own.")),
+    responses(
+        (status = 200, description = "One result per job, in order.", body = BatchOut),
 ))]
 pub(super) async fn create_batch(
     State(state): State<AppState>,
+    key: IdempotencyKey,
     ApiJson(body): ApiJson<BatchIn>,
 ) -> ApiResult<Json<BatchOut>> {
     if body.jobs.is_empty() || body.jobs.len() > MAX_BATCH {
@@ -94,11 +98,21 @@ pub(super) async fn create_batch(
             format!("must hold 1 to {MAX_BATCH} jobs, got {}", body.jobs.len()),
         ));
     }
+    key.check_batch()?;
     let mut items: Vec<Option<BatchItemOut>> = (0..body.jobs.len()).map(|_| None).collect();
     let mut endpoints: HashMap<String, Option<Endpoint>> = HashMap::new();
     let mut ready: Vec<(usize, Prepared)> = Vec::new();
     for (index, job) in body.jobs.into_iter().enumerate() {
-        match check(&state, &job, &mut endpoints).await {
+        let mut job: JobIn = match parse_json(job.get().as_bytes()) {
+            Ok(job) => job,
+            Err(error) => {
+                items[index] = Some(error_item(index, &error));
+                continue;
+            }
+        };
+        // Two ways of keying one batch refuse the whole request, as a single create's do.
+        job.idempotency_key = key.for_batch_job(index, job.idempotency_key.take())?;
+        match check(&state, job, &mut endpoints).await {
             Ok(prepared) => ready.push((index, prepared)),
             Err(error) => items[index] = Some(error_item(index, &error)),
         }
@@ -135,13 +149,12 @@ pub(super) async fn create_batch(
     }))
 }
 
-/// One item parsed and checked as a single create is.
+/// One item checked as a single create is.
 async fn check(
     state: &AppState,
-    job: &RawValue,
+    body: JobIn,
     endpoints: &mut HashMap<String, Option<Endpoint>>,
 ) -> ApiResult<Prepared> {
-    let body: JobIn = parse_json(job.get().as_bytes())?;
     if !endpoints.contains_key(&body.endpoint) {
         let endpoint = state.store.endpoint_get(&body.endpoint).await?;
         endpoints.insert(body.endpoint.clone(), endpoint);

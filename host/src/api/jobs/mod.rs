@@ -14,6 +14,7 @@
 mod batch;
 mod cron_plan;
 mod events;
+mod idempotency;
 mod policies;
 mod repeat;
 pub mod requests;
@@ -31,6 +32,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use self::cron_plan::{plan_cron, ScheduleAsked, ScheduleIn};
+use self::idempotency::IdempotencyKey;
 use self::requests::{ExecutionListParams, JobIn, JobListParams, JobUpdateIn};
 use self::responses::{initial_status, JobOut};
 use super::executions::ExecutionOut;
@@ -76,11 +78,18 @@ fn not_found(job_id: &str) -> ApiError {
 }
 
 /// Create a job: IMMEDIATE, DELAYED (`run_at` or `delay_ms`) or CRON.
-#[utoipa::path(post, path = "/jobs", tag = "jobs", request_body = JobIn, responses(
-    (status = 201, description = "Created; a one-shot job shows its execution as created.", body = JobOut),
-    (status = 200, description = "An idempotent repeat: the first create's answer.", body = JobOut),
+#[utoipa::path(post, path = "/jobs", tag = "jobs", request_body = JobIn,
+    params(("Idempotency-Key" = Option<String>, Header, description = "The job's `idempotency_key`, given as a header (1-255 characters); a body that names a key too must name the same one.")),
+    responses(
+        (status = 201, description = "Created; a one-shot job shows its execution as created.", body = JobOut),
+        (status = 200, description = "An idempotent repeat: the first create's answer.", body = JobOut),
 ))]
-async fn create(State(state): State<AppState>, ApiJson(body): ApiJson<JobIn>) -> ApiResult<Created<JobOut>> {
+async fn create(
+    State(state): State<AppState>,
+    key: IdempotencyKey,
+    ApiJson(mut body): ApiJson<JobIn>,
+) -> ApiResult<Created<JobOut>> {
+    body.idempotency_key = key.for_job(body.idempotency_key.take())?;
     let endpoint =
         state.endpoint_reader.get(&body.endpoint).await?.ok_or_else(|| endpoint_not_found(&body.endpoint))?;
     let prepared = prepare(&state, body, &endpoint).await?;
