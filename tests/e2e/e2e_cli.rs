@@ -120,7 +120,14 @@ async fn the_cli_manages_resources_and_follows_jobs(backend: Backend) {
     assert!(
         ok(&server, &db, &["jobs", "pause", cron_id], "").starts_with(&format!("Job {cron_id} is paused (since 20"))
     );
+    let paused = ok(&server, &db, &["jobs", "upcoming", cron_id], "");
+    assert_eq!(paused.trim(), format!("Job {cron_id} has no upcoming ticks: it is paused."));
     let resumed = ok(&server, &db, &["jobs", "resume", cron_id], "");
+    // Mondays at 09:00 in Paris: two, each in UTC and in the job's zone.
+    let upcoming = ok(&server, &db, &["jobs", "upcoming", cron_id, "--limit", "2"], "");
+    let lines: Vec<&str> = upcoming.lines().collect();
+    assert_eq!(lines.len(), 2, "{upcoming}");
+    assert!(lines.iter().all(|l| l.contains("T09:00:00+0") && l.ends_with("(Europe/Paris)")), "{upcoming}");
     assert!(resumed.contains("runs again; next tick 20") && resumed.contains("T09:00:00+0"), "{resumed}");
     assert!(ok(&server, &db, &["jobs", "cancel", cron_id], "").contains("RETIRED"));
 

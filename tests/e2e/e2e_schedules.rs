@@ -15,6 +15,7 @@ both_backends!(
     paused_jobs_make_no_ticks_and_resume_as_their_catchup_policy_says,
     overlapping_ticks_are_skipped_or_buffered,
     lateness_and_the_sla_are_recorded_per_execution_and_per_job,
+    upcoming_ticks_are_listed_as_the_scheduler_will_make_them,
 );
 
 fn time(value: &Value) -> DateTime<Utc> {
@@ -243,4 +244,65 @@ async fn lateness_and_the_sla_are_recorded_per_execution_and_per_job(backend: Ba
         .post("/jobs", &json!({"endpoint": "hook", "trigger": "IMMEDIATE", "idempotency_key": "z", "sla_ms": 0}))
         .await;
     assert!(refused.error(400, "INVALID_REQUEST").contains("`sla_ms`"));
+}
+
+async fn upcoming_ticks_are_listed_as_the_scheduler_will_make_them(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let server = Server::start(&db).await;
+    let api = server.client();
+    let receiver = Receiver::start().await;
+    http_endpoint(&api, &receiver, "nightly", "/ok/nightly", json!({})).await;
+    // 02:30 in Paris, from the day before spring-forward (2027-03-28, when 02:00 becomes 03:00):
+    // that night's 02:30 does not exist and is skipped, as the scheduler skips it.
+    let job = api
+        .create(
+            "/jobs",
+            &json!({"endpoint": "nightly", "trigger": "CRON", "cron": "30 2 * * *", "timezone": "Europe/Paris",
+                    "starts_at": "2027-03-27T00:00:00Z", "ends_at": "2027-04-01T00:00:00Z", "input": {"user_id": "u1"}}),
+        )
+        .await;
+    let id = job["job_id"].as_str().unwrap();
+    let listed = api.get(&format!("/jobs/{id}/upcoming?limit=3")).await;
+    assert_eq!(listed.status, 200, "{}", listed.text);
+    assert_eq!(
+        (listed.body["timezone"].as_str(), listed.body["paused"].as_bool()),
+        (Some("Europe/Paris"), Some(false))
+    );
+    let ticks: Vec<(&str, &str)> = listed.body["ticks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| (t["at"].as_str().unwrap(), t["local"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        ticks,
+        [
+            ("2027-03-27T01:30:00Z", "2027-03-27T02:30:00+01:00"),
+            ("2027-03-29T00:30:00Z", "2027-03-29T02:30:00+02:00"),
+            ("2027-03-30T00:30:00Z", "2027-03-30T02:30:00+02:00"),
+        ]
+    );
+    assert_eq!(listed.body["truncated"], false);
+    // `ends_at` bounds the list, however many are asked for.
+    let all = api.get(&format!("/jobs/{id}/upcoming?limit=100")).await;
+    assert_eq!(all.body["ticks"].as_array().unwrap().len(), 4, "27, 29, 30, 31 March: {}", all.text);
+    assert_eq!(api.get(&format!("/jobs/{id}/upcoming")).await.body["ticks"].as_array().unwrap().len(), 4);
+    // A paused job makes no ticks.
+    assert_eq!(api.post(&format!("/jobs/{id}/pause"), &json!({})).await.status, 200);
+    let paused = api.get(&format!("/jobs/{id}/upcoming")).await;
+    assert_eq!((paused.body["paused"].as_bool(), paused.body["ticks"].as_array().map(Vec::len)), (Some(true), Some(0)));
+    // Bad input and other jobs are refused, naming why.
+    for limit in ["0", "101", "x"] {
+        api.get(&format!("/jobs/{id}/upcoming?limit={limit}")).await.error(400, "INVALID_REQUEST");
+    }
+    let once = api
+        .create(
+            "/jobs",
+            &json!({"endpoint": "nightly", "trigger": "IMMEDIATE", "idempotency_key": "k", "input": {"user_id": "u1"}}),
+        )
+        .await;
+    let message =
+        api.get(&format!("/jobs/{}/upcoming", once["job_id"].as_str().unwrap())).await.error(409, "JOB_NOT_UPDATABLE");
+    assert!(message.contains("only CRON jobs"), "{message}");
+    api.get("/jobs/job_missing/upcoming").await.error(404, "JOB_NOT_FOUND");
 }

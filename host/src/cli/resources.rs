@@ -227,6 +227,17 @@ pub async fn jobs(command: JobsCommand) -> anyhow::Result<()> {
         JobsCommand::Status { job_id, api } => {
             print_json(&Api::new(api)?.get(&format!("/jobs/{job_id}/status")).await?)
         }
+        JobsCommand::Upcoming { job_id, limit, api } => {
+            let listed = Api::new(api)?.get(&format!("/jobs/{job_id}/upcoming?limit={limit}")).await?;
+            let ticks = listed["ticks"].as_array().cloned().unwrap_or_default();
+            if ticks.is_empty() {
+                let why = if listed["paused"] == true { "it is paused" } else { "its schedule has no more" };
+                println!("Job {job_id} has no upcoming ticks: {why}.");
+            }
+            for tick in ticks {
+                println!("{}  {} ({})", text(&tick["at"]), text(&tick["local"]), text(&listed["timezone"]));
+            }
+        }
         JobsCommand::Executions { job_id, status, output, api } => {
             let query: Vec<(&str, String)> = status.map(|s| ("status", s)).into_iter().collect();
             let items = Api::new(api)?.list_all(&format!("/jobs/{job_id}/executions"), &query).await?;

@@ -134,6 +134,15 @@ pub enum JobsCommand {
         #[command(flatten)]
         api: ApiArgs,
     },
+    /// A cron job's next ticks, in UTC and in its timezone, as the scheduler will make them.
+    Upcoming {
+        job_id: String,
+        /// How many ticks (1 to 100).
+        #[arg(long, default_value_t = 10)]
+        limit: usize,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
     /// List a job's executions.
     Executions {
         job_id: String,

@@ -292,19 +292,17 @@ async fn schedule_view(ui: &Dashboard, job_id: &crate::ids::JobId) -> Option<Val
     if job.paused_at.is_none() && job.status == crate::domain::JobStatus::Active {
         match JobSchedule::of(&job, &ui.state.plugins).await {
             Ok(schedule) => {
-                let mut after = now();
-                for _ in 0..5 {
-                    match schedule.next_after(after).await {
-                        Ok(Some(t)) if job.cron_ends_at.is_none_or(|end| t < end) => {
-                            ticks.push(local(t, job.cron_timezone.as_deref()));
-                            after = t;
-                        }
-                        Ok(_) => break,
-                        Err(e) => {
-                            error = Some(e.0);
-                            break;
-                        }
+                let next = schedule.next_after(now()).await;
+                let listed = match next {
+                    Ok(Some(first)) => {
+                        schedule.upcoming(first, job.cron_ends_at, 5, std::time::Duration::from_secs(2)).await
                     }
+                    Ok(None) => Ok((Vec::new(), false)),
+                    Err(e) => Err(e),
+                };
+                match listed {
+                    Ok((next, _)) => ticks = next.into_iter().map(|t| local(t, job.cron_timezone.as_deref())).collect(),
+                    Err(e) => error = Some(e.0),
                 }
             }
             Err(e) => error = Some(e.0),

@@ -60,6 +60,34 @@ impl JobSchedule {
             Self::Plugin(plugin) => plugin.next_after(after).await,
         }
     }
+
+    /// Up to `limit` ticks from `first` on (`first` itself the first of them, as a job's next
+    /// tick is), each before `ends` when the job has an end, for at most `deadline` (a schedule
+    /// plugin may take `NEXT_CPU` a tick). Whether the deadline cut the list short.
+    pub async fn upcoming(
+        &self,
+        first: DateTime<Utc>,
+        ends: Option<DateTime<Utc>>,
+        limit: usize,
+        deadline: Duration,
+    ) -> Result<(Vec<DateTime<Utc>>, bool), ScheduleError> {
+        let started = tokio::time::Instant::now();
+        let (mut ticks, mut at) = (Vec::new(), first);
+        while ticks.len() < limit && ends.is_none_or(|end| at < end) {
+            ticks.push(at);
+            if ticks.len() == limit {
+                break;
+            }
+            let Some(left) = deadline.checked_sub(started.elapsed()) else { return Ok((ticks, true)) };
+            match tokio::time::timeout(left, self.next_after(at)).await {
+                Ok(Ok(Some(next))) => at = next,
+                Ok(Ok(None)) => break,
+                Ok(Err(error)) => return Err(error),
+                Err(_) => return Ok((ticks, true)),
+            }
+        }
+        Ok((ticks, false))
+    }
 }
 
 impl PluginSchedule {

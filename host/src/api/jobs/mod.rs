@@ -20,6 +20,7 @@ mod repeat;
 pub mod requests;
 pub mod responses;
 mod status;
+mod upcoming;
 
 use repeat::answer;
 
@@ -59,6 +60,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(policies::pause))
         .routes(routes!(policies::resume))
         .routes(routes!(status::status))
+        .routes(routes!(upcoming::upcoming))
         .routes(routes!(versions))
         .routes(routes!(executions))
         .routes(routes!(events::events))
