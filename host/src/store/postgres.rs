@@ -7,7 +7,7 @@
 //! renewal of everything a worker holds, and a batch of those same executions' results)
 //! deadlocked under load; PostgreSQL then aborted one after a second, and a lease extension
 //! aborted that way failed its attempt as `STORE_UNAVAILABLE`. The reclaimer passes over
-//! locked rows instead of waiting (`SKIP_LOCKED`).
+//! locked rows instead of waiting (`lock_skip_locked`, a phrase of `sql::DIALECT`).
 //!
 //! Plans: sqlx prepares each statement once per connection, and after five executions
 //! PostgreSQL may keep one generic plan for it, made for the table as it was then. A new
