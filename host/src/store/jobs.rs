@@ -5,7 +5,7 @@
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
-use super::endpoints::{delete_executions_of, ExecutionsOf};
+use super::endpoints::{delete_executions_of, Endpoints, ExecutionsOf};
 use super::engine::{settled_or_running, JOB_COLUMNS};
 use super::sql::pages::{self, List};
 use super::sql::references::IN_USE_SHOWN;
@@ -175,15 +175,11 @@ impl<S: SqlBackend> Jobs for S {
             };
             stored.push(match row {
                 Some(row) => Ok(Inserted::Existing(row)),
-                None => {
-                    let endpoint: Option<(String,)> =
-                        query(sql::ENDPOINT_EXISTS).bind(&job.endpoint).fetch_optional(self.db()).await?;
-                    match endpoint {
-                        None => Err(StoreError::ForeignKeyViolation),
-                        // The job that took the key was deleted since (as `Inserted::existing`).
-                        Some(_) => Err(StoreError::UniqueViolation),
-                    }
-                }
+                None => match self.endpoint_get(&job.endpoint).await? {
+                    None => Err(StoreError::ForeignKeyViolation),
+                    // The job that took the key was deleted since (as `Inserted::existing`).
+                    Some(_) => Err(StoreError::UniqueViolation),
+                },
             });
         }
         Ok(stored)

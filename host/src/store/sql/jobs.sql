@@ -55,9 +55,6 @@ FROM jobs WHERE endpoint = $1 AND idempotency_key = $2;
 -- name: EndpointHeldShared
 SELECT name FROM endpoints WHERE name = $1/*{lock_shared}*/;
 
--- name: EndpointExists
-SELECT name FROM endpoints WHERE name = $1;
-
 -- The job, held as a foreign key to it would hold it: not deleted under its retry.
 -- name: JobHeldShared
 SELECT job_id FROM jobs WHERE job_id = $1/*{lock_shared}*/;

@@ -39,7 +39,9 @@ pub trait SqlBackend: Send + Sync {
     /// A batch of cron ticks in `tx`: each job's compare-and-set of its next tick, then the
     /// executions of the ticks that won it. Per tick, whether it won.
     async fn ticks_advance(&self, tx: &mut Tx, advances: &[CronAdvance]) -> StoreResult<Vec<bool>>;
-    /// The transaction a batch of attempt results is written in (`Claims::execution_finish_many`).
+    /// The transaction a batch of attempt results is written in (`Claims::execution_finish_many`):
+    /// by default an ordinary write (SQLite's `synchronous = NORMAL` already leaves the last
+    /// commits to an OS crash); PostgreSQL may commit it without waiting for its WAL flush.
     async fn bookkeeping(&self) -> StoreResult<Tx> {
         self.write().await
     }
@@ -359,7 +361,7 @@ mod tests {
 
     #[test]
     fn every_statement_has_each_backends_phrases_and_no_placeholder_left() {
-        assert!(statements::ALL.len() >= 90, "every file's statements are listed");
+        assert!(statements::ALL.len() >= 89, "every file's statements are listed");
         for (name, statement) in statements::ALL {
             for backend in [Backend::Postgres, Backend::Sqlite] {
                 let text = statement.text(backend);
