@@ -159,6 +159,13 @@ id_type!(
     "log"
 );
 
+id_type!(
+    /// An API key issued to a tenant (`key_…`): its name in listings, audit records and
+    /// revocation. The key itself is shown once, when made.
+    ApiKeyId,
+    "key"
+);
+
 #[cfg(test)]
 mod tests {
     use super::*;

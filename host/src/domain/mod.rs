@@ -131,6 +131,19 @@ text_enum! {
     }
 }
 
+text_enum! {
+    /// What an API key issued to a tenant may do (`POST /tenants/{tenant}/api-keys`). Operator
+    /// keys (`TE_API_KEYS`) have no role: they may do everything, in every tenant.
+    pub enum KeyRole ("key role") {
+        /// Everything within its tenant, its API keys included.
+        Admin => "admin",
+        /// Everything within its tenant but its API keys.
+        Write => "write",
+        /// GET alone.
+        Read => "read",
+    }
+}
+
 impl ExecutionStatus {
     /// SUCCESS, FAILED or CANCELLED: nothing will happen to it any more.
     pub fn is_finished(self) -> bool {

@@ -1,12 +1,56 @@
-//! Who may call the API: the keys the service generated for itself, and the dashboard's
-//! sessions. The statements are in `sql/access.sql`.
+//! Who may call the API: the keys the service generated for itself, the tenants and the keys
+//! issued to them with a role, and the dashboard's sessions. The statements are in
+//! `sql/access.sql`.
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
+use super::sql::pages::{self, List};
 use super::sql::statements::access as sql;
 use super::sql::{query, SqlBackend};
-use super::{now, DbTime, StoreResult};
+use super::{now, DbTime, PageRequest, StoreResult};
+use crate::domain::KeyRole;
+use crate::ids::ApiKeyId;
+
+/// A tenant: a team whose keys see its own resources. Every deployment has `default`.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct Tenant {
+    pub name: String,
+    pub created_at: DateTime<Utc>,
+}
+
+/// The tenant every deployment has, and the one the operator's own resources belong to.
+pub const DEFAULT_TENANT: &str = "default";
+
+/// An API key issued to a tenant, as listed: never the key, never its hash.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct TenantKey {
+    pub key_id: ApiKeyId,
+    pub tenant: String,
+    pub role: KeyRole,
+    /// What the key is for, in its maker's words.
+    pub label: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub revoked_at: Option<DateTime<Utc>>,
+}
+
+/// A key that is not revoked, as the API's authentication holds it.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct ActiveKey {
+    pub key_hash: Vec<u8>,
+    pub key_id: ApiKeyId,
+    pub tenant: String,
+    pub role: KeyRole,
+}
+
+/// A new key's row: its id, tenant, role, label and the SHA-256 of its text.
+pub struct TenantKeyWrite<'a> {
+    pub key_id: &'a ApiKeyId,
+    pub tenant: &'a str,
+    pub role: KeyRole,
+    pub label: Option<&'a str>,
+    pub key_hash: &'a [u8],
+}
 
 /// API keys' and dashboard sessions' part of the store.
 #[async_trait]
@@ -26,6 +70,18 @@ pub trait Access: Send + Sync {
     async fn dashboard_session_key(&self, token_hash: &[u8]) -> StoreResult<Option<Vec<u8>>>;
     /// End a session (signing out).
     async fn dashboard_session_delete(&self, token_hash: &[u8]) -> StoreResult<()>;
+
+    async fn tenant_get(&self, name: &str) -> StoreResult<Option<Tenant>>;
+    async fn tenant_list(&self, page: &PageRequest) -> StoreResult<Vec<Tenant>>;
+    async fn tenant_key_insert(&self, key: &TenantKeyWrite<'_>) -> StoreResult<TenantKey>;
+    async fn tenant_key_get(&self, tenant: &str, key_id: &ApiKeyId) -> StoreResult<Option<TenantKey>>;
+    /// A tenant's keys, revoked ones included, oldest first.
+    async fn tenant_key_list(&self, tenant: &str, page: &PageRequest) -> StoreResult<Vec<TenantKey>>;
+    /// Revoke a key (again is a no-op that keeps the first time); None if the tenant has no
+    /// such key.
+    async fn tenant_key_revoke(&self, tenant: &str, key_id: &ApiKeyId) -> StoreResult<Option<TenantKey>>;
+    /// Every key not revoked, of every tenant.
+    async fn tenant_keys_active(&self) -> StoreResult<Vec<ActiveKey>>;
 }
 
 #[async_trait]
@@ -67,5 +123,57 @@ impl<S: SqlBackend> Access for S {
     async fn dashboard_session_delete(&self, token_hash: &[u8]) -> StoreResult<()> {
         query(sql::DASHBOARD_SESSION_DELETE).bind(token_hash).execute(self.db()).await?;
         Ok(())
+    }
+
+    async fn tenant_get(&self, name: &str) -> StoreResult<Option<Tenant>> {
+        query(sql::TENANT_GET).bind(name).fetch_optional(self.db()).await
+    }
+
+    async fn tenant_list(&self, page: &PageRequest) -> StoreResult<Vec<Tenant>> {
+        let list = List {
+            columns: "name, created_at",
+            from: "tenants",
+            time_column: "created_at",
+            key: "name",
+            written: None,
+            filters: &[],
+        };
+        pages::page(self.db(), &list, page).await
+    }
+
+    async fn tenant_key_insert(&self, key: &TenantKeyWrite<'_>) -> StoreResult<TenantKey> {
+        query(sql::TENANT_KEY_INSERT)
+            .bind(key.key_id)
+            .bind(key.tenant)
+            .bind(key.role)
+            .bind(key.label)
+            .bind(key.key_hash)
+            .bind(DbTime(now()))
+            .fetch_one(self.db())
+            .await
+    }
+
+    async fn tenant_key_get(&self, tenant: &str, key_id: &ApiKeyId) -> StoreResult<Option<TenantKey>> {
+        query(sql::TENANT_KEY_GET).bind(tenant).bind(key_id).fetch_optional(self.db()).await
+    }
+
+    async fn tenant_key_list(&self, tenant: &str, page: &PageRequest) -> StoreResult<Vec<TenantKey>> {
+        let list = List {
+            columns: "key_id, tenant, role, label, created_at, revoked_at",
+            from: "tenant_keys",
+            time_column: "created_at",
+            key: "key_id",
+            written: None,
+            filters: &[("tenant", tenant)],
+        };
+        pages::page(self.db(), &list, page).await
+    }
+
+    async fn tenant_key_revoke(&self, tenant: &str, key_id: &ApiKeyId) -> StoreResult<Option<TenantKey>> {
+        query(sql::TENANT_KEY_REVOKE).bind(tenant).bind(key_id).bind(DbTime(now())).fetch_optional(self.db()).await
+    }
+
+    async fn tenant_keys_active(&self) -> StoreResult<Vec<ActiveKey>> {
+        query(sql::TENANT_KEYS_ACTIVE).fetch_all(self.db()).await
     }
 }

@@ -52,7 +52,7 @@ use chrono::{DateTime, Utc};
 
 use crate::ids::JobId;
 
-pub use access::Access;
+pub use access::{Access, ActiveKey, Tenant, TenantKey, TenantKeyWrite, DEFAULT_TENANT};
 pub use claims::Claims;
 pub use documents::Documents;
 pub use endpoints::Endpoints;

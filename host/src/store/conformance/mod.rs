@@ -62,6 +62,7 @@ async fn new_stores(before: Option<i64>) -> Vec<(Arc<dyn Store>, Box<dyn std::an
     vec![(postgres, Box::new(DropDatabase { admin, name })), (sqlite, Box::new(dir))]
 }
 
+mod access;
 mod claims;
 mod flow;
 mod foreign_keys;
@@ -209,6 +210,7 @@ on_every_backend!(
     an_open_circuit_is_passed_by_and_a_half_open_one_lets_one_probe_through,
     a_disabled_endpoint_is_passed_by_announced_once_and_enabled,
     writes_for_a_deleted_endpoint_or_job_find_it_gone,
+    issued_keys_are_kept_listed_and_revoked,
 );
 
 /// Drops a test's PostgreSQL database when the test is done with it.
@@ -236,6 +238,7 @@ impl Drop for DropDatabase {
 
 /// Every check, by name, for [`on_every_backend`].
 mod checks {
+    pub use super::access::*;
     pub use super::claims::*;
     pub use super::flow::*;
     pub use super::results::*;

@@ -19,3 +19,24 @@ SELECT key_hash FROM dashboard_sessions WHERE token_hash = $1 AND expires_at > $
 
 -- name: DashboardSessionDelete
 DELETE FROM dashboard_sessions WHERE token_hash = $1;
+
+-- Tenants and the keys issued to them (migration 0070 on PostgreSQL, 0067 on SQLite). Indexes:
+-- tenants' primary key (name); tenant_keys' primary key (key_id), its unique key_hash, and
+-- idx_tenant_keys_by_tenant (tenant, created_at, key_id) for a tenant's page of keys.
+
+-- name: TenantGet
+SELECT name, created_at FROM tenants WHERE name = $1;
+
+-- name: TenantKeyInsert
+INSERT INTO tenant_keys (key_id, tenant, role, label, key_hash, created_at) VALUES ($1, $2, $3, $4, $5, $6)
+RETURNING key_id, tenant, role, label, created_at, revoked_at;
+
+-- name: TenantKeyGet
+SELECT key_id, tenant, role, label, created_at, revoked_at FROM tenant_keys WHERE tenant = $1 AND key_id = $2;
+
+-- name: TenantKeyRevoke
+UPDATE tenant_keys SET revoked_at = COALESCE(revoked_at, $3) WHERE tenant = $1 AND key_id = $2
+RETURNING key_id, tenant, role, label, created_at, revoked_at;
+
+-- name: TenantKeysActive
+SELECT key_hash, key_id, tenant, role FROM tenant_keys WHERE revoked_at IS NULL;

@@ -228,7 +228,7 @@ macro_rules! text_args {
     )*};
 }
 
-text_args!(AttemptStatus, CatchupPolicy, EndpointType, ExecutionStatus, JobStatus, OverlapPolicy, Trigger);
+text_args!(AttemptStatus, CatchupPolicy, EndpointType, ExecutionStatus, JobStatus, KeyRole, OverlapPolicy, Trigger);
 
 /// Ids (`crate::ids`), stored as their text.
 macro_rules! id_args {
@@ -247,4 +247,4 @@ macro_rules! id_args {
     )*};
 }
 
-id_args!(AttemptId, ExecutionId, JobId, LogId);
+id_args!(ApiKeyId, AttemptId, ExecutionId, JobId, LogId);
