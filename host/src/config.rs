@@ -60,6 +60,13 @@ pub enum Command {
     /// Executions: one fire of a job, its attempts and logs (talks to the REST API at TE_URL).
     #[command(subcommand)]
     Executions(ExecutionsCommand),
+    /// Tenants (talks to the REST API at TE_URL).
+    #[command(subcommand)]
+    Tenants(TenantsCommand),
+    /// API keys issued to a tenant with a role: admin, write or read (talks to the REST API at
+    /// TE_URL).
+    #[command(subcommand, name = "api-keys")]
+    ApiKeys(ApiKeysCommand),
     /// Print a shell completion script: `taskexec completions bash > ~/.local/share/bash-completion/completions/taskexec`.
     Completions {
         #[arg(value_enum)]

@@ -1,13 +1,22 @@
-//! Bearer API keys. Keys are held as SHA-256 digests and a presented key is compared with every
-//! one of them in constant time, so neither timing nor a memory dump reveals a key. Each key
-//! may be held to a rate (`TE_API_RATE_LIMIT`): a token bucket per key, answering 429
-//! RATE_LIMITED with `Retry-After` once it is empty.
+//! Bearer API keys, and who each one is: an operator key (`TE_API_KEYS`, or the key the
+//! service generated for itself), which may do everything, or a key issued to a tenant with a
+//! role (`POST /tenants/{tenant}/api-keys`). Keys are held as SHA-256 digests, so a memory dump
+//! reveals none; a presented key is hashed first and compared with the operator keys in
+//! constant time, then looked up among the issued ones by its digest. Each key may be held to a
+//! rate (`TE_API_RATE_LIMIT`): a token bucket per key, answering 429 RATE_LIMITED with
+//! `Retry-After` once it is empty.
+//!
+//! Issued keys live in the database; every API process reloads those not revoked every
+//! [`ISSUED_KEYS_RELOAD`], so a key made or revoked through one process holds on every other
+//! within that time (and at once on the process that made or revoked it).
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
 use axum::extract::{Request, State};
 use axum::http::header::{AUTHORIZATION, RETRY_AFTER};
-use axum::http::HeaderValue;
+use axum::http::{HeaderValue, Method};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -19,6 +28,50 @@ use subtle::{Choice, ConstantTimeEq};
 use crate::api::error::{ApiError, ErrorCode};
 use crate::api::server::ClientAddr;
 use crate::api::throttle::{retry_after_seconds, AuthThrottle};
+use crate::domain::KeyRole;
+use crate::ids::ApiKeyId;
+use crate::store::{ActiveKey, Store};
+
+/// How often each API process reloads the issued keys that are not revoked: the longest a
+/// revocation takes to reach every process.
+pub const ISSUED_KEYS_RELOAD: Duration = Duration::from_millis(250);
+
+/// Who a request comes from, once its key is known; handlers take it as an extractor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Caller {
+    /// An operator key: every route, every tenant.
+    Operator,
+    /// A key issued to a tenant, with its role.
+    Tenant(IssuedKey),
+}
+
+/// A key issued to a tenant, as authentication holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IssuedKey {
+    pub key_id: ApiKeyId,
+    pub tenant: String,
+    pub role: KeyRole,
+}
+
+impl Caller {
+    /// How the caller is named in a refusal: "an operator key" or "this `read` key of tenant
+    /// `default`".
+    pub fn describe(&self) -> String {
+        match self {
+            Self::Operator => "an operator key".to_owned(),
+            Self::Tenant(key) => format!("this key (role `{}`, tenant `{}`)", key.role, key.tenant),
+        }
+    }
+}
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut axum::http::request::Parts, _: &S) -> Result<Self, ApiError> {
+        // Set by `require_api_key` on every authenticated route.
+        parts.extensions.get::<Caller>().cloned().ok_or_else(ApiError::unauthorized)
+    }
+}
 
 /// Failed authentications a client address may make in a minute before it is answered 429.
 pub const DEFAULT_AUTH_FAILURES_PER_MINUTE: u32 = 30;
@@ -37,7 +90,10 @@ pub fn generate_key() -> String {
 }
 
 pub struct ApiKeys {
+    /// The operator keys' hashes.
     hashes: Vec<KeyHash>,
+    /// Keys issued to tenants and not revoked, by hash: replaced whole at each reload.
+    issued: RwLock<Arc<HashMap<KeyHash, IssuedKey>>>,
     /// One token bucket per key, when a rate is set.
     limiter: Option<governor::DefaultKeyedRateLimiter<KeyHash>>,
     /// Failed authentications per client address (`TE_AUTH_FAILURES_PER_MINUTE`).
@@ -51,6 +107,7 @@ impl ApiKeys {
     pub fn from_hashes(hashes: Vec<KeyHash>) -> Self {
         Self {
             hashes,
+            issued: RwLock::default(),
             limiter: None,
             throttle: AuthThrottle::new(DEFAULT_AUTH_FAILURES_PER_MINUTE),
             delivery_mark: None,
@@ -71,11 +128,77 @@ impl ApiKeys {
 
     /// Whether `hash` is the hash of one of the keys (a dashboard session's key, say).
     pub fn knows(&self, hash: &KeyHash) -> bool {
-        let mut matched = Choice::from(0);
+        self.caller(hash).is_some()
+    }
+
+    /// Who holds the key whose hash is `hash`, if anyone.
+    pub fn caller(&self, hash: &KeyHash) -> Option<Caller> {
+        let mut operator = Choice::from(0);
         for known in &self.hashes {
-            matched |= known.ct_eq(hash);
+            operator |= known.ct_eq(hash);
         }
-        bool::from(matched)
+        if bool::from(operator) {
+            return Some(Caller::Operator);
+        }
+        // A digest of a random key: looking it up by value reveals nothing of any key.
+        self.issued_now().get(hash).cloned().map(Caller::Tenant)
+    }
+
+    fn issued_now(&self) -> Arc<HashMap<KeyHash, IssuedKey>> {
+        self.issued.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    /// Hold exactly these issued keys (a reload from the database).
+    pub fn replace_issued(&self, keys: Vec<ActiveKey>) {
+        let keys = keys
+            .into_iter()
+            .filter_map(|k| {
+                let hash = KeyHash::try_from(k.key_hash).ok()?;
+                Some((hash, IssuedKey { key_id: k.key_id, tenant: k.tenant, role: k.role }))
+            })
+            .collect();
+        *self.issued.write().unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(keys);
+    }
+
+    /// A key this process has just issued: usable here at once, elsewhere at the next reload.
+    pub fn add_issued(&self, hash: KeyHash, key: IssuedKey) {
+        let mut issued = self.issued.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut keys = HashMap::clone(&issued);
+        keys.insert(hash, key);
+        *issued = Arc::new(keys);
+    }
+
+    /// A key this process has just revoked: refused here at once, elsewhere at the next reload.
+    pub fn remove_issued(&self, key_id: &ApiKeyId) {
+        let mut issued = self.issued.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut keys = HashMap::clone(&issued);
+        keys.retain(|_, key| key.key_id != *key_id);
+        *issued = Arc::new(keys);
+    }
+
+    /// Reload the issued keys every [`ISSUED_KEYS_RELOAD`] until `stop`. A failed reload keeps
+    /// the keys of the last one (and says so, once until a reload succeeds again).
+    pub async fn keep_issued_loaded(self: Arc<Self>, store: Arc<dyn Store>, stop: tokio_util::sync::CancellationToken) {
+        let mut failing = false;
+        let mut every = tokio::time::interval(ISSUED_KEYS_RELOAD);
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return,
+                _ = every.tick() => {}
+            }
+            match store.tenant_keys_active().await {
+                Ok(keys) => {
+                    failing = false;
+                    self.replace_issued(keys);
+                }
+                Err(error) if !failing => {
+                    failing = true;
+                    tracing::warn!(error = %crate::error_chain::describe(&error), "Could not reload the tenants' API keys; keeping the last ones read.");
+                }
+                Err(_) => {}
+            }
+        }
     }
 
     /// Hold each key to `per_second` requests, `burst` at once (0: twice the rate).
@@ -87,11 +210,12 @@ impl ApiKeys {
         self
     }
 
-    /// The key's hash when `presented` is one of the keys.
-    pub fn verify(&self, presented: &str) -> Option<KeyHash> {
+    /// The key's hash and its holder when `presented` is one of the keys.
+    pub fn verify(&self, presented: &str) -> Option<(KeyHash, Caller)> {
         let presented = hash_key(presented);
-        // No early exit: the time taken does not depend on which key (if any) matched.
-        self.knows(&presented).then_some(presented)
+        // No early exit among the operator keys: the time taken does not depend on which key
+        // (if any) matched.
+        self.caller(&presented).map(|caller| (presented, caller))
     }
 
     /// How long `key` must wait before its next request, if it is over its rate.
@@ -124,8 +248,9 @@ pub async fn require_api_key(State(keys): State<Arc<ApiKeys>>, request: Request,
     if let Some(wait) = client.and_then(|address| keys.throttle.blocked(address)) {
         return too_many_failures(wait);
     }
-    let in_process = request.extensions().get::<InProcessKey>().map(|k| k.0).filter(|hash| keys.knows(hash));
-    let Some(key) = in_process.or_else(|| bearer_token(&request).and_then(|token| keys.verify(token))) else {
+    let in_process =
+        request.extensions().get::<InProcessKey>().map(|k| k.0).and_then(|hash| Some((hash, keys.caller(&hash)?)));
+    let Some((key, caller)) = in_process.or_else(|| bearer_token(&request).and_then(|token| keys.verify(token))) else {
         if let Some(address) = client {
             keys.throttle.failed(address);
         }
@@ -142,7 +267,24 @@ pub async fn require_api_key(State(keys): State<Arc<ApiKeys>>, request: Request,
         response.headers_mut().insert(RETRY_AFTER, HeaderValue::from(seconds));
         return response;
     }
+    if let Caller::Tenant(IssuedKey { role: KeyRole::Read, .. }) = &caller {
+        if !matches!(*request.method(), Method::GET | Method::HEAD) {
+            return forbidden(&caller, "may only read (GET)").into_response();
+        }
+    }
+    let mut request = request;
+    request.extensions_mut().insert(caller);
     next.run(request).await
+}
+
+/// 403 FORBIDDEN: the caller's key may not do this.
+pub fn forbidden(caller: &Caller, what: &str) -> ApiError {
+    ApiError::new(ErrorCode::Forbidden, format!("{}: {what}.", capitalize(&caller.describe())))
+}
+
+fn capitalize(text: &str) -> String {
+    let mut chars = text.chars();
+    chars.next().map(|first| first.to_uppercase().chain(chars).collect()).unwrap_or_default()
 }
 
 /// A request the dashboard makes on behalf of a signed-in session: authenticated by the hash
@@ -172,11 +314,33 @@ mod tests {
     #[test]
     fn verifies_only_known_keys() {
         let keys = ApiKeys::from_hashes(vec![hash_key("alpha-key-0123456789"), hash_key("beta-key-0123456789")]);
-        assert_eq!(keys.verify("alpha-key-0123456789"), Some(hash_key("alpha-key-0123456789")));
+        assert_eq!(keys.verify("alpha-key-0123456789"), Some((hash_key("alpha-key-0123456789"), Caller::Operator)));
         assert!(keys.verify("beta-key-0123456789").is_some());
         assert!(keys.verify("alpha-key-012345678").is_none());
         assert!(keys.verify("").is_none());
         assert!(ApiKeys::from_hashes(vec![]).verify("anything").is_none());
+    }
+
+    #[test]
+    fn issued_keys_are_held_with_their_role_until_removed() {
+        let keys = ApiKeys::from_hashes(vec![hash_key("operator-key-0123456789")]);
+        let issued = IssuedKey { key_id: ApiKeyId::new(), tenant: "default".into(), role: KeyRole::Read };
+        assert!(keys.verify("issued-key-0123456789").is_none());
+        keys.add_issued(hash_key("issued-key-0123456789"), issued.clone());
+        assert_eq!(keys.verify("issued-key-0123456789").map(|(_, c)| c), Some(Caller::Tenant(issued.clone())));
+        assert_eq!(keys.verify("operator-key-0123456789").map(|(_, c)| c), Some(Caller::Operator));
+        keys.remove_issued(&issued.key_id);
+        assert!(keys.verify("issued-key-0123456789").is_none(), "a revoked key is refused at once");
+        keys.replace_issued(vec![ActiveKey {
+            key_hash: hash_key("issued-key-0123456789").to_vec(),
+            key_id: issued.key_id.clone(),
+            tenant: "default".into(),
+            role: KeyRole::Write,
+        }]);
+        let Some((_, Caller::Tenant(reloaded))) = keys.verify("issued-key-0123456789") else { panic!("reloaded") };
+        assert_eq!(reloaded.role, KeyRole::Write);
+        keys.replace_issued(Vec::new());
+        assert!(!keys.knows(&hash_key("issued-key-0123456789")));
     }
 
     #[test]

@@ -45,6 +45,11 @@ error_codes! {
     Unauthorized => ("UNAUTHORIZED", UNAUTHORIZED),
     /// A request that is one of this service's own deliveries (it bears the delivery mark).
     DeliveryRefused => ("DELIVERY_REFUSED", FORBIDDEN),
+    /// The API key's role does not allow the request (a `read` key's POST, a `write` key's
+    /// API-key route, a tenant key's operator route).
+    Forbidden => ("FORBIDDEN", FORBIDDEN),
+    TenantNotFound => ("TENANT_NOT_FOUND", NOT_FOUND),
+    ApiKeyNotFound => ("API_KEY_NOT_FOUND", NOT_FOUND),
     PayloadSpecNotFound => ("PAYLOAD_SPEC_NOT_FOUND", NOT_FOUND),
     ConfigNotFound => ("CONFIG_NOT_FOUND", NOT_FOUND),
     SecretNotFound => ("SECRET_NOT_FOUND", NOT_FOUND),

@@ -20,6 +20,7 @@ pub mod schema_limits;
 pub mod secrets;
 pub mod server;
 pub mod state;
+pub mod tenants;
 pub mod throttle;
 pub mod validators;
 
@@ -67,7 +68,8 @@ pub fn documented(api_keys: Arc<ApiKeys>, max_plugin_bytes: usize) -> OpenApiRou
         .merge(endpoints::router())
         .merge(jobs::router())
         .merge(executions::router())
-        .merge(plugins::router(max_plugin_bytes));
+        .merge(plugins::router(max_plugin_bytes))
+        .merge(tenants::router());
     openapi::require_api_key(authenticated.get_openapi_mut());
     let authenticated = authenticated.route_layer(middleware::from_fn_with_state(api_keys, auth::require_api_key));
     OpenApiRouter::with_openapi(<openapi::ApiDoc as utoipa::OpenApi>::openapi())

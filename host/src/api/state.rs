@@ -56,6 +56,8 @@ pub struct AppContext {
     pub job_writer: crate::store::coalesce::JobWriter,
     /// Reads the endpoints of single creates that arrive together in one query.
     pub endpoint_reader: crate::store::coalesce::EndpointReader,
+    /// The API keys: a key issued or revoked here holds here at once.
+    pub keys: Arc<super::ApiKeys>,
 }
 
 impl FromRef<AppState> for HealthState {

@@ -8,6 +8,7 @@ mod plugin_dev;
 mod resources;
 mod secrets;
 mod serve;
+mod tenants;
 mod watch;
 
 use std::path::PathBuf;
@@ -49,6 +50,8 @@ pub fn main() -> std::process::ExitCode {
             Command::Specs(command) => resources::resource(&resources::SPECS, command).await,
             Command::Jobs(command) => resources::jobs(command).await,
             Command::Executions(command) => resources::executions(command).await,
+            Command::Tenants(command) => tenants::tenants(command).await,
+            Command::ApiKeys(command) => tenants::api_keys(command).await,
             Command::Completions { shell } => {
                 use clap::CommandFactory;
                 clap_complete::generate(shell, &mut Cli::command(), "taskexec", &mut std::io::stdout());

@@ -61,6 +61,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         .with_rate_limit(args.api_rate_limit, args.api_rate_burst)
         .with_failure_limit(args.server.auth_failures_per_minute)
         .with_delivery_mark(delivery_mark.clone());
+    // Keys issued to tenants, held from the first request on (then reloaded by the API role).
+    api_keys.replace_issued(store.tenant_keys_active().await.context("reading the tenants' API keys")?);
     let cipher = Arc::new(cipher);
     let cache_dir = args.plugins.plugin_cache_dir.clone().unwrap_or_else(|| match &location {
         crate::store::DatabaseLocation::Sqlite(path) => path.with_file_name("plugin-cache"),
@@ -151,6 +153,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
 
     if args.roles.contains(&Role::Api) {
+        let api_keys = Arc::new(api_keys);
+        background.push(tokio::spawn(api_keys.clone().keep_issued_loaded(store.clone(), shutdown.clone())));
         let state = AppState::new(AppContext {
             store: store.clone(),
             cipher,
@@ -163,12 +167,12 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             health: health.clone(),
             job_writer: crate::store::coalesce::JobWriter::spawn(store.clone()),
             endpoint_reader: crate::store::coalesce::EndpointReader::spawn(store.clone()),
+            keys: api_keys.clone(),
         });
         let max_body_bytes =
             usize::try_from(args.max_body_bytes).context("TE_MAX_BODY_BYTES is too large for this platform")?;
         let max_plugin_bytes =
             usize::try_from(args.plugins.plugin_max_bytes).context("TE_PLUGIN_MAX_BYTES is too large")?;
-        let api_keys = Arc::new(api_keys);
         let app = api::router(state.clone(), api_keys.clone(), max_body_bytes, max_plugin_bytes);
         // The dashboard reads and acts through the API's own router, in-process.
         let app = crate::dashboard::router(state, app.clone(), api_keys, args.server.ui_session_ttl()).merge(app);

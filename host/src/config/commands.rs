@@ -1,5 +1,5 @@
 //! The client commands' arguments: what `taskexec jobs|executions|endpoints|plugin|secrets|
-//! configs|specs …` take, each talking to the REST API at `TE_URL` (`cli`).
+//! configs|specs|tenants|api-keys …` take, each talking to the REST API at `TE_URL` (`cli`).
 
 use clap::{Args, Subcommand};
 
@@ -434,4 +434,74 @@ pub enum SecretsCommand {
     Rotate(RotateArgs),
     #[command(flatten)]
     Resource(ResourceCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TenantsCommand {
+    /// List the tenants (operator keys only).
+    List {
+        #[command(flatten)]
+        output: OutputArgs,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// Show one, as JSON.
+    Get {
+        name: String,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+}
+
+/// Which tenant an API-key command is about.
+#[derive(Debug, Args)]
+pub struct TenantArg {
+    /// The tenant whose keys these are.
+    #[arg(long, default_value = crate::store::DEFAULT_TENANT)]
+    pub tenant: String,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ApiKeysCommand {
+    /// Issue a key with a role; the key is printed this once.
+    Create {
+        /// admin (everything within the tenant, its keys included), write (everything but
+        /// keys) or read (GET alone).
+        #[arg(long)]
+        role: crate::domain::KeyRole,
+        /// What the key is for.
+        #[arg(long)]
+        label: Option<String>,
+        #[command(flatten)]
+        tenant: TenantArg,
+        #[command(flatten)]
+        output: OutputArgs,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// List the tenant's keys, revoked ones included (never the keys themselves).
+    List {
+        #[command(flatten)]
+        tenant: TenantArg,
+        #[command(flatten)]
+        output: OutputArgs,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// Show one key's record, as JSON.
+    Get {
+        key_id: String,
+        #[command(flatten)]
+        tenant: TenantArg,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// Revoke a key: every API process refuses it within a second.
+    Revoke {
+        key_id: String,
+        #[command(flatten)]
+        tenant: TenantArg,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
 }

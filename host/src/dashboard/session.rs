@@ -181,7 +181,7 @@ pub async fn login(
         return crate::api::auth::too_many_failures(wait);
     }
     let next = safe_next(form.next.as_deref()).to_owned();
-    let Some(key) = ui.keys.verify(form.key.trim()) else {
+    let Some((key, _)) = ui.keys.verify(form.key.trim()) else {
         if let Some(address) = client {
             ui.keys.throttle.failed(address);
         }
