@@ -166,6 +166,12 @@ id_type!(
     "key"
 );
 
+id_type!(
+    /// One request's audit record (`aud_…`).
+    AuditId,
+    "aud"
+);
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,5 +1,6 @@
 //! Who may call the API: operator keys, and keys issued to a tenant with a role (`admin`,
-//! `write`, `read`), made, listed and revoked through `/tenants/{tenant}/api-keys` and the CLI.
+//! `write`, `read`), made, listed and revoked through `/tenants/{tenant}/api-keys` and the CLI;
+//! and the audit trail of what they asked for (`GET /audit`).
 
 use std::time::Duration;
 
@@ -14,6 +15,7 @@ both_backends!(
     issued_keys_do_what_their_role_allows_and_no_more,
     a_revoked_key_is_refused_by_every_process_within_a_second,
     the_cli_issues_lists_and_revokes_keys,
+    every_change_asked_for_leaves_an_audit_record_its_tenants_admin_can_read,
 );
 
 /// Issue a `role` key to the default tenant with the operator's client; (key_id, key).
@@ -170,4 +172,65 @@ async fn the_cli_issues_lists_and_revokes_keys(backend: Backend) {
     let out = command(&["api-keys", "create", "--role", "owner"], &env, db.dir.path()).output().unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("owner"), "names the bad role");
+}
+
+/// Every request that could change something leaves a record (refusals too), reads leave
+/// none, and a record holds the route and path but never a body.
+async fn every_change_asked_for_leaves_an_audit_record_its_tenants_admin_can_read(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let server = Server::start(&db).await;
+    let operator = server.client();
+    let (admin_id, admin_key) = issue(&operator, "admin").await;
+    let (write_id, write_key) = issue(&operator, "write").await;
+    let (_, read_key) = issue(&operator, "read").await;
+    let (admin, write, read) =
+        (operator.with_key(Some(&admin_key)), operator.with_key(Some(&write_key)), operator.with_key(Some(&read_key)));
+
+    assert_eq!(write.post("/secrets", &json!({"name": "token", "value": "s3cret-in-a-body"})).await.status, 201);
+    assert_eq!(write.get("/secrets/token").await.status, 200);
+    read.post("/configs", &json!({"name": "c", "values": {}})).await.error(403, "FORBIDDEN");
+    assert_eq!(admin.delete("/secrets/token").await.status, 204);
+
+    // Three keys issued, then the three requests above that could change something.
+    let expected = [
+        (None, "operator", "POST", "/tenants/{tenant}/api-keys", "/tenants/default/api-keys", 201),
+        (None, "operator", "POST", "/tenants/{tenant}/api-keys", "/tenants/default/api-keys", 201),
+        (None, "operator", "POST", "/tenants/{tenant}/api-keys", "/tenants/default/api-keys", 201),
+        (Some(write_id.as_str()), "write", "POST", "/secrets", "/secrets", 201),
+        (None, "read", "POST", "/configs", "/configs", 403),
+        (Some(admin_id.as_str()), "admin", "DELETE", "/secrets/{name}", "/secrets/token", 204),
+    ];
+    eventually("the audit records are written", Duration::from_secs(5), || async {
+        admin.list_all("/audit", 4).await.0.len() >= expected.len()
+    })
+    .await;
+    let records = admin.list_all("/audit", 4).await.0;
+    assert_eq!(records.len(), expected.len(), "reads leave no record: {records:?}");
+    for (record, (key_id, role, method, route, path, status)) in records.iter().zip(&expected) {
+        if let Some(key_id) = key_id {
+            assert_eq!(record["key_id"], *key_id, "{record}");
+        }
+        assert_eq!(
+            (&record["role"], &record["method"], &record["route"], &record["path"], &record["status"]),
+            (&json!(role), &json!(method), &json!(route), &json!(path), &json!(status)),
+            "{record}"
+        );
+        assert_eq!(record["tenant"], "default");
+        assert!(record["audit_id"].as_str().unwrap().starts_with("aud_") && record["at"].is_string());
+        assert!(record["request_id"].as_str().unwrap().starts_with("req_"), "{record}");
+    }
+    let newest = admin.get("/audit?order=newest&limit=1").await;
+    assert_eq!(newest.body["items"][0]["path"], "/secrets/token", "{}", newest.text);
+    let everything = admin.get("/audit?limit=200").await.text;
+    assert!(!everything.contains("s3cret-in-a-body") && !everything.contains(&write_key), "{everything}");
+    assert_eq!(operator.get("/audit?tenant=default").await.body["items"].as_array().unwrap().len(), 6);
+
+    // Only an admin key or an operator key reads it; another tenant's is not there.
+    for key in [&write, &read] {
+        let message = key.get("/audit").await.error(403, "FORBIDDEN");
+        assert!(message.contains("admin"), "{message}");
+    }
+    admin.get("/audit?tenant=acme").await.error(404, "TENANT_NOT_FOUND");
+    operator.get("/audit?tenant=acme").await.error(404, "TENANT_NOT_FOUND");
+    admin.get("/audit?order=sideways").await.error(400, "INVALID_REQUEST");
 }

@@ -267,13 +267,19 @@ pub async fn require_api_key(State(keys): State<Arc<ApiKeys>>, request: Request,
         response.headers_mut().insert(RETRY_AFTER, HeaderValue::from(seconds));
         return response;
     }
-    if let Caller::Tenant(IssuedKey { role: KeyRole::Read, .. }) = &caller {
-        if !matches!(*request.method(), Method::GET | Method::HEAD) {
-            return forbidden(&caller, "may only read (GET)").into_response();
-        }
-    }
     let mut request = request;
     request.extensions_mut().insert(caller);
+    next.run(request).await
+}
+
+/// A `read` key may only GET: anything else is refused before its handler runs. A layer of
+/// its own, inside the audit trail's, so that the refusal is recorded too.
+pub async fn require_role(request: Request, next: Next) -> Response {
+    if let Some(caller @ Caller::Tenant(IssuedKey { role: KeyRole::Read, .. })) = request.extensions().get::<Caller>() {
+        if !matches!(*request.method(), Method::GET | Method::HEAD) {
+            return forbidden(caller, "may only read (GET)").into_response();
+        }
+    }
     next.run(request).await
 }
 

@@ -1,7 +1,9 @@
 //! The REST API: one module per resource, each exporting `router()`; this module merges them
 //! and wraps them in the layers every request passes through (request id, panic guard, body
-//! limit, and API-key authentication for everything but the health checks).
+//! limit, and for everything but the health checks API-key authentication and the audit
+//! trail).
 
+pub mod audit;
 pub mod auth;
 pub mod configs;
 pub mod endpoints;
@@ -38,8 +40,14 @@ use crate::store::Inserted;
 pub use auth::ApiKeys;
 pub use state::{AppContext, AppState};
 
-pub fn router(state: AppState, api_keys: Arc<ApiKeys>, max_body_bytes: usize, max_plugin_bytes: usize) -> Router {
-    let (routes, doc) = documented(api_keys, max_plugin_bytes).split_for_parts();
+pub fn router(
+    state: AppState,
+    api_keys: Arc<ApiKeys>,
+    audit: audit::AuditLog,
+    max_body_bytes: usize,
+    max_plugin_bytes: usize,
+) -> Router {
+    let (routes, doc) = documented(api_keys, audit, max_plugin_bytes).split_for_parts();
     let docs = utoipa_swagger_ui::SwaggerUi::new("/docs").url("/openapi.json", openapi::complete(doc));
     Router::new()
         .merge(routes)
@@ -60,7 +68,7 @@ pub fn router(state: AppState, api_keys: Arc<ApiKeys>, max_body_bytes: usize, ma
 
 /// Every route of the API, each registered with its OpenAPI operation. `/openapi.json` and
 /// `/docs` (Swagger UI, its assets in the binary) describe these and are not among them.
-pub fn documented(api_keys: Arc<ApiKeys>, max_plugin_bytes: usize) -> OpenApiRouter<AppState> {
+pub fn documented(api_keys: Arc<ApiKeys>, audit: audit::AuditLog, max_plugin_bytes: usize) -> OpenApiRouter<AppState> {
     let mut authenticated = OpenApiRouter::new()
         .merge(payload_specs::router())
         .merge(configs::router())
@@ -69,9 +77,15 @@ pub fn documented(api_keys: Arc<ApiKeys>, max_plugin_bytes: usize) -> OpenApiRou
         .merge(jobs::router())
         .merge(executions::router())
         .merge(plugins::router(max_plugin_bytes))
-        .merge(tenants::router());
+        .merge(tenants::router())
+        .merge(audit::router());
     openapi::require_api_key(authenticated.get_openapi_mut());
-    let authenticated = authenticated.route_layer(middleware::from_fn_with_state(api_keys, auth::require_api_key));
+    // Authentication runs first (the outer layer) and tells the audit layer who is asking; the
+    // role's check runs inside the audit layer, so that what it refuses is recorded.
+    let authenticated = authenticated
+        .route_layer(middleware::from_fn(auth::require_role))
+        .route_layer(middleware::from_fn_with_state(audit, audit::record))
+        .route_layer(middleware::from_fn_with_state(api_keys, auth::require_api_key));
     OpenApiRouter::with_openapi(<openapi::ApiDoc as utoipa::OpenApi>::openapi())
         .merge(health::router())
         .merge(authenticated)

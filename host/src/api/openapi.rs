@@ -164,7 +164,12 @@ mod tests {
         }
         assert!(checked > 10, "read the API's sources");
 
-        let doc = crate::api::documented(Arc::new(ApiKeys::from_hashes(Vec::new())), 1).into_openapi();
+        let doc = crate::api::documented(
+            Arc::new(ApiKeys::from_hashes(Vec::new())),
+            crate::api::audit::AuditLog::discard(),
+            1,
+        )
+        .into_openapi();
         let doc = super::complete(doc);
         let mut operations = 0;
         for (path, item) in &doc.paths.paths {

@@ -173,7 +173,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             usize::try_from(args.max_body_bytes).context("TE_MAX_BODY_BYTES is too large for this platform")?;
         let max_plugin_bytes =
             usize::try_from(args.plugins.plugin_max_bytes).context("TE_PLUGIN_MAX_BYTES is too large")?;
-        let app = api::router(state.clone(), api_keys.clone(), max_body_bytes, max_plugin_bytes);
+        let (audit, audit_writer) = api::audit::AuditLog::spawn(store.clone(), shutdown.clone());
+        background.push(audit_writer);
+        let app = api::router(state.clone(), api_keys.clone(), audit, max_body_bytes, max_plugin_bytes);
         // The dashboard reads and acts through the API's own router, in-process.
         let app = crate::dashboard::router(state, app.clone(), api_keys, args.server.ui_session_ttl()).merge(app);
         let listener = api_listener.expect("bound at start for the API role");

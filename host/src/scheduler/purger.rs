@@ -1,6 +1,6 @@
 //! Loop 4: retention. Finished executions (SUCCESS, FAILED, CANCELLED) created more than
 //! `TE_RETENTION` ago are deleted with their attempts and logs, then the one-shot jobs and
-//! retired cron versions left with no execution.
+//! retired cron versions left with no execution, then the audit records as old.
 //!
 //! Deletes go in batches of [`BATCH`] rows, each its own short transaction, with a pause
 //! between batches: the purge never holds locks long, and claims and result writes interleave
@@ -70,6 +70,15 @@ pub async fn purge(
         let deleted = store.job_purge_finished(jobs_before, BATCH).await?;
         jobs += deleted;
         crate::metrics::purged("jobs", deleted as usize);
+        if (deleted as i64) < BATCH || shutdown.is_cancelled() {
+            break;
+        }
+        tokio::time::sleep(BETWEEN_BATCHES).await;
+    }
+    // The audit trail keeps as long as the history it accounts for.
+    loop {
+        let deleted = store.audit_purge(cutoff, BATCH).await?;
+        crate::metrics::purged("audit_records", deleted as usize);
         if (deleted as i64) < BATCH || shutdown.is_cancelled() {
             break;
         }

@@ -22,6 +22,7 @@
 //! [`coalesce`] makes the store calls of many concurrent requests as one.
 
 mod access;
+mod audit;
 mod claims;
 pub mod coalesce;
 #[cfg(test)]
@@ -53,6 +54,7 @@ use chrono::{DateTime, Utc};
 use crate::ids::JobId;
 
 pub use access::{Access, ActiveKey, Tenant, TenantKey, TenantKeyWrite, DEFAULT_TENANT};
+pub use audit::{Audit, AuditRecord};
 pub use claims::Claims;
 pub use documents::Documents;
 pub use endpoints::Endpoints;
@@ -190,6 +192,7 @@ impl Signal {
 #[async_trait]
 pub trait Store:
     Access
+    + Audit
     + Claims
     + Documents
     + Endpoints

@@ -438,6 +438,26 @@ impl SqlBackend for PgStore {
         Self::record_attempts(tx.postgres(), winners).await
     }
 
+    async fn audit_write(&self, records: &[super::AuditRecord]) -> StoreResult<()> {
+        let column = |f: fn(&super::AuditRecord) -> Option<&str>| records.iter().map(f).collect::<Vec<_>>();
+        let at: Vec<chrono::DateTime<chrono::Utc>> = records.iter().map(|r| r.at).collect();
+        let status: Vec<i32> = records.iter().map(|r| r.status).collect();
+        sqlx::query(sql::AUDIT_INSERT)
+            .bind(column(|r| Some(r.audit_id.as_str())))
+            .bind(column(|r| Some(r.tenant.as_str())))
+            .bind(column(|r| r.key_id.as_deref()))
+            .bind(column(|r| r.role.map(crate::domain::KeyRole::as_str)))
+            .bind(column(|r| Some(r.method.as_str())))
+            .bind(column(|r| Some(r.route.as_str())))
+            .bind(column(|r| Some(r.path.as_str())))
+            .bind(&status)
+            .bind(column(|r| Some(r.request_id.as_str())))
+            .bind(&at)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
     async fn purged_by_row(&self) -> StoreResult<Vec<String>> {
         if self.partitioned.load(std::sync::atomic::Ordering::Relaxed) {
             super::partitions::deleted_by_row(&self.pool, "executions_done").await

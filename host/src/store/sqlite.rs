@@ -203,6 +203,30 @@ impl SqlBackend for SqliteStore {
     async fn results_record(&self, tx: &mut Tx, winners: &[&super::AttemptFinish]) -> StoreResult<()> {
         Self::record_attempts(tx.sqlite(), winners).await
     }
+
+    async fn audit_write(&self, records: &[super::AuditRecord]) -> StoreResult<()> {
+        // Ten values a row: 100 rows a statement stay far below SQLite's parameter limit.
+        let mut tx = self.write().await?;
+        for records in records.chunks(100) {
+            let mut insert = sqlx::QueryBuilder::<Sqlite>::new(
+                "INSERT INTO audit_records (audit_id, tenant, key_id, role, method, route, path, status, request_id, at) ",
+            );
+            insert.push_values(records, |mut row, r| {
+                row.push_bind(&r.audit_id)
+                    .push_bind(&r.tenant)
+                    .push_bind(&r.key_id)
+                    .push_bind(r.role)
+                    .push_bind(&r.method)
+                    .push_bind(&r.route)
+                    .push_bind(&r.path)
+                    .push_bind(r.status)
+                    .push_bind(&r.request_id)
+                    .push_bind(DbTime(r.at));
+            });
+            insert.build().execute(&mut **tx.sqlite()).await?;
+        }
+        tx.commit().await
+    }
 }
 
 #[async_trait::async_trait]

@@ -49,3 +49,41 @@ pub async fn issued_keys_are_kept_listed_and_revoked(store: Arc<dyn Store>) {
     assert_eq!(active, std::slice::from_ref(&second));
     assert_eq!(store.tenant_key_get("default", &first).await.unwrap().unwrap().revoked_at, Some(at));
 }
+
+pub async fn audit_records_are_listed_by_tenant_and_purged_by_age(store: Arc<dyn Store>) {
+    use crate::ids::AuditId;
+    let record = |tenant: &str, path: &str, at: DateTime<Utc>, role: Option<KeyRole>| AuditRecord {
+        audit_id: AuditId::new(),
+        tenant: tenant.to_owned(),
+        key_id: role.map(|_| ApiKeyId::new()),
+        role,
+        method: "POST".to_owned(),
+        route: "/configs".to_owned(),
+        path: path.to_owned(),
+        status: 201,
+        request_id: "req_1".to_owned(),
+        at,
+    };
+    let old = now() - chrono::Duration::days(40);
+    let records: Vec<AuditRecord> = (0..250)
+        .map(|i| record("default", &format!("/old/{i}"), old + chrono::Duration::milliseconds(i), Some(KeyRole::Write)))
+        .chain([record("default", "/new", now(), None), record("acme", "/theirs", now(), Some(KeyRole::Admin))])
+        .collect();
+    store.audit_insert_many(&records).await.unwrap();
+    let page = PageRequest { limit: 300, after: None, newest_first: false };
+    let listed = store.audit_list("default", &page).await.unwrap();
+    assert_eq!(listed.len(), 251);
+    assert_eq!(listed[0], records[0], "a record reads back as written");
+    assert_eq!(listed[250].path, "/new");
+    assert!(listed[250].key_id.is_none() && listed[250].role.is_none());
+    let newest = store.audit_list("default", &PageRequest { newest_first: true, limit: 1, after: None }).await.unwrap();
+    assert_eq!(newest[0].path, "/new");
+    assert_eq!(store.audit_list("acme", &page).await.unwrap().len(), 1);
+
+    let cutoff = now() - chrono::Duration::days(30);
+    assert_eq!(store.audit_purge(cutoff, 200).await.unwrap(), 200, "a batch at most");
+    assert_eq!(store.audit_purge(cutoff, 200).await.unwrap(), 50);
+    assert_eq!(store.audit_purge(cutoff, 200).await.unwrap(), 0);
+    let kept: Vec<String> = store.audit_list("default", &page).await.unwrap().into_iter().map(|r| r.path).collect();
+    assert_eq!(kept, ["/new"]);
+}

@@ -211,6 +211,7 @@ on_every_backend!(
     a_disabled_endpoint_is_passed_by_announced_once_and_enabled,
     writes_for_a_deleted_endpoint_or_job_find_it_gone,
     issued_keys_are_kept_listed_and_revoked,
+    audit_records_are_listed_by_tenant_and_purged_by_age,
 );
 
 /// Drops a test's PostgreSQL database when the test is done with it.

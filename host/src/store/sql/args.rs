@@ -247,4 +247,4 @@ macro_rules! id_args {
     )*};
 }
 
-id_args!(ApiKeyId, AttemptId, ExecutionId, JobId, LogId);
+id_args!(ApiKeyId, AttemptId, AuditId, ExecutionId, JobId, LogId);

@@ -50,6 +50,8 @@ pub trait SqlBackend: Send + Sync {
     async fn results_fence(&self, tx: &mut Tx, finishes: &[AttemptFinish]) -> StoreResult<Vec<bool>>;
     /// The attempts and log lines of the outcomes that won the fence.
     async fn results_record(&self, tx: &mut Tx, winners: &[&AttemptFinish]) -> StoreResult<()>;
+    /// A batch of audit records, committed (`Audit::audit_insert_many`; never empty).
+    async fn audit_write(&self, records: &[crate::store::AuditRecord]) -> StoreResult<()>;
     /// The tables whose finished executions the retention purge deletes row by row: all of
     /// `executions`, or where history is in time partitions, those no drop takes whole.
     async fn purged_by_row(&self) -> StoreResult<Vec<String>> {

@@ -55,3 +55,9 @@ RETURNING j.job_id;
 SELECT name, rate_limit_per_sec, rate_limit_burst, rate_tokens, rate_tokens_at FROM endpoints
 WHERE max_concurrency IS NOT NULL OR rate_limit_per_sec IS NOT NULL OR circuit_open_until IS NOT NULL
 ORDER BY name FOR UPDATE;
+
+-- A batch of audit records (api::audit).
+-- name: AuditInsert
+INSERT INTO audit_records (audit_id, tenant, key_id, role, method, route, path, status, request_id, at)
+SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
+                     $8::int4[], $9::text[], $10::timestamptz[]);
