@@ -1,8 +1,8 @@
 //! The dashboard (`/ui`): over HTTP on both backends (sign-in, cookie, CSRF, every page, no
 //! secret shown), and in a real browser — Debian's headless Chromium driven through
 //! chromedriver — on PostgreSQL: sign in, watch a job appear without a reload, open its
-//! execution, retry a failure, pause a cron job, replay dead letters, and every page at a
-//! phone's width with no console error. Screenshots of each page are written to
+//! execution, retry a failure, pause a cron job and an endpoint, replay dead letters, and every
+//! page at a phone's width with no console error. Screenshots of each page are written to
 //! `target/dashboard-screenshots/` for a person to look at.
 
 use std::path::PathBuf;
@@ -372,6 +372,14 @@ async fn the_dashboard_in_a_real_browser() {
     let page = text(browser).await;
     assert!(page.contains("hooks") && page.contains("broken") && page.contains("-01-01 00:00:00 UTC"), "{page}");
     screenshot(browser, "08-overview").await;
+    // An endpoint paused and resumed from the endpoints page.
+    open(browser, &base, "/ui/endpoints").await;
+    click(browser, "button#pause-broken").await;
+    notice(browser, "Paused broken").await;
+    assert!(api.get("/endpoints/broken").await.body["paused_at"].is_string());
+    click(browser, "button#resume-broken").await;
+    notice(browser, "Resumed broken").await;
+    assert!(api.get("/endpoints/broken").await.body.get("paused_at").is_none());
     for (n, path) in [(9, "endpoints"), (10, "plugins"), (11, "secrets")] {
         open(browser, &base, &format!("/ui/{path}")).await;
         screenshot(browser, &format!("{n:02}-{path}")).await;

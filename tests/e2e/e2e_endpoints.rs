@@ -1,16 +1,21 @@
 //! Endpoints: registration of each transport type with its defaults, every check registration
-//! makes (references, spec fields, templates), updates, and deletes refused while in use.
+//! makes (references, spec fields, templates), updates, deletes refused while in use, and the
+//! owner's pause.
+
+use std::time::Duration;
 
 use serde_json::{json, Value};
 
 use crate::both_backends;
-use crate::support::{Backend, Client, Server, TestDb};
+use crate::support::fixtures::{http_endpoint as receiving_endpoint, immediate, wait_for_status};
+use crate::support::{eventually, Backend, Client, Receiver, Server, TestDb};
 
 both_backends!(
     endpoint_types_register_with_defaults,
     registration_checks,
     endpoint_update_and_delete,
-    deletes_refused_while_referenced
+    deletes_refused_while_referenced,
+    a_paused_endpoint_holds_its_executions_until_resumed,
 );
 
 async fn setup(api: &Client) {
@@ -246,4 +251,61 @@ async fn deletes_refused_while_referenced(backend: Backend) {
     assert_eq!(api.delete("/endpoints/send-welcome-email").await.status, 204);
     assert_eq!(api.delete("/payload-specs/welcome-input").await.status, 204);
     assert_eq!(api.delete("/configs/email-service").await.status, 204);
+}
+
+/// A paused endpoint's executions wait, spending no attempt, while another endpoint's are
+/// delivered; its cron ticks are still made; resumed, each is delivered once.
+async fn a_paused_endpoint_holds_its_executions_until_resumed(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let server = Server::start(&db).await;
+    let api = server.client();
+    let receiver = Receiver::start().await;
+    receiving_endpoint(&api, &receiver, "held", "/ok/held", json!(null)).await;
+    receiving_endpoint(&api, &receiver, "flowing", "/ok/flowing", json!(null)).await;
+
+    let paused = api.post("/endpoints/held/pause", &json!({})).await;
+    assert_eq!(paused.status, 200, "{}", paused.text);
+    let paused_at = paused.body["paused_at"].as_str().expect("paused_at").to_owned();
+    let again = api.post("/endpoints/held/pause", &json!({})).await;
+    assert_eq!(again.body["paused_at"], paused_at.as_str(), "pausing again keeps the first time");
+    api.post("/endpoints/nope/pause", &json!({})).await.error(404, "ENDPOINT_NOT_FOUND");
+
+    let input = json!({"user_id": "u", "amount": 1});
+    let waiting = api.create("/jobs", &immediate("held", "w", input.clone())).await;
+    let waiting = waiting["execution"]["execution_id"].as_str().unwrap().to_owned();
+    let cron = api
+        .create(
+            "/jobs",
+            &json!({"endpoint": "held", "trigger": "CRON", "cron": "* * * * * *", "timezone": "UTC", "input": input}),
+        )
+        .await;
+    let cron = cron["job_id"].as_str().unwrap().to_owned();
+    let flowing = api.create("/jobs", &immediate("flowing", "f", input.clone())).await;
+    wait_for_status(&api, flowing["execution"]["execution_id"].as_str().unwrap(), "SUCCESS").await;
+
+    // Ticks keep being made while nothing of the endpoint is claimed.
+    eventually("two ticks of the paused endpoint's cron job", Duration::from_secs(10), || async {
+        api.get(&format!("/jobs/{cron}/executions")).await.body["items"].as_array().unwrap().len() >= 2
+    })
+    .await;
+    let execution = api.get(&format!("/executions/{waiting}")).await.body;
+    assert_eq!(
+        (execution["status"].as_str(), execution["attempt_count"].as_i64()),
+        (Some("QUEUED"), Some(0)),
+        "{execution}"
+    );
+    assert_eq!(receiver.count_of("/ok/held"), 0, "nothing was delivered to the paused endpoint");
+    let listed = api.get("/endpoints").await.body;
+    let held = listed["items"].as_array().unwrap().iter().find(|e| e["name"] == "held").unwrap().clone();
+    assert_eq!(held["paused_at"], paused_at.as_str());
+
+    let resumed = api.post("/endpoints/held/resume", &json!({})).await;
+    assert_eq!(resumed.status, 200);
+    assert!(resumed.body.get("paused_at").is_none(), "{}", resumed.text);
+    let delivered = wait_for_status(&api, &waiting, "SUCCESS").await;
+    assert_eq!(delivered["attempt_count"], 1, "waiting cost no attempt: {delivered}");
+    let ticks = api.get(&format!("/jobs/{cron}/executions?limit=2")).await.body;
+    for tick in ticks["items"].as_array().unwrap() {
+        wait_for_status(&api, tick["execution_id"].as_str().unwrap(), "SUCCESS").await;
+    }
 }

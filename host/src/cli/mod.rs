@@ -44,7 +44,13 @@ pub fn main() -> std::process::ExitCode {
                 resources::resource(&resources::ENDPOINTS, command).await
             }
             Command::Endpoints(EndpointsCommand::Enable { name, output, api }) => {
-                resources::endpoint_enable(&name, &output, api).await
+                resources::endpoint_action(&name, "enable", &output, api).await
+            }
+            Command::Endpoints(EndpointsCommand::Pause { name, output, api }) => {
+                resources::endpoint_action(&name, "pause", &output, api).await
+            }
+            Command::Endpoints(EndpointsCommand::Resume { name, output, api }) => {
+                resources::endpoint_action(&name, "resume", &output, api).await
             }
             Command::Configs(command) => resources::resource(&resources::CONFIGS, command).await,
             Command::Specs(command) => resources::resource(&resources::SPECS, command).await,

@@ -27,10 +27,15 @@ pub const ENDPOINTS: Resource = Resource {
         ("VERSION", |v| text(&v["version"])),
         ("CONFIG", |v| text(&v["config"])),
         ("PLUGIN", |v| text(&v["plugin"])),
-        (
-            "CIRCUIT",
-            |v| if v["disabled_at"].is_string() { "disabled".to_owned() } else { text(&v["circuit"]["state"]) },
-        ),
+        ("CIRCUIT", |v| {
+            if v["disabled_at"].is_string() {
+                "disabled".to_owned()
+            } else if v["paused_at"].is_string() {
+                "paused".to_owned()
+            } else {
+                text(&v["circuit"]["state"])
+            }
+        }),
         ("UPDATED", updated),
     ],
 };
@@ -141,13 +146,20 @@ pub async fn resource(resource: &Resource, command: ResourceCommand) -> anyhow::
     Ok(())
 }
 
-/// `taskexec endpoints enable NAME`.
-pub async fn endpoint_enable(name: &str, output: &OutputArgs, api: ApiArgs) -> anyhow::Result<()> {
-    let endpoint = Api::new(api)?.post(&format!("/endpoints/{name}/enable"), &json!({})).await?.1;
+/// `taskexec endpoints enable|pause|resume NAME`.
+pub async fn endpoint_action(name: &str, action: &str, output: &OutputArgs, api: ApiArgs) -> anyhow::Result<()> {
+    let endpoint = Api::new(api)?.post(&format!("/endpoints/{name}/{action}"), &json!({})).await?.1;
     if output.json {
         print_json(&endpoint);
-    } else {
-        println!("Enabled endpoint {name}: its circuit is {}.", text(&endpoint["circuit"]["state"]));
+        return Ok(());
+    }
+    match action {
+        "enable" => println!("Enabled endpoint {name}: its circuit is {}.", text(&endpoint["circuit"]["state"])),
+        "pause" => println!(
+            "Paused endpoint {name} (since {}): its executions wait until `taskexec endpoints resume {name}`.",
+            text(&endpoint["paused_at"])
+        ),
+        _ => println!("Resumed endpoint {name}: its waiting executions are delivered."),
     }
     Ok(())
 }

@@ -424,6 +424,22 @@ pub enum EndpointsCommand {
         #[command(flatten)]
         api: ApiArgs,
     },
+    /// Pause an endpoint: its executions wait (cron ticks are still made) until it is resumed.
+    Pause {
+        name: String,
+        #[command(flatten)]
+        output: OutputArgs,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// Resume a paused endpoint: its waiting executions are delivered.
+    Resume {
+        name: String,
+        #[command(flatten)]
+        output: OutputArgs,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
 }
 
 #[derive(Debug, Subcommand)]

@@ -544,55 +544,7 @@ pub async fn replay(
     see_other(&with_query("/ui/dead-letters", &pairs))
 }
 
-pub async fn endpoints(session: Session, version: Version, State(ui): State<Dashboard>) -> Response {
-    let answer = ui.api.get(&session.key, "/endpoints?limit=200").await;
-    page(
-        &ui,
-        (&session, &version),
-        "endpoints.html",
-        "endpoints",
-        None,
-        context! { endpoints => answer.body["items"].clone() },
-    )
-}
-
-pub async fn plugins(session: Session, version: Version, State(ui): State<Dashboard>) -> Response {
-    let listed = ui.api.get(&session.key, "/plugins?limit=200").await.body["items"].clone();
-    let endpoints = ui.api.get(&session.key, "/endpoints?limit=200").await.body["items"].clone();
-    let mut plugins = Vec::new();
-    for plugin in listed.as_array().into_iter().flatten() {
-        let Some(name) = plugin["name"].as_str() else { continue };
-        let detail = ui.api.get(&session.key, &format!("/plugins/{}", segment(name))).await.body;
-        // Which endpoints run which version: pinned (`name@3`) or the newest.
-        let users: Vec<Value> = endpoints
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|e| {
-                let uses = [&e["plugin"], &e["renderer"], &e["classifier"]["plugin"]].into_iter().find_map(|r| {
-                    let r = r.as_str()?;
-                    let (plugin, version) = r.split_once('@').map_or((r, None), |(p, v)| (p, Some(v)));
-                    (plugin == name).then(|| version.map_or_else(|| "newest".to_owned(), |v| format!("version {v}")))
-                })?;
-                Some(json!({"endpoint": e["name"], "uses": uses}))
-            })
-            .collect();
-        plugins.push(json!({"plugin": detail, "users": users}));
-    }
-    page(&ui, (&session, &version), "plugins.html", "plugins", None, context! { plugins })
-}
-
-pub async fn secrets(session: Session, version: Version, State(ui): State<Dashboard>) -> Response {
-    let answer = ui.api.get(&session.key, "/secrets?limit=200").await;
-    page(
-        &ui,
-        (&session, &version),
-        "secrets.html",
-        "secrets",
-        None,
-        context! { secrets => answer.body["items"].clone() },
-    )
-}
+pub mod setup;
 
 #[cfg(test)]
 mod tests;

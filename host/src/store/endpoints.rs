@@ -34,6 +34,11 @@ pub trait Endpoints: Send + Sync {
     async fn endpoint_concurrency_limits(&self) -> StoreResult<Vec<(String, i32)>>;
     /// No execution of the endpoint is claimed before `until` (never shortened).
     async fn endpoint_pause(&self, name: &str, until: DateTime<Utc>) -> StoreResult<()>;
+    /// Pause the endpoint (its owner's pause: nothing of it is claimed until it is resumed),
+    /// keeping the first pause's time; None if it does not exist.
+    async fn endpoint_hold(&self, name: &str) -> StoreResult<Option<Endpoint>>;
+    /// Resume an endpoint its owner paused; None if it does not exist.
+    async fn endpoint_release(&self, name: &str) -> StoreResult<Option<Endpoint>>;
     /// Enable a disabled endpoint and close its circuit (forgetting its failures and any 429
     /// pause); None if it does not exist.
     async fn endpoint_enable(&self, name: &str) -> StoreResult<Option<Endpoint>>;
@@ -57,7 +62,7 @@ pub trait Endpoints: Send + Sync {
 pub(super) const COLUMNS: &str = "name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, version, created_at, \
      updated_at, plugin, renderer, max_concurrency, on_failure, paused_until, rate_limit_per_sec, rate_limit_burst, \
      circuit_policy, circuit_failures, circuit_failing_since, circuit_open_until, circuit_cooldown_ms, circuit_last_error, \
-     disabled_at, timeout_ms, plugin_version, classifier, classifier_version, classifier_config";
+     disabled_at, paused_at, timeout_ms, plugin_version, classifier, classifier_version, classifier_config";
 
 /// An insert's or update's values, `$2`…`$19` after the name (`$7` the time).
 fn written(statement: super::sql::Statement, endpoint: &EndpointWrite) -> Query<'static> {
@@ -178,6 +183,14 @@ impl<S: SqlBackend> Endpoints for S {
     async fn endpoint_pause(&self, name: &str, until: DateTime<Utc>) -> StoreResult<()> {
         query(sql::ENDPOINT_PAUSE).bind(name).bind(DbTime(until)).execute(self.db()).await?;
         Ok(())
+    }
+
+    async fn endpoint_hold(&self, name: &str) -> StoreResult<Option<Endpoint>> {
+        query(sql::ENDPOINT_HOLD).bind(name).bind(DbTime(now())).fetch_optional(self.db()).await
+    }
+
+    async fn endpoint_release(&self, name: &str) -> StoreResult<Option<Endpoint>> {
+        query(sql::ENDPOINT_RELEASE).bind(name).fetch_optional(self.db()).await
     }
 
     async fn endpoint_enable(&self, name: &str) -> StoreResult<Option<Endpoint>> {

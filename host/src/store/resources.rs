@@ -76,6 +76,9 @@ pub struct Endpoint {
     pub circuit_cooldown_ms: Option<i64>,
     pub circuit_last_error: Option<String>,
     pub disabled_at: Option<DateTime<Utc>>,
+    /// Paused by its owner since (`POST /endpoints/{name}/pause`): nothing is claimed until
+    /// it is resumed.
+    pub paused_at: Option<DateTime<Utc>>,
     /// The delivery timeout set on the endpoint itself (every type; None: the spec's own
     /// `timeout_ms`, or the default).
     pub timeout_ms: Option<i32>,

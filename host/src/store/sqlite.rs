@@ -286,6 +286,8 @@ impl Claims for SqliteStore {
                -- An open circuit, or a disabled endpoint, is passed by.
                AND (ep.circuit_open_until IS NULL OR ep.circuit_open_until <= $1)
                AND ep.disabled_at IS NULL
+               -- Nor is one its owner paused.
+               AND ep.paused_at IS NULL
                AND EXISTS (SELECT 1 FROM executions x
                            WHERE x.endpoint = q.endpoint AND x.status IN ('QUEUED', 'RETRYING') AND x.run_at <= $2)",
             super::engine::QUEUED_ENDPOINTS

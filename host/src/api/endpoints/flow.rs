@@ -1,6 +1,6 @@
 //! An endpoint's flow control as the API shows it: `rate_limit`, `circuit_breaker` (its
-//! settings) and `circuit` (its state), and `POST /endpoints/{name}/enable`. The mechanisms are
-//! `crate::flow`'s.
+//! settings) and `circuit` (its state), `POST /endpoints/{name}/enable`, and the owner's
+//! `pause` and `resume`. The mechanisms are `crate::flow`'s.
 
 use axum::extract::{Path, State};
 use axum::Json;
@@ -184,6 +184,29 @@ pub fn check_circuit_breaker(body: &CircuitBreakerIn) -> ApiResult<CircuitPolicy
 ))]
 pub(super) async fn enable(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<Json<EndpointOut>> {
     let endpoint = state.store.endpoint_enable(&name).await?.ok_or_else(|| super::not_found(&name))?;
+    state.wakeups.work_ready(&state.store).await;
+    Ok(Json(endpoint.into()))
+}
+
+/// Pause an endpoint: none of its executions is claimed until it is resumed.
+///
+/// Its executions wait (QUEUED or RETRYING, spending no attempt; their lateness counts from
+/// their due time), cron ticks are still made, and nothing is failed or retried for the pause.
+/// Deliveries already under way finish. Pausing a paused endpoint keeps its first `paused_at`.
+#[utoipa::path(post, path = "/endpoints/{name}/pause", tag = "endpoints", params(("name" = String, Path)), responses(
+    (status = 200, description = "The endpoint, paused.", body = EndpointOut),
+))]
+pub(super) async fn pause(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<Json<EndpointOut>> {
+    let endpoint = state.store.endpoint_hold(&name).await?.ok_or_else(|| super::not_found(&name))?;
+    Ok(Json(endpoint.into()))
+}
+
+/// Resume a paused endpoint: its waiting executions are delivered again.
+#[utoipa::path(post, path = "/endpoints/{name}/resume", tag = "endpoints", params(("name" = String, Path)), responses(
+    (status = 200, description = "The endpoint, no longer paused.", body = EndpointOut),
+))]
+pub(super) async fn resume(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<Json<EndpointOut>> {
+    let endpoint = state.store.endpoint_release(&name).await?.ok_or_else(|| super::not_found(&name))?;
     state.wakeups.work_ready(&state.store).await;
     Ok(Json(endpoint.into()))
 }

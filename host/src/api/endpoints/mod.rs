@@ -35,6 +35,8 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(create, list))
         .routes(routes!(read, update, delete))
         .routes(routes!(flow::enable))
+        .routes(routes!(flow::pause))
+        .routes(routes!(flow::resume))
 }
 
 #[derive(Deserialize, utoipa::ToSchema)]
@@ -110,6 +112,10 @@ pub struct EndpointOut {
     /// `POST /endpoints/{name}/enable`.
     #[serde(skip_serializing_if = "Option::is_none", serialize_with = "super::optional_timestamp")]
     pub disabled_at: Option<DateTime<Utc>>,
+    /// Set while the endpoint is paused (`POST /endpoints/{name}/pause`, since this time):
+    /// nothing is delivered until `POST /endpoints/{name}/resume`.
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "super::optional_timestamp")]
+    pub paused_at: Option<DateTime<Utc>>,
     #[serde(serialize_with = "super::timestamp")]
     pub created_at: DateTime<Utc>,
     #[serde(serialize_with = "super::timestamp")]
@@ -145,6 +151,7 @@ impl From<Endpoint> for EndpointOut {
             circuit_breaker,
             circuit,
             disabled_at: e.disabled_at,
+            paused_at: e.paused_at,
             created_at: e.created_at,
             updated_at: e.updated_at,
         }

@@ -62,6 +62,39 @@ async fn new_stores(before: Option<i64>) -> Vec<(Arc<dyn Store>, Box<dyn std::an
     vec![(postgres, Box::new(DropDatabase { admin, name })), (sqlite, Box::new(dir))]
 }
 
+/// Columns that migrations after an old database's last add and that today's store reads
+/// wherever it writes (a claim reads `endpoints.paused_at`), with their PostgreSQL and SQLite
+/// types. A test that writes rows with today's store into a database left at an earlier
+/// migration adds them by hand first ([`later_columns`]) and drops them before the store
+/// migrates the database; a migration that adds such a column adds it here too.
+const LATER_COLUMNS: &[(&str, &str, &str, &str)] = &[("endpoints", "paused_at", "TIMESTAMPTZ", "TEXT")];
+
+/// Add (or drop) [`LATER_COLUMNS`] in the database a [`new_stores`] guard keeps.
+async fn later_columns(guard: &dyn std::any::Any, add: bool) {
+    use sqlx::Connection;
+    for (table, column, pg_type, sqlite_type) in LATER_COLUMNS {
+        if let Some(db) = guard.downcast_ref::<DropDatabase>() {
+            let url = format!("{}/{}", db.admin.rsplit_once('/').unwrap().0, db.name);
+            let mut conn = sqlx::PgConnection::connect(&url).await.unwrap();
+            let sql = if add {
+                format!("ALTER TABLE {table} ADD COLUMN {column} {pg_type}")
+            } else {
+                format!("ALTER TABLE {table} DROP COLUMN {column}")
+            };
+            sqlx::query(&sql).execute(&mut conn).await.unwrap();
+        } else if let Some(dir) = guard.downcast_ref::<tempfile::TempDir>() {
+            let url = format!("sqlite:{}", dir.path().join("c.db").display());
+            let mut conn = sqlx::SqliteConnection::connect(&url).await.unwrap();
+            let sql = if add {
+                format!("ALTER TABLE {table} ADD COLUMN {column} {sqlite_type}")
+            } else {
+                format!("ALTER TABLE {table} DROP COLUMN {column}")
+            };
+            sqlx::query(&sql).execute(&mut conn).await.unwrap();
+        }
+    }
+}
+
 mod access;
 mod claims;
 mod flow;

@@ -9,8 +9,9 @@ use super::*;
 /// their execution.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn history_written_before_the_attempt_keys_changed_reads_the_same_after() {
-    for (store, _guard) in new_stores(Some(63)).await {
+    for (store, guard) in new_stores(Some(63)).await {
         let backend = store.backend();
+        later_columns(guard.as_ref(), true).await;
         endpoint(&*store, "a").await;
         queued(&*store, "a", 2).await;
         let held = store.execution_claim(&claim("w", 2, Duration::from_secs(60))).await.unwrap();
@@ -32,7 +33,7 @@ async fn history_written_before_the_attempt_keys_changed_reads_the_same_after() 
         assert_eq!(written, [true, true], "{backend:?}");
         let page = PageRequest { after: None, limit: 10, ..Default::default() };
         let before = store.log_list(&held[0].execution_id, &page).await.unwrap();
-
+        later_columns(guard.as_ref(), false).await;
         store.migrate().await.unwrap();
         let after = store.log_list(&held[0].execution_id, &page).await.unwrap();
         let lines = |logs: &[ExecutionLog]| {

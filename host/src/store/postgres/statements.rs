@@ -251,6 +251,8 @@ pub(super) fn claim_sql() -> String {
                -- An open circuit, or a disabled endpoint, is passed by.
                AND (ep.circuit_open_until IS NULL OR ep.circuit_open_until <= $2)
                AND ep.disabled_at IS NULL
+               -- Nor is one its owner paused.
+               AND ep.paused_at IS NULL
          ),
          due AS (
              -- The endpoint's earliest waiting execution is due: one index probe per

@@ -1,6 +1,6 @@
 -- Endpoints: where executions are delivered, each version kept (jobs are delivered with the
--- version they were created against), with the flow-control state the workers share (pause,
--- circuit breaker, disabling). Indexes: endpoints' primary key (name); endpoint_versions'
+-- version they were created against), with the flow-control state the workers share (a 429's
+-- pause, the owner's pause, circuit breaker, disabling). Indexes: endpoints' primary key (name); endpoint_versions'
 -- (name, version); endpoint_secret_refs' (endpoint, secret) and its secret index; jobs'
 -- idx_jobs_endpoint.
 
@@ -14,7 +14,7 @@ ON CONFLICT (name) DO NOTHING
 RETURNING name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, version, created_at, updated_at,
           plugin, renderer, max_concurrency, on_failure, paused_until, rate_limit_per_sec, rate_limit_burst,
           circuit_policy, circuit_failures, circuit_failing_since, circuit_open_until, circuit_cooldown_ms,
-          circuit_last_error, disabled_at, timeout_ms, plugin_version, classifier, classifier_version,
+          circuit_last_error, disabled_at, paused_at, timeout_ms, plugin_version, classifier, classifier_version,
           classifier_config;
 
 -- A new version of the endpoint: $7 its time; the version number goes up by one.
@@ -29,7 +29,7 @@ WHERE name = $1
 RETURNING name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, version, created_at, updated_at,
           plugin, renderer, max_concurrency, on_failure, paused_until, rate_limit_per_sec, rate_limit_burst,
           circuit_policy, circuit_failures, circuit_failing_since, circuit_open_until, circuit_cooldown_ms,
-          circuit_last_error, disabled_at, timeout_ms, plugin_version, classifier, classifier_version,
+          circuit_last_error, disabled_at, paused_at, timeout_ms, plugin_version, classifier, classifier_version,
           classifier_config;
 
 -- Keep the endpoint's version as just written.
@@ -52,7 +52,7 @@ INSERT INTO endpoint_secret_refs (endpoint, secret) VALUES ($1, $2);
 SELECT name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, version, created_at, updated_at,
        plugin, renderer, max_concurrency, on_failure, paused_until, rate_limit_per_sec, rate_limit_burst,
        circuit_policy, circuit_failures, circuit_failing_since, circuit_open_until, circuit_cooldown_ms,
-       circuit_last_error, disabled_at, timeout_ms, plugin_version, classifier, classifier_version,
+       circuit_last_error, disabled_at, paused_at, timeout_ms, plugin_version, classifier, classifier_version,
        classifier_config
 FROM endpoints WHERE name = $1;
 
@@ -63,7 +63,7 @@ SELECT v.name, v.endpoint_type, v.payload_spec_ref, v.config_ref, v.spec, v.retr
     v.created_at, v.created_at AS updated_at, v.plugin, v.renderer, v.max_concurrency,
     e.on_failure, e.paused_until, e.rate_limit_per_sec, e.rate_limit_burst, e.circuit_policy,
     e.circuit_failures, e.circuit_failing_since, e.circuit_open_until, e.circuit_cooldown_ms,
-    e.circuit_last_error, e.disabled_at, v.timeout_ms, v.plugin_version, v.classifier,
+    e.circuit_last_error, e.disabled_at, e.paused_at, v.timeout_ms, v.plugin_version, v.classifier,
     v.classifier_version, v.classifier_config
 FROM endpoint_versions v JOIN endpoints e ON e.name = v.name
 WHERE v.name = $1 AND v.version = $2;
@@ -73,6 +73,23 @@ WHERE v.name = $1 AND v.version = $2;
 UPDATE endpoints SET paused_until = $2
 WHERE name = $1 AND (paused_until IS NULL OR paused_until < $2);
 
+-- Paused by its owner: the first time is kept. $1 the name, $2 now.
+-- name: EndpointHold
+UPDATE endpoints SET paused_at = COALESCE(paused_at, $2) WHERE name = $1
+RETURNING name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, version, created_at, updated_at,
+          plugin, renderer, max_concurrency, on_failure, paused_until, rate_limit_per_sec, rate_limit_burst,
+          circuit_policy, circuit_failures, circuit_failing_since, circuit_open_until, circuit_cooldown_ms,
+          circuit_last_error, disabled_at, paused_at, timeout_ms, plugin_version, classifier, classifier_version,
+          classifier_config;
+
+-- name: EndpointRelease
+UPDATE endpoints SET paused_at = NULL WHERE name = $1
+RETURNING name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, version, created_at, updated_at,
+          plugin, renderer, max_concurrency, on_failure, paused_until, rate_limit_per_sec, rate_limit_burst,
+          circuit_policy, circuit_failures, circuit_failing_since, circuit_open_until, circuit_cooldown_ms,
+          circuit_last_error, disabled_at, paused_at, timeout_ms, plugin_version, classifier, classifier_version,
+          classifier_config;
+
 -- name: EndpointEnable
 UPDATE endpoints
 SET disabled_at = NULL, disabled_announced_at = NULL, circuit_failures = 0, circuit_failing_since = NULL,
@@ -81,14 +98,14 @@ WHERE name = $1
 RETURNING name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, version, created_at, updated_at,
           plugin, renderer, max_concurrency, on_failure, paused_until, rate_limit_per_sec, rate_limit_burst,
           circuit_policy, circuit_failures, circuit_failing_since, circuit_open_until, circuit_cooldown_ms,
-          circuit_last_error, disabled_at, timeout_ms, plugin_version, classifier, classifier_version,
+          circuit_last_error, disabled_at, paused_at, timeout_ms, plugin_version, classifier, classifier_version,
           classifier_config;
 
 -- name: EndpointsDisabledUnannounced
 SELECT name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, version, created_at, updated_at,
        plugin, renderer, max_concurrency, on_failure, paused_until, rate_limit_per_sec, rate_limit_burst,
        circuit_policy, circuit_failures, circuit_failing_since, circuit_open_until, circuit_cooldown_ms,
-       circuit_last_error, disabled_at, timeout_ms, plugin_version, classifier, classifier_version,
+       circuit_last_error, disabled_at, paused_at, timeout_ms, plugin_version, classifier, classifier_version,
        classifier_config
 FROM endpoints
 WHERE disabled_at IS NOT NULL AND disabled_announced_at IS NULL
@@ -103,7 +120,7 @@ UPDATE endpoints SET disabled_announced_at = $3 WHERE name = $1 AND disabled_at 
 SELECT name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, version, created_at, updated_at,
        plugin, renderer, max_concurrency, on_failure, paused_until, rate_limit_per_sec, rate_limit_burst,
        circuit_policy, circuit_failures, circuit_failing_since, circuit_open_until, circuit_cooldown_ms,
-       circuit_last_error, disabled_at, timeout_ms, plugin_version, classifier, classifier_version,
+       circuit_last_error, disabled_at, paused_at, timeout_ms, plugin_version, classifier, classifier_version,
        classifier_config
 FROM endpoints
 WHERE circuit_open_until IS NOT NULL OR disabled_at IS NOT NULL
