@@ -1,6 +1,7 @@
 //! An endpoint's retry policy: its defaults (those docs/api.md lists), its rules, and the backoff
 //! between attempts.
 
+use chrono::{DateTime, Utc};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 
@@ -29,12 +30,18 @@ pub struct RetryPolicy {
     /// Upper bound on any one delay.
     #[serde(default = "default_max_delay_ms")]
     pub max_delay_ms: u64,
+    /// No attempt starts later than this after the execution was due (its `scheduled_at`):
+    /// past it the execution fails with `DEADLINE_EXCEEDED`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_age_ms: Option<u64>,
 }
 
 /// More attempts than this is a loop, not a retry policy.
 pub const MAX_ATTEMPTS: u32 = 100;
 /// One week: a delay longer than this is better expressed as a DELAYED job.
 pub const MAX_DELAY_MS: u64 = 7 * 24 * 3600 * 1000;
+/// Thirty days: the longest `max_age_ms`.
+pub const MAX_AGE_MS: u64 = 30 * 24 * 3600 * 1000;
 
 fn default_max_attempts() -> u32 {
     1
@@ -53,6 +60,7 @@ impl Default for RetryPolicy {
             backoff: Backoff::default(),
             initial_delay_ms: default_initial_delay_ms(),
             max_delay_ms: default_max_delay_ms(),
+            max_age_ms: None,
         }
     }
 }
@@ -89,6 +97,12 @@ impl RetryPolicy {
                 format!("must be at most {MAX_DELAY_MS} (one week)"),
             ));
         }
+        if self.max_age_ms.is_some_and(|age| !(1..=MAX_AGE_MS).contains(&age)) {
+            return Err(SpecError::new(
+                "retry_policy.max_age_ms",
+                format!("must be between 1 and {MAX_AGE_MS} (thirty days)"),
+            ));
+        }
         if self.max_delay_ms < self.initial_delay_ms {
             return Err(SpecError::new(
                 "retry_policy.max_delay_ms",
@@ -116,6 +130,24 @@ impl RetryPolicy {
         jittered.min(self.max_delay_ms)
     }
 
+    /// The last moment an attempt may start for an execution due at `scheduled_at`, when the
+    /// policy sets `max_age_ms`.
+    pub fn deadline(&self, scheduled_at: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        let age = chrono::Duration::milliseconds(i64::try_from(self.max_age_ms?).ok()?);
+        scheduled_at.checked_add_signed(age)
+    }
+
+    /// Why an attempt due at `scheduled_at` may not start at `at`: past its deadline.
+    pub fn expired(&self, scheduled_at: DateTime<Utc>, at: DateTime<Utc>) -> Option<String> {
+        let deadline = self.deadline(scheduled_at)?;
+        (at > deadline).then(|| {
+            format!(
+                "Not attempted: the deadline ({deadline}, retry_policy.max_age_ms {} after it was due) has passed.",
+                self.max_age_ms.unwrap_or_default()
+            )
+        })
+    }
+
     /// The delay before the next attempt: the receiver's `Retry-After` when it sent one
     /// (capped at `max_delay_ms`), otherwise the backoff.
     pub fn next_delay_ms(&self, attempt: u32, retry_after_ms: Option<u64>, rng: &mut impl Rng) -> u64 {
@@ -133,7 +165,7 @@ mod tests {
     use serde_json::json;
 
     fn policy(backoff: Backoff, initial: u64, max: u64) -> RetryPolicy {
-        RetryPolicy { max_attempts: 10, backoff, initial_delay_ms: initial, max_delay_ms: max }
+        RetryPolicy { max_attempts: 10, backoff, initial_delay_ms: initial, max_delay_ms: max, max_age_ms: None }
     }
 
     #[test]
@@ -189,5 +221,22 @@ mod tests {
         assert_eq!(field(json!({"initial_delay_ms": 5000, "max_delay_ms": 10})), "retry_policy.max_delay_ms");
         assert_eq!(field(json!({"max_attempts": "3"})), "retry_policy.max_attempts");
         assert_eq!(field(json!({"retries": 3})), "retry_policy.retries");
+    }
+
+    #[test]
+    fn max_age_sets_a_deadline_from_when_it_was_due() {
+        let policy = RetryPolicy::parse(Some(&json!({"max_attempts": 5, "max_age_ms": 1500}))).unwrap();
+        let due = DateTime::parse_from_rfc3339("2026-11-28T10:00:00Z").unwrap().with_timezone(&Utc);
+        assert_eq!(policy.deadline(due), Some(due + chrono::Duration::milliseconds(1500)));
+        assert!(policy.expired(due, due + chrono::Duration::milliseconds(1500)).is_none(), "at the deadline: in time");
+        let late = policy.expired(due, due + chrono::Duration::milliseconds(1501)).expect("past it");
+        assert!(late.contains("max_age_ms 1500"), "{late}");
+        assert!(RetryPolicy::default().deadline(due).is_none() && RetryPolicy::default().expired(due, due).is_none());
+        for bad in [json!(0), json!(MAX_AGE_MS + 1), json!(-1), json!("1s")] {
+            let err = RetryPolicy::parse(Some(&json!({"max_age_ms": bad}))).unwrap_err();
+            assert_eq!(err.field, "retry_policy.max_age_ms", "{bad}");
+        }
+        let shown = serde_json::to_value(RetryPolicy::default()).unwrap();
+        assert!(shown.get("max_age_ms").is_none(), "unset is not shown: {shown}");
     }
 }

@@ -1,6 +1,6 @@
 //! Endpoints: registration of each transport type with its defaults, every check registration
-//! makes (references, spec fields, templates), updates, deletes refused while in use, and the
-//! owner's pause.
+//! makes (references, spec fields, templates), updates, deletes refused while in use, the
+//! owner's pause, and the deadline of `retry_policy.max_age_ms`.
 
 use std::time::Duration;
 
@@ -16,6 +16,7 @@ both_backends!(
     endpoint_update_and_delete,
     deletes_refused_while_referenced,
     a_paused_endpoint_holds_its_executions_until_resumed,
+    a_deadline_ends_retries_and_fails_what_waited_past_it,
 );
 
 async fn setup(api: &Client) {
@@ -308,4 +309,48 @@ async fn a_paused_endpoint_holds_its_executions_until_resumed(backend: Backend) 
     for tick in ticks["items"].as_array().unwrap() {
         wait_for_status(&api, tick["execution_id"].as_str().unwrap(), "SUCCESS").await;
     }
+}
+
+/// `retry_policy.max_age_ms`: a failing execution stops retrying once its next attempt would
+/// start past the deadline, and one that waited past it (behind a pause) fails unsent.
+async fn a_deadline_ends_retries_and_fails_what_waited_past_it(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let server = Server::start(&db).await;
+    let api = server.client();
+    let receiver = Receiver::start().await;
+    // At most five attempts fit before the deadline: the circuit breaker (five failures) never opens.
+    let policy = json!({"max_attempts": 50, "backoff": "fixed", "initial_delay_ms": 500, "max_age_ms": 1500});
+    receiving_endpoint(&api, &receiver, "failing", "/fail/deadline", policy.clone()).await;
+    receiving_endpoint(&api, &receiver, "late", "/ok/late", policy).await;
+    let input = json!({"user_id": "u", "amount": 1});
+
+    let job = api.create("/jobs", &immediate("failing", "f", input.clone())).await;
+    let failed = wait_for_status(&api, job["execution"]["execution_id"].as_str().unwrap(), "FAILED").await;
+    let error = &failed["output"]["error"];
+    assert_eq!(error["type"], "DEADLINE_EXCEEDED", "{failed}");
+    assert_eq!(error["last_error"]["type"], "HTTP_ERROR", "{failed}");
+    let attempts = failed["attempt_count"].as_i64().unwrap();
+    assert!((2..50).contains(&attempts), "retried until the deadline, not to max_attempts: {failed}");
+    let (started, finished) = (
+        chrono::DateTime::parse_from_rfc3339(failed["scheduled_at"].as_str().unwrap()).unwrap(),
+        chrono::DateTime::parse_from_rfc3339(failed["completed_at"].as_str().unwrap()).unwrap(),
+    );
+    assert!(
+        finished - started < chrono::Duration::milliseconds(1500 + 1000),
+        "no attempt after the deadline: {failed}"
+    );
+
+    api.post("/endpoints/late/pause", &json!({})).await;
+    let job = api.create("/jobs", &immediate("late", "l", input)).await;
+    let waiting = job["execution"]["execution_id"].as_str().unwrap().to_owned();
+    let waiting_now = api.get(&format!("/executions/{waiting}")).await.body;
+    let due = chrono::DateTime::parse_from_rfc3339(waiting_now["scheduled_at"].as_str().unwrap()).unwrap();
+    eventually("the deadline to pass", Duration::from_secs(5), || async {
+        chrono::Utc::now() > due + chrono::Duration::milliseconds(1600)
+    })
+    .await;
+    api.post("/endpoints/late/resume", &json!({})).await;
+    let expired = wait_for_status(&api, &waiting, "FAILED").await;
+    assert_eq!(expired["output"]["error"]["type"], "DEADLINE_EXCEEDED", "{expired}");
+    assert_eq!(receiver.count_of("/ok/late"), 0, "nothing was sent past the deadline");
 }

@@ -202,6 +202,9 @@ text_enum! {
         StoreUnavailable => "STORE_UNAVAILABLE",
         /// The attempt's result could not be stored in full; its status was kept.
         ResultUnstorable => "RESULT_UNSTORABLE",
+        /// The execution was due longer ago than its `retry_policy.max_age_ms`: no attempt
+        /// was made, or no further one will be.
+        DeadlineExceeded => "DEADLINE_EXCEEDED",
     }
 }
 

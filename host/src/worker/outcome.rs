@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 
 use super::classify::Judgement;
 use crate::contract::Verdict;
-use crate::domain::AttemptErrorType;
+use crate::domain::{AttemptErrorType, ExecutionStatus};
 use crate::store::{now, LogWrite};
 
 /// What a failed attempt says about the receiver.
@@ -111,5 +111,14 @@ pub(super) fn classified(judgement: Judgement, elapsed_ms: u128, logs: &mut Logs
         retry_after_ms,
         message,
         receiver,
+    }
+}
+
+/// An attempt's outcome in the metrics, once it is recorded.
+pub(super) fn record_metrics(execution: &crate::store::Execution, status: ExecutionStatus, error_type: &str) {
+    let outcome = if status == ExecutionStatus::Success { "success" } else { "failure" };
+    crate::metrics::attempt(outcome, error_type);
+    if matches!(status, ExecutionStatus::Success | ExecutionStatus::Failed) {
+        crate::metrics::execution_finished(status.as_str(), execution.endpoint_type.as_str(), &execution.endpoint);
     }
 }

@@ -203,7 +203,7 @@ impl Pipeline {
         slot.free();
         match written.await {
             Ok(true) => {
-                record_metrics(&execution, status, &error_type);
+                super::outcome::record_metrics(&execution, status, &error_type);
                 tracing::debug!(%status, duration_ms, "Attempt recorded.")
             }
             Ok(false) => {
@@ -250,6 +250,10 @@ impl Pipeline {
         };
         let (endpoint, policy) = (&resolved.endpoint, resolved.policy.clone());
         let endpoint_type = endpoint.endpoint_type;
+        if let Some(message) = policy.expired(execution.scheduled_at.unwrap_or(execution.created_at), now()) {
+            logs.push("ERROR", message.clone());
+            return Ok((Outcome::permanent(AttemptErrorType::DeadlineExceeded, message), policy, Vec::new()));
+        }
 
         let (context, restrictions) = match Box::pin(self.context(execution.input.take(), endpoint)).await? {
             Ok(found) => found,
@@ -543,28 +547,33 @@ impl Pipeline {
                     ReceiverSign::Down => Some(Health::Down(message.clone())),
                     ReceiverSign::Trip(cooldown_ms) => Some(Health::Trip { error: message.clone(), cooldown_ms }),
                 };
-                let mut finish = if retryable && attempt < execution.max_attempts {
-                    let delay = policy.next_delay_ms(attempt as u32, retry_after_ms, &mut rand::thread_rng());
+                let delay = policy.next_delay_ms(attempt as u32, retry_after_ms, &mut rand::thread_rng());
+                let retry_at = completed_at + chrono::Duration::milliseconds(delay as i64);
+                let deadline = policy.deadline(execution.scheduled_at.unwrap_or(execution.created_at));
+                let in_time = deadline.is_none_or(|deadline| retry_at <= deadline);
+                let mut finish = if retryable && attempt < execution.max_attempts && in_time {
                     logs.push(
                         "INFO",
                         format!("Retrying in {delay} ms (attempt {} of {}).", attempt + 1, execution.max_attempts),
                     );
-                    let retry_at = completed_at + chrono::Duration::milliseconds(delay as i64);
                     base(ExecutionStatus::Retrying, AttemptStatus::Failed, None, Some(error), Some(retry_at))
                 } else {
-                    let why = if retryable {
-                        format!("no attempts left ({attempt} of {})", execution.max_attempts)
-                    } else {
-                        "not retryable".to_owned()
+                    // Attempts were left, but the next would start past the deadline: the
+                    // execution fails for that, the attempt for its own error.
+                    let late = retryable && attempt < execution.max_attempts;
+                    let why = match (retryable, late) {
+                        (false, _) => "not retryable".to_owned(),
+                        (true, true) => "the next attempt would start after retry_policy.max_age_ms".to_owned(),
+                        (true, false) => format!("no attempts left ({attempt} of {})", execution.max_attempts),
                     };
                     logs.push("ERROR", format!("Execution failed, {why}: {message}"));
-                    base(
-                        ExecutionStatus::Failed,
-                        AttemptStatus::Failed,
-                        Some(json!({ "error": error.clone() })),
-                        Some(error),
-                        None,
-                    )
+                    let output = match late {
+                        true => {
+                            json!({ "error": { "type": AttemptErrorType::DeadlineExceeded, "message": format!("Execution failed: {why}."), "retryable": false, "last_error": error.clone() } })
+                        }
+                        false => json!({ "error": error.clone() }),
+                    };
+                    base(ExecutionStatus::Failed, AttemptStatus::Failed, Some(output), Some(error), None)
                 };
                 finish.health = health;
                 finish
@@ -584,14 +593,5 @@ impl Pipeline {
             *message = redactor.redact(message);
         }
         finish
-    }
-}
-
-/// An attempt's outcome in the metrics, once it is recorded.
-fn record_metrics(execution: &Execution, status: ExecutionStatus, error_type: &str) {
-    let outcome = if status == ExecutionStatus::Success { "success" } else { "failure" };
-    crate::metrics::attempt(outcome, error_type);
-    if matches!(status, ExecutionStatus::Success | ExecutionStatus::Failed) {
-        crate::metrics::execution_finished(status.as_str(), execution.endpoint_type.as_str(), &execution.endpoint);
     }
 }
