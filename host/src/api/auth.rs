@@ -11,6 +11,7 @@
 //! within that time (and at once on the process that made or revoked it).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -94,6 +95,9 @@ pub struct ApiKeys {
     hashes: Vec<KeyHash>,
     /// Keys issued to tenants and not revoked, by hash: replaced whole at each reload.
     issued: RwLock<Arc<HashMap<KeyHash, IssuedKey>>>,
+    /// Counts the keys this process issued or revoked itself: a reload whose read began before
+    /// one of those is dropped, so that it cannot bring back a key revoked meanwhile.
+    local_changes: AtomicU64,
     /// One token bucket per key, when a rate is set.
     limiter: Option<governor::DefaultKeyedRateLimiter<KeyHash>>,
     /// Failed authentications per client address (`TE_AUTH_FAILURES_PER_MINUTE`).
@@ -108,6 +112,7 @@ impl ApiKeys {
         Self {
             hashes,
             issued: RwLock::default(),
+            local_changes: AtomicU64::new(0),
             limiter: None,
             throttle: AuthThrottle::new(DEFAULT_AUTH_FAILURES_PER_MINUTE),
             delivery_mark: None,
@@ -150,6 +155,12 @@ impl ApiKeys {
 
     /// Hold exactly these issued keys (a reload from the database).
     pub fn replace_issued(&self, keys: Vec<ActiveKey>) {
+        self.replace_issued_if(keys, None);
+    }
+
+    /// [`Self::replace_issued`], unless this process issued or revoked a key since `read_at`
+    /// (a count of [`Self::local_changes`] taken before the keys were read).
+    fn replace_issued_if(&self, keys: Vec<ActiveKey>, read_at: Option<u64>) {
         let keys = keys
             .into_iter()
             .filter_map(|k| {
@@ -157,12 +168,16 @@ impl ApiKeys {
                 Some((hash, IssuedKey { key_id: k.key_id, tenant: k.tenant, role: k.role }))
             })
             .collect();
-        *self.issued.write().unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(keys);
+        let mut issued = self.issued.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if read_at.is_none_or(|read_at| read_at == self.local_changes.load(Ordering::SeqCst)) {
+            *issued = Arc::new(keys);
+        }
     }
 
     /// A key this process has just issued: usable here at once, elsewhere at the next reload.
     pub fn add_issued(&self, hash: KeyHash, key: IssuedKey) {
         let mut issued = self.issued.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        self.local_changes.fetch_add(1, Ordering::SeqCst);
         let mut keys = HashMap::clone(&issued);
         keys.insert(hash, key);
         *issued = Arc::new(keys);
@@ -171,6 +186,7 @@ impl ApiKeys {
     /// A key this process has just revoked: refused here at once, elsewhere at the next reload.
     pub fn remove_issued(&self, key_id: &ApiKeyId) {
         let mut issued = self.issued.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        self.local_changes.fetch_add(1, Ordering::SeqCst);
         let mut keys = HashMap::clone(&issued);
         keys.retain(|_, key| key.key_id != *key_id);
         *issued = Arc::new(keys);
@@ -187,10 +203,11 @@ impl ApiKeys {
                 () = stop.cancelled() => return,
                 _ = every.tick() => {}
             }
+            let read_at = self.local_changes.load(Ordering::SeqCst);
             match store.tenant_keys_active().await {
                 Ok(keys) => {
                     failing = false;
-                    self.replace_issued(keys);
+                    self.replace_issued_if(keys, Some(read_at));
                 }
                 Err(error) if !failing => {
                     failing = true;
@@ -347,6 +364,21 @@ mod tests {
         assert_eq!(reloaded.role, KeyRole::Write);
         keys.replace_issued(Vec::new());
         assert!(!keys.knows(&hash_key("issued-key-0123456789")));
+
+        // A reload read before this process revoked a key does not bring it back.
+        keys.add_issued(hash_key("issued-key-0123456789"), issued.clone());
+        let read_at = keys.local_changes.load(Ordering::SeqCst);
+        let stale = vec![ActiveKey {
+            key_hash: hash_key("issued-key-0123456789").to_vec(),
+            key_id: issued.key_id.clone(),
+            tenant: "default".into(),
+            role: KeyRole::Read,
+        }];
+        keys.remove_issued(&issued.key_id);
+        keys.replace_issued_if(stale.clone(), Some(read_at));
+        assert!(keys.verify("issued-key-0123456789").is_none(), "the stale reload was dropped");
+        keys.replace_issued_if(stale, Some(keys.local_changes.load(Ordering::SeqCst)));
+        assert!(keys.verify("issued-key-0123456789").is_some(), "a reload read after it is taken");
     }
 
     #[test]
