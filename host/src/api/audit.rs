@@ -23,10 +23,11 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::auth::{forbidden, Caller};
-use super::error::{ApiError, ApiResult, ErrorCode};
+use super::error::ApiResult;
 use super::extract::ApiQuery;
 use super::pagination::{paginate, ListOrder, ListOut, ListParams};
 use super::state::AppState;
+use super::tenants::tenant_not_found;
 use crate::domain::KeyRole;
 use crate::ids::{ApiKeyId, AuditId};
 use crate::store::{AuditRecord, PageKey, Store, DEFAULT_TENANT};
@@ -209,7 +210,7 @@ async fn list(
     let tenant = match (&caller, params.tenant) {
         (Caller::Operator, tenant) => tenant.unwrap_or_else(|| DEFAULT_TENANT.to_owned()),
         (Caller::Tenant(key), Some(tenant)) if tenant != key.tenant => {
-            return Err(ApiError::new(ErrorCode::TenantNotFound, format!("Tenant '{tenant}' does not exist.")));
+            return Err(tenant_not_found(&tenant));
         }
         (Caller::Tenant(key), _) if key.role != KeyRole::Admin => {
             return Err(forbidden(&caller, "only an `admin` key or an operator key reads the audit trail"));
@@ -217,7 +218,7 @@ async fn list(
         (Caller::Tenant(key), _) => key.tenant.clone(),
     };
     if state.store.tenant_get(&tenant).await?.is_none() {
-        return Err(ApiError::new(ErrorCode::TenantNotFound, format!("Tenant '{tenant}' does not exist.")));
+        return Err(tenant_not_found(&tenant));
     }
     let page = ListParams { limit: params.limit, cursor: params.cursor }.page_request()?;
     let page = ListOrder::apply(params.order, page);

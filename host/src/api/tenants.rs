@@ -94,7 +94,7 @@ pub struct KeyMadeOut {
     pub key: String,
 }
 
-fn tenant_not_found(name: &str) -> ApiError {
+pub(super) fn tenant_not_found(name: &str) -> ApiError {
     ApiError::new(ErrorCode::TenantNotFound, format!("Tenant '{name}' does not exist."))
 }
 
