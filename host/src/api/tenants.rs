@@ -94,7 +94,7 @@ pub struct KeyMadeOut {
     pub key: String,
 }
 
-pub(super) fn tenant_not_found(name: &str) -> ApiError {
+fn tenant_not_found(name: &str) -> ApiError {
     ApiError::new(ErrorCode::TenantNotFound, format!("Tenant '{name}' does not exist."))
 }
 
@@ -113,15 +113,26 @@ async fn visible_tenant(state: &AppState, caller: &Caller, name: &str) -> ApiRes
     state.store.tenant_get(name).await?.ok_or_else(|| tenant_not_found(name))
 }
 
-/// The tenant, if the caller may manage its keys: an operator, or the tenant's `admin` key.
-async fn keys_tenant(state: &AppState, caller: &Caller, name: &str) -> ApiResult<Tenant> {
+/// The tenant, if the caller administers it: an operator, or the tenant's `admin` key (another
+/// role is refused, saying that `what` needs one of those).
+pub(super) async fn administered_tenant(
+    state: &AppState,
+    caller: &Caller,
+    name: &str,
+    what: &str,
+) -> ApiResult<Tenant> {
     let tenant = visible_tenant(state, caller, name).await?;
     match caller {
         Caller::Tenant(key) if key.role != KeyRole::Admin => {
-            Err(forbidden(caller, "only an `admin` key or an operator key manages API keys"))
+            Err(forbidden(caller, &format!("only an `admin` key or an operator key {what}")))
         }
         _ => Ok(tenant),
     }
+}
+
+/// The tenant, if the caller may manage its keys.
+async fn keys_tenant(state: &AppState, caller: &Caller, name: &str) -> ApiResult<Tenant> {
+    administered_tenant(state, caller, name, "manages API keys").await
 }
 
 /// List tenants (operator keys only).

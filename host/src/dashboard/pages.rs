@@ -330,6 +330,13 @@ fn back(path: &str, notice: &str) -> Response {
     see_other(&with_query(path, &[("notice", Some(notice))]))
 }
 
+/// A button's action: `POST api_path` as the session's key, then back to `to` with `done`, or
+/// with the API's own words when it refused.
+async fn act(ui: &Dashboard, session: &Session, api_path: &str, done: &str, to: &str) -> Response {
+    let answer = ui.api.post(&session.key, api_path, None).await;
+    back(to, &if answer.ok() { done.to_owned() } else { answer.message() })
+}
+
 pub async fn job_action(
     session: Session,
     State(ui): State<Dashboard>,
@@ -346,9 +353,8 @@ pub async fn job_action(
         "cancel" => "Cancelled: its waiting executions are withdrawn.",
         _ => return (StatusCode::NOT_FOUND, "No such action.").into_response(),
     };
-    let answer = ui.api.post(&session.key, &format!("/jobs/{}/{action}", segment(&job_id)), None).await;
-    let notice = if answer.ok() { done.to_owned() } else { answer.message() };
-    back(&format!("/ui/jobs/{}", segment(&job_id)), &notice)
+    let id = segment(&job_id);
+    act(&ui, &session, &format!("/jobs/{id}/{action}"), done, &format!("/ui/jobs/{id}")).await
 }
 
 pub async fn execution(

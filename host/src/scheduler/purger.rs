@@ -47,7 +47,7 @@ pub async fn purge(
     beat: &Beat,
 ) -> StoreResult<(u64, u64)> {
     let cutoff = now() - chrono::Duration::from_std(retention).unwrap_or(chrono::Duration::MAX);
-    let (mut executions, mut jobs) = (0, 0);
+    let mut executions = 0;
     loop {
         let ids = store.execution_ids_finished(&FinishedScope::CreatedBefore(cutoff), BATCH).await?;
         executions += store.execution_delete_finished(&ids).await?;
@@ -66,23 +66,27 @@ pub async fn purge(
         Some(kept_from) => kept_from.min(cutoff),
         None => cutoff,
     };
-    loop {
-        let deleted = store.job_purge_finished(jobs_before, BATCH).await?;
-        jobs += deleted;
-        crate::metrics::purged("jobs", deleted as usize);
-        if (deleted as i64) < BATCH || shutdown.is_cancelled() {
-            break;
-        }
-        tokio::time::sleep(BETWEEN_BATCHES).await;
-    }
+    let jobs = in_batches("jobs", shutdown, || store.job_purge_finished(jobs_before, BATCH)).await?;
     // The audit trail keeps as long as the history it accounts for.
+    in_batches("audit_records", shutdown, || store.audit_purge(cutoff, BATCH)).await?;
+    Ok((executions, jobs))
+}
+
+/// Run `delete` (a batch of at most [`BATCH`] rows of `kind`) until a batch comes back short or
+/// the process stops, pausing between batches; how many rows went.
+async fn in_batches<F, Fut>(kind: &'static str, shutdown: &CancellationToken, mut delete: F) -> StoreResult<u64>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = StoreResult<u64>>,
+{
+    let mut total = 0;
     loop {
-        let deleted = store.audit_purge(cutoff, BATCH).await?;
-        crate::metrics::purged("audit_records", deleted as usize);
+        let deleted = delete().await?;
+        total += deleted;
+        crate::metrics::purged(kind, deleted as usize);
         if (deleted as i64) < BATCH || shutdown.is_cancelled() {
-            break;
+            return Ok(total);
         }
         tokio::time::sleep(BETWEEN_BATCHES).await;
     }
-    Ok((executions, jobs))
 }

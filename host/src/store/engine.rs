@@ -128,6 +128,12 @@ impl Execution {
         lateness_ms(self.scheduled_at, self.run_at, self.claimed_at)
     }
 
+    /// When it was due: its `scheduled_at`, or for rows older than that column its creation
+    /// (its `run_at` moves with each retry).
+    pub fn due_at(&self) -> DateTime<Utc> {
+        self.scheduled_at.unwrap_or(self.created_at)
+    }
+
     /// Whether its first attempt started within its job's SLA (None: no SLA, or not started).
     pub fn sla_met(&self) -> Option<bool> {
         Some(self.lateness_ms()? <= i64::from(self.sla_ms?))

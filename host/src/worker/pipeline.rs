@@ -250,7 +250,7 @@ impl Pipeline {
         };
         let (endpoint, policy) = (&resolved.endpoint, resolved.policy.clone());
         let endpoint_type = endpoint.endpoint_type;
-        if let Some(message) = policy.expired(execution.scheduled_at.unwrap_or(execution.created_at), now()) {
+        if let Some(message) = policy.expired(execution.due_at(), now()) {
             logs.push("ERROR", message.clone());
             return Ok((Outcome::permanent(AttemptErrorType::DeadlineExceeded, message), policy, Vec::new()));
         }
@@ -549,7 +549,7 @@ impl Pipeline {
                 };
                 let delay = policy.next_delay_ms(attempt as u32, retry_after_ms, &mut rand::thread_rng());
                 let retry_at = completed_at + chrono::Duration::milliseconds(delay as i64);
-                let deadline = policy.deadline(execution.scheduled_at.unwrap_or(execution.created_at));
+                let deadline = policy.deadline(execution.due_at());
                 let in_time = deadline.is_none_or(|deadline| retry_at <= deadline);
                 let mut finish = if retryable && attempt < execution.max_attempts && in_time {
                     logs.push(

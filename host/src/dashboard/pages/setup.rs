@@ -8,7 +8,7 @@ use axum::Form;
 use minijinja::context;
 use serde_json::{json, Value};
 
-use super::{back, page, segment, Notice, TokenForm};
+use super::{act, page, segment, Notice, TokenForm};
 use crate::dashboard::live::Version;
 use crate::dashboard::session::Session;
 use crate::dashboard::Dashboard;
@@ -47,9 +47,7 @@ pub async fn endpoint_action(
         "enable" => format!("Enabled {name}: its circuit is closed."),
         _ => return (StatusCode::NOT_FOUND, "No such action.").into_response(),
     };
-    let answer = ui.api.post(&session.key, &format!("/endpoints/{}/{action}", segment(&name)), None).await;
-    let notice = if answer.ok() { done } else { answer.message() };
-    back("/ui/endpoints", &notice)
+    act(&ui, &session, &format!("/endpoints/{}/{action}", segment(&name)), &done, "/ui/endpoints").await
 }
 
 pub async fn plugins(session: Session, version: Version, State(ui): State<Dashboard>) -> Response {
