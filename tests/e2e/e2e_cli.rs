@@ -129,6 +129,17 @@ async fn the_cli_manages_resources_and_follows_jobs(backend: Backend) {
     assert_eq!(lines.len(), 2, "{upcoming}");
     assert!(lines.iter().all(|l| l.contains("T09:00:00+0") && l.ends_with("(Europe/Paris)")), "{upcoming}");
     assert!(resumed.contains("runs again; next tick 20") && resumed.contains("T09:00:00+0"), "{resumed}");
+    // Fired now, once per key; its past Mondays backfilled, once.
+    let fired = ok(&server, &db, &["jobs", "trigger", cron_id, "--key", "deploy-7"], "");
+    assert!(fired.starts_with(&format!("Job {cron_id} fired as exec_")), "{fired}");
+    let again = ok(&server, &db, &["jobs", "trigger", cron_id, "--key", "deploy-7"], "");
+    assert_eq!(again.split_whitespace().nth(5), fired.split_whitespace().nth(3), "{again}");
+    let (from, to) = ((chrono::Utc::now() - chrono::Duration::days(14)).to_rfc3339(), chrono::Utc::now().to_rfc3339());
+    let filled =
+        ok(&server, &db, &["jobs", "backfill", cron_id, "--from", &from, "--to", &to, "--overlap-policy", "allow"], "");
+    assert!(filled.starts_with(&format!("Job {cron_id}: 2 of the range's 2 ticks made now.")), "{filled}");
+    let refilled = ok(&server, &db, &["jobs", "backfill", cron_id, "--from", &from, "--to", &to], "");
+    assert!(refilled.contains(": 0 of the range's 2 ticks") && refilled.contains("(already made)"), "{refilled}");
     assert!(ok(&server, &db, &["jobs", "cancel", cron_id], "").contains("RETIRED"));
 
     // Errors quote the service; completions come from the same definition.

@@ -322,6 +322,10 @@ async fn the_dashboard_in_a_real_browser() {
     assert!(page.contains("At 09:30 AM, Monday through Friday"), "{page}");
     assert_eq!(page.matches(" CET").count() + page.matches(" CEST").count(), 5, "five ticks in Paris time: {page}");
     browser.find(Locator::Css("button#cancel")).await.expect("an active cron job can be cancelled");
+    click(browser, "button#trigger").await;
+    notice(browser, "Fired now").await;
+    let fired = api.get(&format!("/jobs/{cron_id}/executions")).await.body;
+    assert_eq!(fired["items"][0]["trigger_reason"], "manual", "{fired}");
     click(browser, "button#pause").await;
     browser.wait().for_element(Locator::Css("#job-paused")).await.unwrap();
     assert!(!api.get(&format!("/jobs/{cron_id}")).await.body["paused_at"].is_null());

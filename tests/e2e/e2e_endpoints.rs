@@ -1,6 +1,6 @@
 //! Endpoints: registration of each transport type with its defaults, every check registration
 //! makes (references, spec fields, templates), updates, deletes refused while in use, the
-//! owner's pause, and the deadline of `retry_policy.max_age_ms`.
+//! owner's pause, and the deadlines of `retry_policy.max_age_ms` and a job's `expires_at`.
 
 use std::time::Duration;
 
@@ -353,4 +353,36 @@ async fn a_deadline_ends_retries_and_fails_what_waited_past_it(backend: Backend)
     let expired = wait_for_status(&api, &waiting, "FAILED").await;
     assert_eq!(expired["output"]["error"]["type"], "DEADLINE_EXCEEDED", "{expired}");
     assert_eq!(receiver.count_of("/ok/late"), 0, "nothing was sent past the deadline");
+
+    // A job's `expires_at`: its execution, not started by then, fails unsent; one started in
+    // time is delivered.
+    receiving_endpoint(&api, &receiver, "expiring", "/ok/expiring", json!({"max_attempts": 1})).await;
+    api.post("/endpoints/expiring/pause", &json!({})).await;
+    let expires = chrono::Utc::now() + chrono::Duration::milliseconds(500);
+    let input = json!({"user_id": "u", "amount": 1});
+    let body = json!({"endpoint": "expiring", "trigger": "IMMEDIATE", "idempotency_key": "x", "input": input,
+                      "expires_at": expires.to_rfc3339()});
+    let job = api.create("/jobs", &body).await;
+    assert_eq!(job["expires_at"].as_str().map(|t| t[..19].to_owned()), Some(expires.to_rfc3339()[..19].to_owned()));
+    let mut changed = body.clone();
+    changed["expires_at"] = json!((expires + chrono::Duration::hours(1)).to_rfc3339());
+    assert!(api.post("/jobs", &changed).await.error(409, "CONFLICT").contains("`expires_at`"), "a repeat must match");
+    eventually("the job to expire", Duration::from_secs(5), || async { chrono::Utc::now() > expires }).await;
+    api.post("/endpoints/expiring/resume", &json!({})).await;
+    let expired = wait_for_status(&api, job["execution"]["execution_id"].as_str().unwrap(), "FAILED").await;
+    let error = &expired["output"]["error"];
+    assert_eq!(error["type"], "DEADLINE_EXCEEDED", "{expired}");
+    assert!(error["message"].as_str().unwrap().contains("expires_at"), "{expired}");
+    let in_time = json!({"endpoint": "expiring", "trigger": "IMMEDIATE", "idempotency_key": "y", "input": input,
+                         "expires_at": (chrono::Utc::now() + chrono::Duration::minutes(5)).to_rfc3339()});
+    let job = api.create("/jobs", &in_time).await;
+    wait_for_status(&api, job["execution"]["execution_id"].as_str().unwrap(), "SUCCESS").await;
+    assert_eq!(receiver.count_of("/ok/expiring"), 1, "only the job in time was sent");
+    // An expiry the job could never meet, or on a cron job, is refused naming the field.
+    let past = json!({"endpoint": "expiring", "trigger": "IMMEDIATE", "idempotency_key": "z", "input": input,
+                      "expires_at": "2020-01-01T00:00:00Z"});
+    assert!(api.post("/jobs", &past).await.error(400, "INVALID_REQUEST").contains("`expires_at`"));
+    let cron = json!({"endpoint": "expiring", "trigger": "CRON", "cron": "0 9 * * *", "timezone": "UTC",
+                      "expires_at": "2030-01-01T00:00:00Z"});
+    assert!(api.post("/jobs", &cron).await.error(400, "INVALID_REQUEST").contains("`expires_at`"));
 }

@@ -1,10 +1,11 @@
 //! A CRON job's schedule policies: pause and resume (with and without catching up), and what
-//! a tick does while the previous execution still runs (`overlap_policy`); every job's
-//! lateness and SLA.
+//! a tick does while the previous execution still runs (`overlap_policy`); fires outside the
+//! schedule (trigger, backfill) and jitter; every job's lateness and SLA.
 
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use reqwest::Method;
 use serde_json::{json, Value};
 
 use crate::both_backends;
@@ -16,6 +17,8 @@ both_backends!(
     overlapping_ticks_are_skipped_or_buffered,
     lateness_and_the_sla_are_recorded_per_execution_and_per_job,
     upcoming_ticks_are_listed_as_the_scheduler_will_make_them,
+    a_cron_job_is_fired_now_and_its_past_ticks_backfilled,
+    jittered_ticks_fire_when_upcoming_says,
 );
 
 fn time(value: &Value) -> DateTime<Utc> {
@@ -305,4 +308,168 @@ async fn upcoming_ticks_are_listed_as_the_scheduler_will_make_them(backend: Back
         api.get(&format!("/jobs/{}/upcoming", once["job_id"].as_str().unwrap())).await.error(409, "JOB_NOT_UPDATABLE");
     assert!(message.contains("only CRON jobs"), "{message}");
     api.get("/jobs/job_missing/upcoming").await.error(404, "JOB_NOT_FOUND");
+}
+
+async fn a_cron_job_is_fired_now_and_its_past_ticks_backfilled(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let server = Server::start(&db).await;
+    let api = server.client();
+    let receiver = Receiver::start().await;
+    http_endpoint(&api, &receiver, "report", "/ok/report", json!(null)).await;
+    http_endpoint(&api, &receiver, "slow", "/slow/1500", json!(null)).await;
+    // Daily at 09:00 UTC: nothing fires by itself during the test.
+    let input = json!({"user_id": "u", "amount": 1});
+    let daily =
+        json!({"endpoint": "report", "trigger": "CRON", "cron": "0 9 * * *", "timezone": "UTC", "input": input});
+    let job = api.create("/jobs", &daily).await;
+    let id = job["job_id"].as_str().unwrap().to_owned();
+
+    // Fired now: one execution, manual, delivered.
+    let fired = api.post(&format!("/jobs/{id}/trigger"), &json!({})).await;
+    assert_eq!(fired.status, 201, "{}", fired.text);
+    assert_eq!((fired.body["trigger_reason"].as_str(), fired.body["job_id"].as_str()), (Some("manual"), Some(&*id)));
+    let done = wait_for_status(&api, fired.body["execution_id"].as_str().unwrap(), "SUCCESS").await;
+    assert_eq!(done["trigger_reason"], "manual");
+    wait_for("the manual fire's delivery", Duration::from_secs(10), || receiver.count_of("/ok/report") == 1).await;
+    // With an Idempotency-Key, once however often it is sent; an empty body is `{}`.
+    let path = format!("/jobs/{id}/trigger");
+    let keyed = api.send_with(Method::POST, &path, None, &[("Idempotency-Key", "release-42")]).await;
+    assert_eq!(keyed.status, 201, "{}", keyed.text);
+    let repeat = api.send_with(Method::POST, &path, None, &[("Idempotency-Key", "release-42")]).await;
+    assert_eq!(repeat.status, 200, "{}", repeat.text);
+    assert_eq!(repeat.body["execution_id"], keyed.body["execution_id"]);
+    wait_for_status(&api, keyed.body["execution_id"].as_str().unwrap(), "SUCCESS").await;
+
+    // The last three days' 09:00 ticks, made now; asked again, none is made twice.
+    let (from, to) = (Utc::now() - chrono::Duration::days(3), Utc::now());
+    let range = json!({"from": from.to_rfc3339(), "to": to.to_rfc3339()});
+    let filled = api.post(&format!("/jobs/{id}/backfill"), &range).await;
+    assert_eq!(filled.status, 200, "{}", filled.text);
+    assert_eq!(filled.body["created"], 3, "{}", filled.text);
+    let ticks = filled.body["ticks"].as_array().unwrap();
+    assert!(ticks.iter().all(|t| t["created"] == true && t["at"].as_str().unwrap().ends_with("T09:00:00Z")));
+    assert!(ticks.windows(2).all(|w| time(&w[0]["at"]) < time(&w[1]["at"])), "oldest first");
+    for tick in ticks {
+        let execution = wait_for_status(&api, tick["execution_id"].as_str().unwrap(), "SUCCESS").await;
+        assert_eq!(execution["trigger_reason"], "backfill", "{execution}");
+        let key = format!("{id}_{}", time(&tick["at"]).timestamp_millis());
+        assert_eq!(execution["idempotency_key"], key.as_str(), "keyed as the scheduler keys the tick");
+    }
+    assert_eq!(receiver.count_of("/ok/report"), 5);
+    let again = api.post(&format!("/jobs/{id}/backfill"), &range).await;
+    assert_eq!(again.body["created"], 0, "{}", again.text);
+    let same = |t: &Value| (t["at"].clone(), t["execution_id"].clone());
+    assert_eq!(
+        again.body["ticks"].as_array().unwrap().iter().map(same).collect::<Vec<_>>(),
+        ticks.iter().map(same).collect::<Vec<_>>()
+    );
+    assert!(again.body["ticks"].as_array().unwrap().iter().all(|t| t["created"] == false && t["status"] == "SUCCESS"));
+    let reasons: Vec<String> =
+        executions(&api, &id).await.iter().map(|e| e["trigger_reason"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(reasons, ["manual", "manual", "backfill", "backfill", "backfill"]);
+
+    // Under the overlap policy: with `skip`, a fire while one runs is skipped.
+    let skipping = api
+        .create(
+            "/jobs",
+            &json!({"endpoint": "slow", "trigger": "CRON", "cron": "0 9 * * *", "timezone": "UTC",
+                                  "overlap_policy": "skip", "input": input}),
+        )
+        .await;
+    let skipping = skipping["job_id"].as_str().unwrap();
+    let first = api.post(&format!("/jobs/{skipping}/trigger"), &json!({})).await;
+    wait_for_status(&api, first.body["execution_id"].as_str().unwrap(), "RUNNING").await;
+    let second = api.post(&format!("/jobs/{skipping}/trigger"), &json!({})).await;
+    let skipped = wait_for_status(&api, second.body["execution_id"].as_str().unwrap(), "CANCELLED").await;
+    assert!(skipped["output"]["skipped"].is_string(), "{skipped}");
+    // ... unless the request says otherwise.
+    let allowed = api.post(&format!("/jobs/{skipping}/trigger"), &json!({"overlap_policy": "allow"})).await;
+    wait_for_status(&api, allowed.body["execution_id"].as_str().unwrap(), "SUCCESS").await;
+
+    // Bad ranges, other jobs and bodies are refused, naming why.
+    let past = |from: &str, to: &str| json!({"from": from, "to": to});
+    let ahead = (Utc::now() + chrono::Duration::hours(1)).to_rfc3339();
+    for (body, field) in [
+        (past("2026-01-02T00:00:00Z", "2026-01-01T00:00:00Z"), "`from`"),
+        (past("2026-01-01T00:00:00Z", &ahead), "`to`"),
+        (past("2000-01-01T00:00:00Z", "2026-01-01T00:00:00Z"), "`to`"),
+        (json!({"from": "2026-01-01T00:00:00Z", "to": "2026-01-02T00:00:00Z", "ticks": 1}), "ticks"),
+        (json!({"from": "yesterday", "to": "2026-01-02T00:00:00Z"}), "from"),
+    ] {
+        let message = api.post(&format!("/jobs/{id}/backfill"), &body).await.error(400, "INVALID_REQUEST");
+        assert!(message.contains(field), "{body}: {message}");
+    }
+    let too_many =
+        api.post(&format!("/jobs/{id}/backfill"), &past("2000-01-01T00:00:00Z", "2026-01-01T00:00:00Z")).await;
+    assert!(
+        too_many.text.contains("more than 1000 ticks") && too_many.text.contains("2002-09-27T09:00:00Z"),
+        "{}",
+        too_many.text
+    );
+    api.post(&format!("/jobs/{id}/trigger"), &json!({"overlap_policy": "sometimes"}))
+        .await
+        .error(400, "INVALID_REQUEST");
+    let once = api
+        .create("/jobs", &json!({"endpoint": "report", "trigger": "IMMEDIATE", "idempotency_key": "k", "input": input}))
+        .await;
+    let once = once["job_id"].as_str().unwrap();
+    let message = api.post(&format!("/jobs/{once}/trigger"), &json!({})).await.error(409, "JOB_NOT_UPDATABLE");
+    assert!(message.contains("only CRON jobs can be triggered"), "{message}");
+    api.post(&format!("/jobs/{once}/backfill"), &range).await.error(409, "JOB_NOT_UPDATABLE");
+    api.post("/jobs/job_missing/trigger", &json!({})).await.error(404, "JOB_NOT_FOUND");
+    assert_eq!(api.post(&format!("/jobs/{id}/cancel"), &json!({})).await.status, 200);
+    let message = api.post(&format!("/jobs/{id}/trigger"), &json!({})).await.error(409, "JOB_NOT_UPDATABLE");
+    assert!(message.contains("retired"), "{message}");
+}
+
+async fn jittered_ticks_fire_when_upcoming_says(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let server = Server::start(&db).await;
+    let api = server.client();
+    let receiver = Receiver::start().await;
+    http_endpoint(&api, &receiver, "tick", "/ok/tick", json!(null)).await;
+    let job = api.create("/jobs", &every_second("tick", json!({"jitter_ms": 800}))).await;
+    assert_eq!(job["jitter_ms"], 800);
+    let id = job["job_id"].as_str().unwrap().to_owned();
+    let listed = api.get(&format!("/jobs/{id}/upcoming?limit=100")).await.body;
+    let fires: std::collections::HashMap<i64, DateTime<Utc>> = listed["ticks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| (time(&t["at"]).timestamp_millis(), time(&t["fires_at"])))
+        .collect();
+    let offsets: Vec<i64> = fires.iter().map(|(at, fires)| fires.timestamp_millis() - at).collect();
+    assert!(offsets.iter().all(|ms| (0..=800).contains(ms)), "{offsets:?}");
+    assert!(offsets.iter().any(|ms| *ms > 0), "ticks are spread: {offsets:?}");
+    // Five ticks fired, each at the moment `upcoming` gave for it.
+    eventually("five ticks delivered", Duration::from_secs(30), || async {
+        executions(&api, &id).await.iter().filter(|e| e["status"] == "SUCCESS").count() >= 5
+    })
+    .await;
+    api.post(&format!("/jobs/{id}/cancel"), &json!({})).await;
+    let mut checked = 0;
+    for execution in executions(&api, &id).await.iter().filter(|e| e["status"] == "SUCCESS") {
+        let key = execution["idempotency_key"].as_str().unwrap();
+        let tick: i64 = key.rsplit('_').next().unwrap().parse().unwrap();
+        if let Some(fires_at) = fires.get(&tick) {
+            assert_eq!(time(&execution["scheduled_at"]), *fires_at, "{execution}");
+            assert!(time(&execution["started_at"]) >= *fires_at, "not before its moment: {execution}");
+            checked += 1;
+        }
+    }
+    assert!(checked >= 3, "ticks listed ahead were delivered: {checked}");
+    // A new version keeps it unless told; 0 removes it; bad values are refused.
+    let updated = api.put(&format!("/jobs/{id}"), &json!({"jitter_ms": 0})).await;
+    assert_eq!(updated.status, 409, "a retired job cannot be updated: {}", updated.text);
+    for bad in [json!(-1), json!(3_600_001), json!("1s")] {
+        let refused = api.post("/jobs", &every_second("tick", json!({"jitter_ms": bad}))).await;
+        assert!(refused.error(400, "INVALID_REQUEST").contains("jitter_ms"), "{bad}");
+    }
+    let once = json!({"endpoint": "tick", "trigger": "IMMEDIATE", "idempotency_key": "k", "jitter_ms": 10});
+    assert!(api.post("/jobs", &once).await.error(400, "INVALID_REQUEST").contains("`jitter_ms`"));
+    let spread = api.create("/jobs", &every_second("tick", json!({"jitter_ms": 500, "cron": "0 9 * * *"}))).await;
+    let kept = api.put(&format!("/jobs/{}", spread["job_id"].as_str().unwrap()), &json!({"cron": "0 10 * * *"})).await;
+    assert_eq!(kept.body["jitter_ms"], 500, "{}", kept.text);
+    let removed = api.put(&format!("/jobs/{}", kept.body["job_id"].as_str().unwrap()), &json!({"jitter_ms": 0})).await;
+    assert_eq!(removed.body["jitter_ms"], 0, "{}", removed.text);
 }

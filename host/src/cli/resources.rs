@@ -184,12 +184,18 @@ fn job_body(job: JobFlags) -> anyhow::Result<Value> {
             Some(("schedule", json!({"plugin": plugin, "spec": spec})))
         }
         (None, None) if job.timezone != "UTC" => bail!("--tz applies to a CRON job: give --cron or --schedule"),
+        (None, None) if job.jitter_ms.is_some() => {
+            bail!("--jitter-ms applies to a CRON job: give --cron or --schedule")
+        }
         (None, None) => None,
     };
     if let Some((field, value)) = schedule {
         body["trigger"] = json!("CRON");
         body[field] = value;
         body["timezone"] = json!(job.timezone);
+        if let Some(jitter) = job.jitter_ms {
+            body["jitter_ms"] = json!(jitter);
+        }
         if let Some(key) = job.key {
             body["idempotency_key"] = json!(key);
         }
@@ -247,7 +253,14 @@ pub async fn jobs(command: JobsCommand) -> anyhow::Result<()> {
                 println!("Job {job_id} has no upcoming ticks: {why}.");
             }
             for tick in ticks {
-                println!("{}  {} ({})", text(&tick["at"]), text(&tick["local"]), text(&listed["timezone"]));
+                // `fires_at` has milliseconds; without jitter it is `at` to the millisecond.
+                let on_time = text(&tick["at"]).replace('Z', ".000Z");
+                let jittered = if tick["fires_at"].as_str().is_some_and(|fires| fires != on_time) {
+                    format!(", fires {}", text(&tick["fires_at"]))
+                } else {
+                    String::new()
+                };
+                println!("{}  {} ({}){jittered}", text(&tick["at"]), text(&tick["local"]), text(&listed["timezone"]));
             }
         }
         JobsCommand::Executions { job_id, status, output, api } => {
@@ -263,6 +276,29 @@ pub async fn jobs(command: JobsCommand) -> anyhow::Result<()> {
             let body = json!({ "catch_up": catch_up });
             let (_, job) = Api::new(api)?.post(&format!("/jobs/{job_id}/resume"), &body).await?;
             println!("Job {job_id} runs again; next tick {}.", text(&job["next_run_at"]));
+        }
+        JobsCommand::Trigger { job_id, key, api } => {
+            let api = Api::new(api)?;
+            let mut request = api.http.post(format!("{}/jobs/{job_id}/trigger", api.url)).json(&json!({}));
+            if let Some(key) = key {
+                request = request.header("Idempotency-Key", key);
+            }
+            let (status, execution) = api.send(request).await?;
+            let verb = if status == reqwest::StatusCode::CREATED { "fired as" } else { "was already fired as" };
+            println!("Job {job_id} {verb} {} ({}).", text(&execution["execution_id"]), text(&execution["status"]));
+        }
+        JobsCommand::Backfill { job_id, from, to, overlap_policy, api } => {
+            let mut body = json!({ "from": from, "to": to });
+            if let Some(policy) = overlap_policy {
+                body["overlap_policy"] = json!(policy);
+            }
+            let (_, filled) = Api::new(api)?.post(&format!("/jobs/{job_id}/backfill"), &body).await?;
+            let ticks = filled["ticks"].as_array().cloned().unwrap_or_default();
+            println!("Job {job_id}: {} of the range's {} ticks made now.", filled["created"], ticks.len());
+            for tick in ticks {
+                let made = if tick["created"] == true { "made" } else { "already made" };
+                println!("{}  {} {} ({made})", text(&tick["at"]), text(&tick["execution_id"]), text(&tick["status"]));
+            }
         }
         JobsCommand::Cancel { job_id, api } => {
             let api = Api::new(api)?;

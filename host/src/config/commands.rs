@@ -64,7 +64,7 @@ pub enum ResourceCommand {
 pub struct JobFlags {
     /// A JSON file with the whole `POST /jobs` body (`-` reads standard input); the flags
     /// below are for the common cases.
-    #[arg(short = 'f', long = "file", value_name = "FILE", conflicts_with_all = ["endpoint", "cron", "schedule", "run_at", "delay_ms", "input", "key"])]
+    #[arg(short = 'f', long = "file", value_name = "FILE", conflicts_with_all = ["endpoint", "cron", "schedule", "run_at", "delay_ms", "input", "key", "jitter_ms"])]
     pub file: Option<std::path::PathBuf>,
     /// The endpoint to deliver to.
     #[arg(long, required_unless_present = "file")]
@@ -82,6 +82,10 @@ pub struct JobFlags {
     /// The schedule's IANA timezone.
     #[arg(long = "tz", default_value = "UTC")]
     pub timezone: String,
+    /// A CRON job's ticks each fire up to this many milliseconds after their time (0 to
+    /// 3,600,000), so that many jobs on one schedule spread out.
+    #[arg(long, value_name = "MS")]
+    pub jitter_ms: Option<i32>,
     /// When to fire (RFC 3339): makes a DELAYED job.
     #[arg(long, conflicts_with = "delay_ms")]
     pub run_at: Option<String>,
@@ -173,6 +177,32 @@ pub enum JobsCommand {
         job_id: String,
         #[arg(long)]
         catch_up: bool,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// Fire a CRON job now, outside its schedule (under its overlap policy).
+    Trigger {
+        job_id: String,
+        /// Fire once however often the command is run with this key (the Idempotency-Key header).
+        #[arg(long)]
+        key: Option<String>,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// Make the ticks a CRON job's schedule had in a past range (at most 1,000; ticks that
+    /// already have an execution are not made again).
+    Backfill {
+        job_id: String,
+        /// The range's start, RFC 3339 (its ticks at or after it).
+        #[arg(long)]
+        from: String,
+        /// The range's end, RFC 3339, no later than now (its ticks before it).
+        #[arg(long)]
+        to: String,
+        /// allow, skip or buffer_one in place of the job's own overlap policy (`allow` runs
+        /// every tick of the range).
+        #[arg(long)]
+        overlap_policy: Option<String>,
         #[command(flatten)]
         api: ApiArgs,
     },

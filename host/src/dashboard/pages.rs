@@ -351,6 +351,7 @@ pub async fn job_action(
         "pause" => "Paused: no ticks until resumed.",
         "resume" => "Resumed: the schedule carries on from the next tick.",
         "cancel" => "Cancelled: its waiting executions are withdrawn.",
+        "trigger" => "Fired now: one execution outside the schedule.",
         _ => return (StatusCode::NOT_FOUND, "No such action.").into_response(),
     };
     let id = segment(&job_id);

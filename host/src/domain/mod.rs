@@ -255,6 +255,20 @@ text_enum! {
 }
 
 text_enum! {
+    /// Why an execution was made.
+    pub enum TriggerReason ("trigger reason") {
+        /// Its job's own time: a one-shot job's fire, or a CRON job's tick.
+        Scheduled => "scheduled",
+        /// `POST /jobs/{id}/trigger`: a CRON job fired now, outside its schedule.
+        Manual => "manual",
+        /// `POST /jobs/{id}/backfill`: a tick of a past range, made after its time.
+        Backfill => "backfill",
+        /// `POST /executions/{id}/retry` or `/executions/replay`: a finished execution again.
+        Retry => "retry",
+    }
+}
+
+text_enum! {
     /// The kinds of delivery target an endpoint can be.
     pub enum EndpointType ("endpoint type") {
         Http => "HTTP",

@@ -32,7 +32,7 @@ use tokio_util::sync::CancellationToken;
 use super::schedule::ScheduleError;
 use super::ticks::JobSchedule;
 use super::{SchedulerConfig, Wakeups};
-use crate::domain::{CatchupPolicy, ExecutionStatus, OverlapPolicy};
+use crate::domain::{CatchupPolicy, ExecutionStatus, OverlapPolicy, TriggerReason};
 use crate::health::Beat;
 use crate::ids::ExecutionId;
 use crate::plugin::{PluginHost, PluginRef};
@@ -213,32 +213,54 @@ async fn plan_tick(
         CatchUp::Make(t) => (Some(t), t, None),
         CatchUp::SkipTo(next) => (None, tick, next),
     };
-    let overlap = (job.overlap_policy != OverlapPolicy::Allow).then_some(job.overlap_policy);
-    let execution = made.filter(before_end).map(|made| ExecutionWrite {
-        execution_id: ExecutionId::new(),
-        job_id: job.job_id.clone(),
-        endpoint: job.endpoint.clone(),
-        endpoint_version: job.endpoint_version,
-        endpoint_type: job.endpoint_type,
-        idempotency_key: Some(tick_key(&job.job_id, made)),
-        // A tick still ahead waits for the promoter; a due (or missed) one is claimable now,
-        // unless its job's overlap policy is to be applied when it is due (the promoter's).
-        status: if made > now || overlap.is_some() { ExecutionStatus::Pending } else { ExecutionStatus::Queued },
-        input: job.input.clone().unwrap_or_default(),
-        max_attempts,
-        run_at: made,
-        created_at: now,
-        trace_parent: job.trace_parent.clone(),
-        retry_of: None,
-        overlap_policy: overlap,
-        sla_ms: job.sla_ms,
-    });
+    let execution = made.filter(before_end).map(|made| tick_execution(job, made, max_attempts, now, None));
     let next = match made {
         Some(made) => schedule.next_after(made).await?,
         None => skipped_to,
     }
     .filter(before_end);
     Ok(Some(CronAdvance { job_id: job.job_id.clone(), tick, last, next, execution }))
+}
+
+/// The execution of `job`'s tick at `tick`, made at `now`, fired at the tick plus the job's
+/// jitter (`super::jitter`), under the job's overlap policy or `overlap` in its place; keyed by
+/// the tick ([`tick_key`]), so a tick is never made twice however it is asked for (the
+/// schedule, or a backfill of a past range). `reason`: None for the schedule's own ticks.
+pub fn tick_execution(
+    job: &Job,
+    tick: DateTime<Utc>,
+    max_attempts: i32,
+    now: DateTime<Utc>,
+    reason: Option<(TriggerReason, OverlapPolicy)>,
+) -> ExecutionWrite {
+    let policy = reason.map_or(job.overlap_policy, |(_, policy)| policy);
+    let overlap = (policy != OverlapPolicy::Allow).then_some(policy);
+    let run_at = super::jitter::fires_at(&job.job_id, tick, job.cron_jitter_ms).max(match reason {
+        // A backfilled tick is due now: its time passed before it was asked for.
+        Some(_) => now,
+        None => tick,
+    });
+    ExecutionWrite {
+        execution_id: ExecutionId::new(),
+        job_id: job.job_id.clone(),
+        endpoint: job.endpoint.clone(),
+        endpoint_version: job.endpoint_version,
+        endpoint_type: job.endpoint_type,
+        idempotency_key: Some(tick_key(&job.job_id, tick)),
+        // A tick still ahead waits for the promoter; a due (or missed) one is claimable now,
+        // unless its job's overlap policy is to be applied when it is due (the promoter's).
+        status: if run_at > now || overlap.is_some() { ExecutionStatus::Pending } else { ExecutionStatus::Queued },
+        input: job.input.clone().unwrap_or_default(),
+        max_attempts,
+        run_at,
+        created_at: now,
+        trace_parent: job.trace_parent.clone(),
+        retry_of: None,
+        overlap_policy: overlap,
+        sla_ms: job.sla_ms,
+        trigger_reason: reason.map(|(reason, _)| reason),
+        expires_at: None,
+    }
 }
 
 /// What the catch-up policy makes of a job's next tick.
@@ -332,6 +354,8 @@ mod tests {
             schedule_plugin: None,
             schedule_plugin_version: None,
             schedule_spec: None,
+            cron_jitter_ms: None,
+            expires_at: None,
         }
     }
 

@@ -13,6 +13,7 @@
 
 pub mod cron_materializer;
 pub mod failure_notifier;
+pub mod jitter;
 pub mod partitioner;
 pub mod promoter;
 pub mod purger;

@@ -5,7 +5,9 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 
 use super::writes::ExecutionWrite;
-use crate::domain::{AttemptStatus, CatchupPolicy, EndpointType, ExecutionStatus, JobStatus, OverlapPolicy, Trigger};
+use crate::domain::{
+    AttemptStatus, CatchupPolicy, EndpointType, ExecutionStatus, JobStatus, OverlapPolicy, Trigger, TriggerReason,
+};
 use crate::ids::{AttemptId, ExecutionId, JobId, LogId};
 
 /// The columns a new job is written with, in the order both backends' inserts give them.
@@ -13,18 +15,19 @@ pub const JOB_WRITE_COLUMNS: &str =
     "job_id, endpoint, endpoint_type, trigger_type, status, version, previous_version_id, idempotency_key, input, \
      run_at, cron_expression, cron_timezone, cron_starts_at, cron_ends_at, cron_next_run_at, created_at, \
      endpoint_version, trace_parent, paused_at, overlap_policy, catchup_policy, catchup_window_sec, sla_ms, \
-     on_failure, schedule_plugin, schedule_plugin_version, schedule_spec";
+     on_failure, schedule_plugin, schedule_plugin_version, schedule_spec, cron_jitter_ms, \
+     expires_at";
 
 pub const JOB_COLUMNS: &str =
     "job_id, endpoint, endpoint_version, endpoint_type, trigger_type, status, version, previous_version_id, \
      replaced_by_id, idempotency_key, input, run_at, cron_expression, cron_timezone, cron_starts_at, cron_ends_at, \
      cron_next_run_at, cron_last_tick_at, cron_prev_tick_at, created_at, retired_at, trace_parent, paused_at, \
      overlap_policy, catchup_policy, catchup_window_sec, sla_ms, on_failure, schedule_plugin, schedule_plugin_version, \
-     schedule_spec";
+     schedule_spec, cron_jitter_ms, expires_at";
 pub const EXECUTION_COLUMNS: &str =
     "execution_id, job_id, endpoint, endpoint_version, endpoint_type, idempotency_key, status, input, \
      output, attempt_count, max_attempts, worker_id, run_at, started_at, completed_at, duration_ms, created_at, \
-     lease_expires_at, trace_parent, retry_of, scheduled_at, claimed_at, sla_ms";
+     lease_expires_at, trace_parent, retry_of, scheduled_at, claimed_at, sla_ms, trigger_reason, expires_at";
 pub const ATTEMPT_COLUMNS: &str =
     "attempt_id, execution_id, attempt_number, status, started_at, completed_at, duration_ms, output, error, created_at";
 pub const LOG_COLUMNS: &str = "log_id, execution_id, attempt_number, level, message, logged_at";
@@ -75,6 +78,10 @@ pub struct Job {
     pub schedule_plugin_version: Option<i32>,
     #[sqlx(json(nullable))]
     pub schedule_spec: Option<Value>,
+    /// Each tick fires up to this many milliseconds after its time (`scheduler::jitter`).
+    pub cron_jitter_ms: Option<i32>,
+    /// A one-shot job's execution not started by then fails unsent (DEADLINE_EXCEEDED).
+    pub expires_at: Option<DateTime<Utc>>,
 }
 
 impl Job {
@@ -119,9 +126,25 @@ pub struct Execution {
     pub claimed_at: Option<DateTime<Utc>>,
     /// Its job's SLA: it should start within this many milliseconds of `scheduled_at`.
     pub sla_ms: Option<i32>,
+    /// Why it was made, where that was not its job's own time (see [`Execution::reason`]).
+    #[sqlx(default)]
+    pub trigger_reason: Option<TriggerReason>,
+    /// Its job's `expires_at`: not started by then, it fails unsent.
+    #[sqlx(default)]
+    pub expires_at: Option<DateTime<Utc>>,
 }
 
 impl Execution {
+    /// Why it was made: as recorded, or (NULL, as the inserts of new jobs and ticks leave it)
+    /// a retry when it names the execution it retries, else its job's own time.
+    pub fn reason(&self) -> TriggerReason {
+        match (self.trigger_reason, &self.retry_of) {
+            (Some(reason), _) => reason,
+            (None, Some(_)) => TriggerReason::Retry,
+            (None, None) => TriggerReason::Scheduled,
+        }
+    }
+
     /// How late its first attempt started, in milliseconds (None until it is claimed; rows
     /// older than `scheduled_at` count from `run_at`).
     pub fn lateness_ms(&self) -> Option<i64> {
@@ -132,6 +155,13 @@ impl Execution {
     /// (its `run_at` moves with each retry).
     pub fn due_at(&self) -> DateTime<Utc> {
         self.scheduled_at.unwrap_or(self.created_at)
+    }
+
+    /// Why its first attempt may not start at `at`: its job's `expires_at` has passed. (The
+    /// claim counts the attempt it makes: the first is attempt 1.)
+    pub fn expired_unstarted(&self, at: DateTime<Utc>) -> Option<String> {
+        let expires = self.expires_at.filter(|expires| self.attempt_count <= 1 && at > *expires)?;
+        Some(format!("Not attempted: its job expired at {} (expires_at) before it could start.", expires.to_rfc3339()))
     }
 
     /// Whether its first attempt started within its job's SLA (None: no SLA, or not started).

@@ -16,10 +16,11 @@ use crate::ids::{ExecutionId, JobId};
 /// The executions' writes outside the worker's path.
 #[async_trait]
 pub trait Executions: Send + Sync {
-    /// Insert retries (each keyed [`super::RETRY_KEY_PREFIX`] + the execution it retries) in
-    /// one transaction; each as stored: `Created`, or `Existing` when that execution was
-    /// retried before (that retry, unchanged), or None when its job was deleted meanwhile.
-    async fn execution_retry_many(&self, retries: &[ExecutionWrite]) -> StoreResult<Vec<Option<Inserted<Execution>>>>;
+    /// Insert executions of existing jobs — retries (keyed [`super::RETRY_KEY_PREFIX`] + the
+    /// execution each retries), a cron job's manual fires and backfilled ticks — in one
+    /// transaction; each as stored: `Created`, or `Existing` when its job already has an
+    /// execution with its key (that one, unchanged), or None when its job was deleted meanwhile.
+    async fn execution_insert_many(&self, retries: &[ExecutionWrite]) -> StoreResult<Vec<Option<Inserted<Execution>>>>;
     /// PENDING, QUEUED or RETRYING to CANCELLED; whether it changed.
     async fn execution_cancel(&self, execution_id: &ExecutionId) -> StoreResult<bool>;
     /// Up to `limit` finished (SUCCESS, FAILED, CANCELLED) executions in `scope`, oldest first.
@@ -31,7 +32,7 @@ pub trait Executions: Send + Sync {
 
 #[async_trait]
 impl<S: SqlBackend> Executions for S {
-    async fn execution_retry_many(&self, retries: &[ExecutionWrite]) -> StoreResult<Vec<Option<Inserted<Execution>>>> {
+    async fn execution_insert_many(&self, retries: &[ExecutionWrite]) -> StoreResult<Vec<Option<Inserted<Execution>>>> {
         let mut tx = self.write().await?;
         // Each retry's job held, as a foreign key to it would hold it: a job deleted meanwhile
         // gets no retry. Held in job id order, the order `endpoint_delete` locks an endpoint's

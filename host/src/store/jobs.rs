@@ -89,6 +89,8 @@ pub(super) async fn job_insert_row(tx: &mut impl InTx, job: &JobWrite) -> StoreR
         .bind(job.schedule.as_ref().map(|p| p.name.as_str()))
         .bind(job.schedule.as_ref().and_then(|p| p.version))
         .bind(Arg::json_of(job.schedule_spec.as_ref()))
+        .bind(job.cron_jitter_ms)
+        .bind(job.expires_at.map(DbTime))
         .fetch_optional(tx.on())
         .await
 }
@@ -112,6 +114,8 @@ pub(super) async fn execution_insert(tx: &mut impl InTx, e: &ExecutionWrite) -> 
         .bind(e.retry_of.as_ref())
         .bind(e.overlap_policy)
         .bind(e.sla_ms)
+        .bind(e.trigger_reason)
+        .bind(e.expires_at.map(DbTime))
         .execute(tx.on())
         .await?;
     Ok(inserted == 1)

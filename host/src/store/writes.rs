@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use super::engine::Job;
 use super::resources::Endpoint;
-use crate::domain::{CatchupPolicy, EndpointType, ExecutionStatus, JobStatus, OverlapPolicy, Trigger};
+use crate::domain::{CatchupPolicy, EndpointType, ExecutionStatus, JobStatus, OverlapPolicy, Trigger, TriggerReason};
 use crate::ids::{ExecutionId, JobId};
 
 /// A new job (a first version, or a cron job's next version).
@@ -38,6 +38,10 @@ pub struct JobWrite {
     /// A schedule plugin in place of `cron_expression`, and its spec.
     pub schedule: Option<crate::domain::PluginRef>,
     pub schedule_spec: Option<Value>,
+    /// A CRON job's ticks each fire up to this many milliseconds after their time.
+    pub cron_jitter_ms: Option<i32>,
+    /// A one-shot job's execution not started by then fails unsent.
+    pub expires_at: Option<DateTime<Utc>>,
 }
 
 impl JobWrite {
@@ -79,6 +83,8 @@ impl JobWrite {
             schedule_plugin: self.schedule.as_ref().map(|p| p.name.clone()),
             schedule_plugin_version: self.schedule.as_ref().and_then(|p| p.version),
             schedule_spec: self.schedule_spec.clone(),
+            cron_jitter_ms: self.cron_jitter_ms,
+            expires_at: self.expires_at,
         }
     }
 }
@@ -104,6 +110,11 @@ pub struct ExecutionWrite {
     pub overlap_policy: Option<OverlapPolicy>,
     /// Its job's SLA in milliseconds. (`scheduled_at` is written as `run_at`.)
     pub sla_ms: Option<i32>,
+    /// Why it is made, where that is not its job's own time (None: a one-shot fire or a cron
+    /// tick; the batch inserts of those write no reason).
+    pub trigger_reason: Option<TriggerReason>,
+    /// Its job's `expires_at` (a one-shot job's first execution only).
+    pub expires_at: Option<DateTime<Utc>>,
 }
 
 /// A job to create, with its first execution (none for a cron job: the scheduler makes its
@@ -153,6 +164,8 @@ impl JobWrite {
             on_failure: None,
             schedule: None,
             schedule_spec: None,
+            cron_jitter_ms: None,
+            expires_at: None,
         }
     }
 
@@ -183,6 +196,8 @@ impl ExecutionWrite {
             retry_of: None,
             overlap_policy: None,
             sla_ms: job.sla_ms,
+            trigger_reason: None,
+            expires_at: job.expires_at,
         }
     }
 }

@@ -250,7 +250,8 @@ impl Pipeline {
         };
         let (endpoint, policy) = (&resolved.endpoint, resolved.policy.clone());
         let endpoint_type = endpoint.endpoint_type;
-        if let Some(message) = policy.expired(execution.due_at(), now()) {
+        if let Some(message) = policy.expired(execution.due_at(), now()).or_else(|| execution.expired_unstarted(now()))
+        {
             logs.push("ERROR", message.clone());
             return Ok((Outcome::permanent(AttemptErrorType::DeadlineExceeded, message), policy, Vec::new()));
         }

@@ -56,8 +56,11 @@ pub struct ExecutionOut {
     pub created_at: DateTime<Utc>,
     /// The execution this one retries (`POST /executions/{id}/retry` or replay), if any.
     pub retry_of: Option<crate::ids::ExecutionId>,
+    /// Why it was made: `scheduled` (its job's time: a one-shot fire or a cron tick), `manual`
+    /// (`POST /jobs/{id}/trigger`), `backfill` (`POST /jobs/{id}/backfill`) or `retry`.
+    pub trigger_reason: crate::domain::TriggerReason,
     /// When it was meant to fire: the job's time, or the cron tick (retries move `run_at`,
-    /// not this).
+    /// not this); for a manual fire or a backfilled tick, when it was asked for.
     #[serde(serialize_with = "timestamp")]
     pub scheduled_at: DateTime<Utc>,
     /// When a worker first took it: its first attempt's start.
@@ -71,7 +74,7 @@ pub struct ExecutionOut {
 
 impl From<Execution> for ExecutionOut {
     fn from(e: Execution) -> Self {
-        let (lateness_ms, sla_met) = (e.lateness_ms(), e.sla_met());
+        let (lateness_ms, sla_met, trigger_reason) = (e.lateness_ms(), e.sla_met(), e.reason());
         Self {
             execution_id: e.execution_id,
             job_id: e.job_id,
@@ -90,6 +93,7 @@ impl From<Execution> for ExecutionOut {
             duration_ms: e.duration_ms,
             created_at: e.created_at,
             retry_of: e.retry_of,
+            trigger_reason,
             scheduled_at: e.scheduled_at.unwrap_or(e.run_at),
             claimed_at: e.claimed_at,
             lateness_ms,

@@ -23,7 +23,7 @@ use crate::api::extract::{ApiJson, ApiQuery};
 use crate::api::pagination::{paginate, ListOut, ListParams};
 use crate::api::state::AppState;
 use crate::api::Created;
-use crate::domain::ExecutionStatus;
+use crate::domain::{ExecutionStatus, TriggerReason};
 use crate::ids::ExecutionId;
 use crate::retry::RetryPolicy;
 use crate::store::{
@@ -157,7 +157,7 @@ pub(super) async fn retry(
     })?;
     let write = retry_of(&execution, &endpoint, TraceParent::current().map(|t| t.to_string()));
     // One write in, one answer out.
-    let stored = state.store.execution_retry_many(std::slice::from_ref(&write)).await?.pop();
+    let stored = state.store.execution_insert_many(std::slice::from_ref(&write)).await?.pop();
     // None: its job (and so this execution) was deleted while the retry was made.
     let (status, retried) = match stored.ok_or(StoreError::UniqueViolation)?.ok_or_else(|| not_found(&id))? {
         Inserted::Created(e) => (StatusCode::CREATED, e),
@@ -217,7 +217,7 @@ pub(super) async fn replay(
             writes.push(retry_of(execution, endpoint, trace.clone()));
         }
     }
-    let stored = state.store.execution_retry_many(&writes).await?;
+    let stored = state.store.execution_insert_many(&writes).await?;
     let execution_ids: Vec<ExecutionId> = stored
         .into_iter()
         .filter_map(|s| match s {
@@ -250,5 +250,8 @@ fn retry_of(execution: &Execution, endpoint: &Endpoint, trace_parent: Option<Str
         retry_of: Some(execution.execution_id.clone()),
         overlap_policy: None,
         sla_ms: execution.sla_ms,
+        trigger_reason: Some(TriggerReason::Retry),
+        // A retry is asked for now: the job's expiry was for its first fire.
+        expires_at: None,
     }
 }

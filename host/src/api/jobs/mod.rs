@@ -7,13 +7,15 @@
 //! - `batch`: `POST /jobs/batch`, many creates answered one by one and written together;
 //! - `cron_plan`: a cron schedule checked and its first tick found;
 //! - `policies`: a cron job's pause and resume, and its overlap and catch-up policies;
-//! - `status`: `GET /jobs/{id}/status`.
+//! - `status`: `GET /jobs/{id}/status`;
+//! - `fire`: a CRON job fired now or over a past range (`trigger`, `backfill`).
 //!
 //! Input is checked against the endpoint's payload spec by [`crate::api::validators`].
 
 mod batch;
 mod cron_plan;
 mod events;
+mod fire;
 mod idempotency;
 mod policies;
 mod repeat;
@@ -61,6 +63,8 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(policies::resume))
         .routes(routes!(status::status))
         .routes(routes!(upcoming::upcoming))
+        .routes(routes!(fire::trigger))
+        .routes(routes!(fire::backfill))
         .routes(routes!(versions))
         .routes(routes!(executions))
         .routes(routes!(events::events))
@@ -156,6 +160,9 @@ pub(super) async fn prepare(state: &AppState, body: JobIn, endpoint: &crate::sto
         refuse("overlap_policy", body.overlap_policy.is_some())?;
         refuse("catchup_policy", body.catchup_policy.is_some())?;
         refuse("catchup_window", body.catchup_window.is_some())?;
+        refuse("jitter_ms", body.jitter_ms.is_some())?;
+    } else {
+        refuse("expires_at", body.expires_at.is_some())?;
     }
     if trigger != Trigger::Delayed {
         refuse("run_at", body.run_at.is_some())?;
@@ -192,6 +199,7 @@ pub(super) async fn prepare(state: &AppState, body: JobIn, endpoint: &crate::sto
         overlap_policy: body.overlap_policy.unwrap_or(OverlapPolicy::Allow),
         catchup_policy: body.catchup_policy.unwrap_or(CatchupPolicy::All),
         catchup_window_sec: body.catchup_window.as_deref().map(policies::parse_window).transpose()?,
+        cron_jitter_ms: policies::check_jitter(body.jitter_ms)?,
         sla_ms: body.sla_ms,
         on_failure: body.on_failure.clone(),
         ..JobWrite::on(endpoint, trigger, at)
@@ -233,6 +241,13 @@ pub(super) async fn prepare(state: &AppState, body: JobIn, endpoint: &crate::sto
                 }
                 _ => at,
             };
+            if body.expires_at.is_some_and(|expires| expires <= run_at.max(at)) {
+                return Err(ApiError::invalid_field(
+                    "expires_at",
+                    "is not after the job's time (`run_at`, or now): its execution could never start",
+                ));
+            }
+            job.expires_at = body.expires_at;
             // A run_at in the past fires at once.
             let status = if run_at > at { ExecutionStatus::Pending } else { ExecutionStatus::Queued };
             Some(ExecutionWrite::first_of(&job, status, run_at, max_attempts))
@@ -363,6 +378,10 @@ async fn update(
         catchup_window_sec: match body.catchup_window.as_deref() {
             Some(text) => Some(policies::parse_window(text)?),
             None => old.catchup_window_sec,
+        },
+        cron_jitter_ms: match body.jitter_ms {
+            Some(_) => policies::check_jitter(body.jitter_ms)?,
+            None => old.cron_jitter_ms,
         },
         sla_ms: body.sla_ms.or(old.sla_ms),
         on_failure: body.on_failure.or(old.on_failure.clone()),

@@ -49,6 +49,21 @@ pub fn check_sla(sla_ms: Option<i32>) -> ApiResult<()> {
     }
 }
 
+/// The longest `jitter_ms`: an hour.
+const MAX_JITTER_MS: i32 = 3_600_000;
+
+/// A CRON job's `jitter_ms`, 0 to an hour, as stored (0 and absent: none).
+pub fn check_jitter(jitter_ms: Option<i32>) -> ApiResult<Option<i32>> {
+    match jitter_ms {
+        Some(ms) if !(0..=MAX_JITTER_MS).contains(&ms) => Err(ApiError::invalid_field(
+            "jitter_ms",
+            format!("must be between 0 and {MAX_JITTER_MS} milliseconds, got {ms}"),
+        )),
+        Some(0) | None => Ok(None),
+        given => Ok(given),
+    }
+}
+
 /// A window as the API shows it: `900` is `15m`.
 pub fn format_window(seconds: i32) -> String {
     crate::duration::format_seconds(i64::from(seconds))

@@ -39,6 +39,8 @@ pub(in crate::api) async fn answer(
                 scheduled_at: Some(e.run_at),
                 claimed_at: None,
                 sla_ms: e.sla_ms,
+                trigger_reason: e.trigger_reason,
+                expires_at: e.expires_at,
             });
             (StatusCode::CREATED, job, first)
         }
@@ -92,6 +94,10 @@ fn differing_field(existing: &Job, requested: &JobWrite, compare_run_at: bool) -
         != (requested.catchup_policy, requested.catchup_window_sec)
     {
         Some("catchup_policy")
+    } else if micros(existing.expires_at) != micros(requested.expires_at) {
+        Some("expires_at")
+    } else if existing.cron_jitter_ms != requested.cron_jitter_ms {
+        Some("jitter_ms")
     } else {
         None
     }

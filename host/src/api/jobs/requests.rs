@@ -17,6 +17,9 @@ pub struct JobIn {
     pub run_at: Option<DateTime<Utc>>,
     /// For a DELAYED job, instead of `run_at`: fire this many milliseconds after the create.
     pub delay_ms: Option<u64>,
+    /// IMMEDIATE and DELAYED only: if its execution has not started by then (its endpoint
+    /// paused, a backlog), it fails unsent with `DEADLINE_EXCEEDED`. After the job's time.
+    pub expires_at: Option<DateTime<Utc>>,
     pub cron: Option<String>,
     /// CRON only, in place of `cron`: a schedule plugin computes the ticks.
     pub schedule: Option<ScheduleIn>,
@@ -30,6 +33,11 @@ pub struct JobIn {
     /// CRON only: how late a tick may be and still be made (`90s`, `15m`, `2h`, `7d`; default:
     /// no limit, or `60s` under `catchup_policy: none`).
     pub catchup_window: Option<String>,
+    /// CRON only: each tick fires up to this many milliseconds after its time (0 to 3,600,000;
+    /// default 0), by an offset fixed per job and tick, so that many jobs on one schedule do
+    /// not all fire at the same instant.
+    #[schema(minimum = 0, maximum = 3_600_000)]
+    pub jitter_ms: Option<i32>,
     /// Its executions should start within this many milliseconds of their time (1 to
     /// 86,400,000); each shows `sla_met`, and `GET /jobs/{id}/status` the ratio met.
     #[schema(minimum = 1, maximum = 86_400_000)]
@@ -54,6 +62,9 @@ pub struct JobUpdateIn {
     pub overlap_policy: Option<OverlapPolicy>,
     pub catchup_policy: Option<CatchupPolicy>,
     pub catchup_window: Option<String>,
+    /// 0 to 3,600,000 (0: none).
+    #[schema(minimum = 0, maximum = 3_600_000)]
+    pub jitter_ms: Option<i32>,
     #[schema(minimum = 1, maximum = 86_400_000)]
     pub sla_ms: Option<i32>,
     pub on_failure: Option<String>,

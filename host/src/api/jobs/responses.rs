@@ -28,6 +28,9 @@ pub struct JobOut {
     /// A DELAYED job's time.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub run_at: Option<String>,
+    /// A one-shot job's execution not started by then fails unsent (`DEADLINE_EXCEEDED`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<String>,
     /// Its executions should start within this many milliseconds of their time.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sla_ms: Option<i32>,
@@ -68,6 +71,8 @@ pub struct CronScheduleOut {
     pub catchup_policy: CatchupPolicy,
     /// Null: no limit (60s under `catchup_policy: none`).
     pub catchup_window: Option<String>,
+    /// Each tick fires up to this many milliseconds after its time (0: at its time).
+    pub jitter_ms: i32,
 }
 
 impl JobOut {
@@ -91,6 +96,7 @@ impl JobOut {
                 overlap_policy: job.overlap_policy,
                 catchup_policy: job.catchup_policy,
                 catchup_window: job.catchup_window_sec.map(super::policies::format_window),
+                jitter_ms: job.cron_jitter_ms.unwrap_or(0),
             }
         });
         Self {
@@ -106,6 +112,7 @@ impl JobOut {
             created_at: utc(&job.created_at),
             retired_at: job.retired_at.as_ref().map(utc),
             run_at: job.run_at.as_ref().map(utc),
+            expires_at: job.expires_at.as_ref().map(utc),
             sla_ms: job.sla_ms,
             on_failure: job.on_failure.clone(),
             execution: execution.map(|(e, status)| JobExecutionOut {

@@ -47,6 +47,9 @@ pub struct TickOut {
     pub at: String,
     /// The same instant in the job's timezone, with its offset (`2026-03-29T03:30:00+02:00`).
     pub local: String,
+    /// When the tick fires, in UTC with milliseconds: `at` plus the job's jitter for this tick
+    /// (`at` itself for a job without `jitter_ms`).
+    pub fires_at: String,
 }
 
 /// A CRON job's next ticks, soonest first.
@@ -95,6 +98,8 @@ pub async fn upcoming(
         .map(|at| TickOut {
             at: at.to_rfc3339_opts(SecondsFormat::Secs, true),
             local: at.with_timezone(&zone).to_rfc3339_opts(SecondsFormat::Secs, false),
+            fires_at: crate::scheduler::jitter::fires_at(&job.job_id, at, job.cron_jitter_ms)
+                .to_rfc3339_opts(SecondsFormat::Millis, true),
         })
         .collect();
     out.truncated = truncated;

@@ -67,7 +67,13 @@ async fn new_stores(before: Option<i64>) -> Vec<(Arc<dyn Store>, Box<dyn std::an
 /// types. A test that writes rows with today's store into a database left at an earlier
 /// migration adds them by hand first ([`later_columns`]) and drops them before the store
 /// migrates the database; a migration that adds such a column adds it here too.
-const LATER_COLUMNS: &[(&str, &str, &str, &str)] = &[("endpoints", "paused_at", "TIMESTAMPTZ", "TEXT")];
+const LATER_COLUMNS: &[(&str, &str, &str, &str)] = &[
+    ("endpoints", "paused_at", "TIMESTAMPTZ", "TEXT"),
+    ("executions", "trigger_reason", "TEXT", "TEXT"),
+    ("jobs", "cron_jitter_ms", "INTEGER", "INTEGER"),
+    ("jobs", "expires_at", "TIMESTAMPTZ", "TEXT"),
+    ("executions", "expires_at", "TIMESTAMPTZ", "TEXT"),
+];
 
 /// Add (or drop) [`LATER_COLUMNS`] in the database a [`new_stores`] guard keeps.
 async fn later_columns(guard: &dyn std::any::Any, add: bool) {

@@ -121,7 +121,7 @@ async fn history_partitions_are_made_ahead_and_dropped_whole_past_the_retention(
         created_at: now(),
         ..execution(&retried_job, ExecutionStatus::Pending, now() + chrono::Duration::days(1))
     };
-    assert!(matches!(store.execution_retry_many(&[retry]).await.unwrap()[0], Some(Inserted::Created(_))));
+    assert!(matches!(store.execution_insert_many(&[retry]).await.unwrap()[0], Some(Inserted::Created(_))));
     // One finished now, outside every partition: the DEFAULT partition's, purged by row.
     queued(&*store, "a", 1).await;
     let late = store.execution_claim(&claim("w", 1, Duration::from_secs(60))).await.unwrap();

@@ -61,7 +61,7 @@ pub async fn writes_for_a_deleted_endpoint_or_job_find_it_gone(store: Arc<dyn St
     other_done.idempotency_key = None;
     store.job_insert(&other, Some(&other_done)).await.unwrap();
     assert!(matches!(store.job_delete(&failed.job_id).await.unwrap(), Deleted::Deleted));
-    let retried = store.execution_retry_many(&[retry(&done, &failed), retry(&other_done, &other)]).await.unwrap();
+    let retried = store.execution_insert_many(&[retry(&done, &failed), retry(&other_done, &other)]).await.unwrap();
     assert!(retried[0].is_none(), "no retry for a deleted job");
     assert!(matches!(retried[1], Some(Inserted::Created(_))), "the other job's retry is written");
     let page = PageRequest { after: None, limit: 10, ..Default::default() };
@@ -200,7 +200,7 @@ pub async fn running_executions_are_read_with_the_rest(store: Arc<dyn Store>) {
         run_at: at + chrono::Duration::seconds(1),
         ..execution(&j, ExecutionStatus::Queued, at)
     };
-    store.execution_retry_many(&[waiting.clone(), running.clone()]).await.unwrap();
+    store.execution_insert_many(&[waiting.clone(), running.clone()]).await.unwrap();
     let first = store.execution_claim(&claim("w", 1, Duration::from_secs(60))).await.unwrap();
     assert_eq!(first[0].execution_id, done.execution_id);
     assert_eq!(

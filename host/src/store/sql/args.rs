@@ -228,7 +228,17 @@ macro_rules! text_args {
     )*};
 }
 
-text_args!(AttemptStatus, CatchupPolicy, EndpointType, ExecutionStatus, JobStatus, KeyRole, OverlapPolicy, Trigger);
+text_args!(
+    AttemptStatus,
+    CatchupPolicy,
+    EndpointType,
+    ExecutionStatus,
+    JobStatus,
+    KeyRole,
+    OverlapPolicy,
+    Trigger,
+    TriggerReason
+);
 
 /// Ids (`crate::ids`), stored as their text.
 macro_rules! id_args {

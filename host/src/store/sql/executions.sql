@@ -6,7 +6,7 @@
 -- name: ExecutionGetByKey
 SELECT execution_id, job_id, endpoint, endpoint_version, endpoint_type, idempotency_key, status, input,
        output, attempt_count, max_attempts, worker_id, run_at, started_at, completed_at, duration_ms, created_at,
-       lease_expires_at, trace_parent, retry_of, scheduled_at, claimed_at, sla_ms
+       lease_expires_at, trace_parent, retry_of, scheduled_at, claimed_at, sla_ms, trigger_reason, expires_at
 FROM executions WHERE job_id = $1 AND idempotency_key = $2;
 
 -- Compare-and-set against the claim: whichever commits first wins.

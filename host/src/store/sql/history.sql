@@ -6,7 +6,7 @@
 -- name: ExecutionGet
 SELECT execution_id, job_id, endpoint, endpoint_version, endpoint_type, idempotency_key, status, input,
        output, attempt_count, max_attempts, worker_id, run_at, started_at, completed_at, duration_ms, created_at,
-       lease_expires_at, trace_parent, retry_of, scheduled_at, claimed_at, sla_ms
+       lease_expires_at, trace_parent, retry_of, scheduled_at, claimed_at, sla_ms, trigger_reason, expires_at
 FROM executions WHERE execution_id = $1;
 
 -- Executions not yet finished, by status: one part per partial index (pending, claimable,
@@ -23,7 +23,7 @@ SELECT status, CAST(COUNT(*) AS BIGINT) FROM executions WHERE status = 'RUNNING'
 -- name: FailuresUnhandled
 SELECT execution_id, job_id, endpoint, endpoint_version, endpoint_type, idempotency_key, status, input,
        output, attempt_count, max_attempts, worker_id, run_at, started_at, completed_at, duration_ms, created_at,
-       lease_expires_at, trace_parent, retry_of, scheduled_at, claimed_at, sla_ms
+       lease_expires_at, trace_parent, retry_of, scheduled_at, claimed_at, sla_ms, trigger_reason, expires_at
 FROM executions
 WHERE status = 'FAILED' AND failure_handled_at IS NULL
 ORDER BY completed_at LIMIT $1;
