@@ -20,4 +20,5 @@ mod e2e_schedules;
 mod e2e_secrets;
 mod e2e_security;
 mod e2e_service;
+mod e2e_signing;
 mod e2e_traces;

@@ -3,6 +3,7 @@
 
 pub(crate) mod client;
 mod h1;
+pub mod signing;
 mod spec;
 #[cfg(test)]
 mod tests;
@@ -143,6 +144,20 @@ impl HttpTransport {
             HttpMethod::DELETE => Method::DELETE,
         };
         let body = spec.body_template.as_ref().map(|body| serde_json::to_vec(body).expect("JSON serializes"));
+        if let Some(signing) = &spec.signing {
+            let timestamp = chrono::Utc::now().timestamp();
+            let id = &message.idempotency_key;
+            let signature = signing
+                .signature(id, timestamp, body.as_deref().unwrap_or_default())
+                .map_err(|why| Failure::invalid_spec(format!("the delivery cannot be signed: {why}")))?;
+            let value = |text: &str| {
+                HeaderValue::from_str(text)
+                    .map_err(|_| Failure::invalid_spec("the message id cannot be sent as the webhook-id header"))
+            };
+            headers.insert(signing::ID, value(id)?);
+            headers.insert(signing::TIMESTAMP, HeaderValue::from(timestamp));
+            headers.insert(signing::SIGNATURE, value(&signature)?);
+        }
         Ok(PreparedRequest {
             outgoing: Outgoing { method, url, headers, body },
             timeout,

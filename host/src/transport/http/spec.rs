@@ -32,6 +32,9 @@ pub struct HttpSpec {
     pub timeout_ms: u64,
     #[serde(default = "default_expected_status_codes")]
     pub expected_status_codes: Vec<u16>,
+    /// Standard Webhooks signatures on every attempt (`super::signing`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signing: Option<super::signing::Signing>,
 }
 
 fn default_timeout_ms() -> u64 {
@@ -68,6 +71,9 @@ impl EndpointSpec for HttpSpec {
                 "expected_status_codes",
                 format!("{code} is not an HTTP status code (100-599)"),
             ));
+        }
+        if let Some(signing) = &self.signing {
+            signing.validate()?;
         }
         Ok(())
     }
