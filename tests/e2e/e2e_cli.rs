@@ -92,6 +92,7 @@ async fn the_cli_manages_resources_and_follows_jobs(backend: Backend) {
     let dead = ok(&server, &db, &["executions", "list", "--status", "FAILED"], "");
     assert!(dead.lines().next().unwrap().starts_with("EXECUTION"), "{dead}");
     assert_eq!(dead.lines().count(), 2, "a header and one failure: {dead}");
+    assert!(dead.lines().nth(1).unwrap().contains(" scheduled "), "why it was made: {dead}");
     assert!(dead.contains("broken"), "{dead}");
     let failed_id = dead.lines().nth(1).unwrap().split_whitespace().next().unwrap().to_owned();
     ok(&server, &db, &["endpoints", "update", "broken", "-f", "-"], &endpoint("broken", "/ok/fixed"));

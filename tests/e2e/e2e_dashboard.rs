@@ -326,6 +326,12 @@ async fn the_dashboard_in_a_real_browser() {
     notice(browser, "Fired now").await;
     let fired = api.get(&format!("/jobs/{cron_id}/executions")).await.body;
     assert_eq!(fired["items"][0]["trigger_reason"], "manual", "{fired}");
+    until(
+        browser,
+        "the manual fire listed with its reason",
+        "return [...document.querySelectorAll('td.reason')].some(td => td.textContent === 'manual')",
+    )
+    .await;
     click(browser, "button#pause").await;
     browser.wait().for_element(Locator::Css("#job-paused")).await.unwrap();
     assert!(!api.get(&format!("/jobs/{cron_id}")).await.body["paused_at"].is_null());

@@ -76,6 +76,7 @@ const JOB_COLUMNS: &[Column] = &[
 const EXECUTION_COLUMNS: &[Column] = &[
     ("EXECUTION", |v| text(&v["execution_id"])),
     ("STATUS", |v| text(&v["status"])),
+    ("WHY", |v| text(&v["trigger_reason"])),
     ("ENDPOINT", |v| text(&v["endpoint"])),
     ("ATTEMPTS", |v| format!("{}/{}", text(&v["attempt_count"]), text(&v["max_attempts"]))),
     ("RUN AT", |v| text(&v["run_at"])),
