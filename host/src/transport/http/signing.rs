@@ -70,8 +70,12 @@ impl Signing {
         for key in keys {
             let inner = key.trim().strip_prefix("{{").and_then(|k| k.strip_suffix("}}")).map(str::trim);
             let name = inner.and_then(|k| k.strip_prefix("secret."));
-            if !name.is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_alphanumeric() || "_-".contains(c)))
-            {
+            // A secret's name, as `api::names::check_secret_name` allows it.
+            let secret_name = |n: &str| {
+                n.starts_with(|c: char| c.is_ascii_lowercase())
+                    && n.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+            };
+            if !name.is_some_and(secret_name) {
                 return Err(SpecError::new(
                     "signing.secret",
                     "must be a `{{secret.NAME}}` reference (a key written into the spec would be stored in clear)",
@@ -148,8 +152,14 @@ mod tests {
     fn only_secret_references_are_registered() {
         assert!(signing(&["{{secret.hook_key}}"]).validate().is_ok());
         assert!(signing(&["{{ secret.new }}", "{{secret.old}}"]).validate().is_ok());
-        for bad in [vec![], vec!["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"], vec!["{{config.key}}"], vec!["{{secret.}}"]]
-        {
+        for bad in [
+            vec![],
+            vec!["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"],
+            vec!["{{config.key}}"],
+            vec!["{{secret.}}"],
+            vec!["{{secret.a-b}}"],
+            vec!["{{secret.key}} and more"],
+        ] {
             let error = signing(&bad).validate().unwrap_err();
             assert_eq!(error.field, "signing.secret", "{bad:?}");
         }
