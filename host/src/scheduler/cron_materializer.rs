@@ -223,9 +223,10 @@ async fn plan_tick(
 }
 
 /// The execution of `job`'s tick at `tick`, made at `now`, fired at the tick plus the job's
-/// jitter (`super::jitter`), under the job's overlap policy or `overlap` in its place; keyed by
-/// the tick ([`tick_key`]), so a tick is never made twice however it is asked for (the
-/// schedule, or a backfill of a past range). `reason`: None for the schedule's own ticks.
+/// jitter (`super::jitter`); keyed by the tick ([`tick_key`]), so a tick is never made twice
+/// however it is asked for (the schedule, or a backfill of a past range). `reason`: None for
+/// the schedule's own ticks, under the job's overlap policy; else why it is made outside the
+/// schedule (due now, not in the past) and the overlap policy it is made under.
 pub fn tick_execution(
     job: &Job,
     tick: DateTime<Utc>,
