@@ -66,6 +66,12 @@ impl Default for RetryPolicy {
 }
 
 impl RetryPolicy {
+    /// How many attempts an endpoint's stored `retry_policy` allows an execution (1 if it no
+    /// longer parses: it was checked when stored).
+    pub fn attempts_allowed(stored: &serde_json::Value) -> i32 {
+        Self::parse(Some(stored)).map(|p| p.max_attempts as i32).unwrap_or(1)
+    }
+
     /// Parse a user's `retry_policy` (absent or null means all defaults). Error fields are
     /// prefixed with `retry_policy.`.
     pub fn parse(value: Option<&serde_json::Value>) -> Result<Self, SpecError> {

@@ -130,9 +130,7 @@ pub async fn materialize_due(
                 Some(n) => *n,
                 None => {
                     let n = match store.endpoint_for_job(&job.endpoint, job.endpoint_version).await? {
-                        Some(e) => {
-                            RetryPolicy::parse(Some(&e.retry_policy)).map(|p| p.max_attempts as i32).unwrap_or(1)
-                        }
+                        Some(e) => RetryPolicy::attempts_allowed(&e.retry_policy),
                         None => 1,
                     };
                     max_attempts.insert(version_key, n);
@@ -164,12 +162,7 @@ pub async fn materialize_due(
         let recorded = store.cron_advance_many(&advances).await?;
         let made: Vec<&ExecutionWrite> =
             advances.iter().zip(&recorded).filter(|(_, won)| **won).filter_map(|(a, _)| a.execution.as_ref()).collect();
-        if made.iter().any(|e| e.status == ExecutionStatus::Queued) {
-            wakeups.work_ready(store).await;
-        }
-        if made.iter().any(|e| e.status == ExecutionStatus::Pending) {
-            wakeups.pending_changed.notify_one();
-        }
+        wakeups.executions_written(store, made.iter().map(|e| e.status)).await;
         waiting.extend(made.iter().map(|e| e.run_at).filter(|t| *t > now));
         created += made.len();
         // Another scheduler advanced everything we saw: let it carry on.

@@ -185,7 +185,7 @@ async fn announce(
     let at = now();
     let job =
         JobWrite { idempotency_key: Some(key), input, trace_parent, ..JobWrite::on(target, Trigger::Immediate, at) };
-    let max_attempts = RetryPolicy::parse(Some(&target.retry_policy)).map(|p| p.max_attempts as i32).unwrap_or(1);
+    let max_attempts = RetryPolicy::attempts_allowed(&target.retry_policy);
     let callback = ExecutionWrite::first_of(&job, ExecutionStatus::Queued, at, max_attempts);
     let inserted = store.job_insert(&job, Some(&callback)).await?;
     Ok(matches!(inserted, Inserted::Created(_)))

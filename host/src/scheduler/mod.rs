@@ -30,6 +30,7 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::domain::ExecutionStatus;
 use crate::health::Liveness;
 use crate::store::{Signal, Store};
 
@@ -103,6 +104,27 @@ impl Wakeups {
         self.cron_changed.notify_one();
         if let Err(error) = store.signal(Signal::CronChanged).await {
             tracing::warn!(%error, "Could not notify other processes of a cron job change; their schedulers see it at their next pass.");
+        }
+    }
+
+    /// Executions with these statuses were just written: the workers are woken for QUEUED
+    /// ones (claimable now), the promoter for PENDING ones (waiting for their time or an
+    /// overlap policy).
+    pub async fn executions_written(
+        &self,
+        store: &Arc<dyn Store>,
+        statuses: impl IntoIterator<Item = ExecutionStatus>,
+    ) {
+        let (mut queued, mut pending) = (false, false);
+        for status in statuses {
+            queued |= status == ExecutionStatus::Queued;
+            pending |= status == ExecutionStatus::Pending;
+        }
+        if queued {
+            self.work_ready(store).await;
+        }
+        if pending {
+            self.pending_changed.notify_one();
         }
     }
 }

@@ -20,7 +20,7 @@ pub trait Executions: Send + Sync {
     /// execution each retries), a cron job's manual fires and backfilled ticks — in one
     /// transaction; each as stored: `Created`, or `Existing` when its job already has an
     /// execution with its key (that one, unchanged), or None when its job was deleted meanwhile.
-    async fn execution_insert_many(&self, retries: &[ExecutionWrite]) -> StoreResult<Vec<Option<Inserted<Execution>>>>;
+    async fn execution_insert_many(&self, writes: &[ExecutionWrite]) -> StoreResult<Vec<Option<Inserted<Execution>>>>;
     /// PENDING, QUEUED or RETRYING to CANCELLED; whether it changed.
     async fn execution_cancel(&self, execution_id: &ExecutionId) -> StoreResult<bool>;
     /// Up to `limit` finished (SUCCESS, FAILED, CANCELLED) executions in `scope`, oldest first.
@@ -32,12 +32,12 @@ pub trait Executions: Send + Sync {
 
 #[async_trait]
 impl<S: SqlBackend> Executions for S {
-    async fn execution_insert_many(&self, retries: &[ExecutionWrite]) -> StoreResult<Vec<Option<Inserted<Execution>>>> {
+    async fn execution_insert_many(&self, writes: &[ExecutionWrite]) -> StoreResult<Vec<Option<Inserted<Execution>>>> {
         let mut tx = self.write().await?;
-        // Each retry's job held, as a foreign key to it would hold it: a job deleted meanwhile
-        // gets no retry. Held in job id order, the order `endpoint_delete` locks an endpoint's
+        // Each write's job held, as a foreign key to it would hold it: a job deleted meanwhile
+        // gets no execution. Held in job id order, the order `endpoint_delete` locks an endpoint's
         // jobs in, so that the two never wait on each other in a cycle.
-        let mut jobs: Vec<&JobId> = retries.iter().map(|r| &r.job_id).collect();
+        let mut jobs: Vec<&JobId> = writes.iter().map(|w| &w.job_id).collect();
         jobs.sort_unstable();
         jobs.dedup();
         let mut held = HashSet::new();
@@ -46,16 +46,16 @@ impl<S: SqlBackend> Executions for S {
                 held.insert(job);
             }
         }
-        let mut stored = Vec::with_capacity(retries.len());
-        for retry in retries {
-            if !held.contains(&retry.job_id) {
+        let mut stored = Vec::with_capacity(writes.len());
+        for write in writes {
+            if !held.contains(&write.job_id) {
                 stored.push(None);
                 continue;
             }
-            let created = execution_insert(&mut tx, retry).await?;
+            let created = execution_insert(&mut tx, write).await?;
             let row: Execution = query(sql::EXECUTION_GET_BY_KEY)
-                .bind(&retry.job_id)
-                .bind(&retry.idempotency_key)
+                .bind(&write.job_id)
+                .bind(&write.idempotency_key)
                 .fetch_optional(&mut tx)
                 .await?
                 .ok_or(StoreError::UniqueViolation)?;

@@ -243,7 +243,7 @@ fn retry_of(execution: &Execution, endpoint: &Endpoint, trace_parent: Option<Str
         idempotency_key: Some(format!("{RETRY_KEY_PREFIX}{}", execution.execution_id)),
         status: ExecutionStatus::Queued,
         input: execution.input.clone().unwrap_or_default(),
-        max_attempts: RetryPolicy::parse(Some(&endpoint.retry_policy)).map(|p| p.max_attempts as i32).unwrap_or(1),
+        max_attempts: RetryPolicy::attempts_allowed(&endpoint.retry_policy),
         run_at: at,
         created_at: at,
         trace_parent,

@@ -80,10 +80,8 @@ pub(super) async fn trigger(
     let at = now();
     let policy = body.overlap_policy.unwrap_or(job.overlap_policy);
     let tick = tick_execution(&job, at, max_attempts, at, Some((TriggerReason::Manual, policy)));
-    let execution_id = ExecutionId::new();
     let write = ExecutionWrite {
-        idempotency_key: Some(format!("manual:{}", key.0.as_deref().unwrap_or(execution_id.as_str()))),
-        execution_id,
+        idempotency_key: Some(format!("manual:{}", key.0.as_deref().unwrap_or(tick.execution_id.as_str()))),
         // Now, not at the jitter's offset: a manual fire is asked for now.
         run_at: at,
         status: if tick.overlap_policy.is_some() { ExecutionStatus::Pending } else { ExecutionStatus::Queued },
@@ -96,7 +94,7 @@ pub(super) async fn trigger(
         None => return Err(gone(&job_id)),
     };
     if status == StatusCode::CREATED {
-        wake(&state, &[&write]).await;
+        state.wakeups.executions_written(&state.store, [write.status]).await;
     }
     Ok(Created(status, execution.into()))
 }
@@ -174,9 +172,9 @@ pub(super) async fn backfill(
     if stored.len() != writes.len() {
         return Err(gone(&job_id));
     }
-    let made: Vec<&ExecutionWrite> =
-        writes.iter().zip(&stored).filter(|(_, s)| matches!(s, Inserted::Created(_))).map(|(w, _)| w).collect();
-    wake(&state, &made).await;
+    let made: Vec<ExecutionStatus> =
+        writes.iter().zip(&stored).filter(|(_, s)| matches!(s, Inserted::Created(_))).map(|(w, _)| w.status).collect();
+    state.wakeups.executions_written(&state.store, made.iter().copied()).await;
     let zone: chrono_tz::Tz = job.cron_timezone.as_deref().unwrap_or("UTC").parse().unwrap_or(chrono_tz::UTC);
     let ticks = ticks
         .into_iter()
@@ -209,34 +207,33 @@ async fn range_ticks(
     let schedule = JobSchedule::of(job, &state.plugins)
         .await
         .map_err(|e| ApiError::new(ErrorCode::InvalidCron, format!("The job's schedule cannot be read: {}", e.0)))?;
-    let started = tokio::time::Instant::now();
     let failed = |e: crate::scheduler::schedule::ScheduleError| {
         ApiError::new(ErrorCode::InvalidCron, format!("The job's schedule failed: {}", e.0))
     };
-    let mut ticks = Vec::new();
-    let mut after = from
+    let started = tokio::time::Instant::now();
+    let after = from
         .checked_sub_signed(chrono::Duration::microseconds(1))
         .ok_or_else(|| ApiError::invalid_field("from", "is too far in the past"))?;
-    loop {
-        let Some(left) = LISTING_DEADLINE.checked_sub(started.elapsed()) else { return Err(too_slow()) };
-        let next = tokio::time::timeout(left, schedule.next_after(after)).await.map_err(|_| too_slow())?;
-        match next.map_err(failed)? {
-            Some(tick) if tick < to => {
-                if ticks.len() == MAX_BACKFILL_TICKS {
-                    return Err(ApiError::invalid_field(
-                        "to",
-                        format!(
-                            "makes a range of more than {MAX_BACKFILL_TICKS} ticks: backfill it in parts (the first {MAX_BACKFILL_TICKS} end before {})",
-                            tick.to_rfc3339_opts(SecondsFormat::Secs, true)
-                        ),
-                    ));
-                }
-                ticks.push(tick);
-                after = tick;
-            }
-            _ => return Ok(ticks),
-        }
+    let first = tokio::time::timeout(LISTING_DEADLINE, schedule.next_after(after)).await.map_err(|_| too_slow())?;
+    let Some(first) = first.map_err(failed)?.filter(|tick| *tick < to) else { return Ok(Vec::new()) };
+    // One more than the most, to tell a range that holds more.
+    let left = LISTING_DEADLINE.saturating_sub(started.elapsed());
+    let (mut ticks, truncated) =
+        schedule.upcoming(first, Some(to), MAX_BACKFILL_TICKS + 1, left).await.map_err(failed)?;
+    if truncated {
+        return Err(too_slow());
     }
+    if let Some(beyond) = ticks.get(MAX_BACKFILL_TICKS) {
+        return Err(ApiError::invalid_field(
+            "to",
+            format!(
+                "makes a range of more than {MAX_BACKFILL_TICKS} ticks: backfill it in parts (the first {MAX_BACKFILL_TICKS} end before {})",
+                beyond.to_rfc3339_opts(SecondsFormat::Secs, true)
+            ),
+        ));
+    }
+    ticks.truncate(MAX_BACKFILL_TICKS);
+    Ok(ticks)
 }
 
 fn too_slow() -> ApiError {
@@ -257,7 +254,7 @@ async fn max_attempts(state: &AppState, job: &Job) -> ApiResult<i32> {
             format!("Endpoint '{}' of job '{}' no longer exists.", job.endpoint, job.job_id),
         )
     })?;
-    Ok(RetryPolicy::parse(Some(&endpoint.retry_policy)).map(|p| p.max_attempts as i32).unwrap_or(1))
+    Ok(RetryPolicy::attempts_allowed(&endpoint.retry_policy))
 }
 
 /// The writes as stored, in order; an empty list when the job was deleted meanwhile.
@@ -269,15 +266,4 @@ async fn insert(state: &AppState, job_id: &JobId, writes: &[ExecutionWrite]) -> 
 
 fn gone(job_id: &JobId) -> ApiError {
     ApiError::new(ErrorCode::JobNotFound, format!("Job with ID '{job_id}' was deleted while it was being fired."))
-}
-
-/// Wake the loop that takes what was made: the workers for what is claimable now, the
-/// promoter for what waits on the overlap policy.
-async fn wake(state: &AppState, made: &[&ExecutionWrite]) {
-    if made.iter().any(|e| e.status == ExecutionStatus::Queued) {
-        state.wakeups.work_ready(&state.store).await;
-    }
-    if made.iter().any(|e| e.status == ExecutionStatus::Pending) {
-        state.wakeups.pending_changed.notify_one();
-    }
 }

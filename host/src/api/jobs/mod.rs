@@ -190,7 +190,7 @@ pub(super) async fn prepare(state: &AppState, body: JobIn, endpoint: &crate::sto
     let run_at_given = body.run_at.is_some();
 
     let at = now();
-    let max_attempts = RetryPolicy::parse(Some(&endpoint.retry_policy)).map(|p| p.max_attempts as i32).unwrap_or(1);
+    let max_attempts = RetryPolicy::attempts_allowed(&endpoint.retry_policy);
     let mut job = JobWrite {
         idempotency_key: body.idempotency_key.clone(),
         input,
@@ -259,13 +259,8 @@ pub(super) async fn prepare(state: &AppState, body: JobIn, endpoint: &crate::sto
 /// Wake the loops that have new work from these creates: the worker for executions claimable
 /// now, the promoter for ones that wait, the cron materializer for new cron jobs.
 pub(super) async fn wake(state: &AppState, created: &[&Prepared]) {
-    let status = |p: &&Prepared| p.new.execution.as_ref().map(|e| e.status);
-    if created.iter().any(|p| status(p) == Some(ExecutionStatus::Queued)) {
-        state.wakeups.work_ready(&state.store).await;
-    }
-    if created.iter().any(|p| status(p) == Some(ExecutionStatus::Pending)) {
-        state.wakeups.pending_changed.notify_one();
-    }
+    let statuses = created.iter().filter_map(|p| p.new.execution.as_ref().map(|e| e.status));
+    state.wakeups.executions_written(&state.store, statuses).await;
     if created.iter().any(|p| p.new.execution.is_none()) {
         state.wakeups.cron_job_changed(&state.store).await;
     }

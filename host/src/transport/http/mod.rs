@@ -150,13 +150,11 @@ impl HttpTransport {
             let signature = signing
                 .signature(id, timestamp, body.as_deref().unwrap_or_default())
                 .map_err(|why| Failure::invalid_spec(format!("the delivery cannot be signed: {why}")))?;
-            let value = |text: &str| {
-                HeaderValue::from_str(text)
-                    .map_err(|_| Failure::invalid_spec("the message id cannot be sent as the webhook-id header"))
-            };
-            headers.insert(signing::ID, value(id)?);
+            let id = HeaderValue::from_str(id)
+                .map_err(|_| Failure::invalid_spec("the message id cannot be sent as the webhook-id header"))?;
+            headers.insert(signing::ID, id);
             headers.insert(signing::TIMESTAMP, HeaderValue::from(timestamp));
-            headers.insert(signing::SIGNATURE, value(&signature)?);
+            headers.insert(signing::SIGNATURE, HeaderValue::from_str(&signature).expect("`v1,` and base64 are ASCII"));
         }
         Ok(PreparedRequest {
             outgoing: Outgoing { method, url, headers, body },
