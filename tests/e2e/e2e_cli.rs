@@ -7,6 +7,7 @@ use std::process::Stdio;
 use serde_json::{json, Value};
 
 use crate::both_backends;
+use crate::support::fixtures::wait_for_status;
 use crate::support::server::{command, API_KEY};
 use crate::support::{Backend, Receiver, Server, TestDb};
 
@@ -142,6 +143,17 @@ async fn the_cli_manages_resources_and_follows_jobs(backend: Backend) {
     let refilled = ok(&server, &db, &["jobs", "backfill", cron_id, "--from", &from, "--to", &to], "");
     assert!(refilled.contains(": 0 of the range's 2 ticks") && refilled.contains("(already made)"), "{refilled}");
     assert!(ok(&server, &db, &["jobs", "cancel", cron_id], "").contains("RETIRED"));
+
+    // An execution in flight is refused a plain cancel, and aborted with --abort.
+    ok(&server, &db, &["endpoints", "create", "-f", "-"], &endpoint("hangs", "/hang/cli"));
+    let hung = ok(&server, &db, &["jobs", "create", "--endpoint", "hangs", "--input", r#"{"n": 2}"#, "--json"], "");
+    let hung: Value = serde_json::from_str(&hung).unwrap();
+    let hung_id = hung["execution"]["execution_id"].as_str().unwrap();
+    wait_for_status(&server.client(), hung_id, "RUNNING").await;
+    let (success, _, stderr) = taskexec(&server, &db, &["executions", "cancel", hung_id], "");
+    assert!(!success && stderr.contains("EXECUTION_NOT_CANCELLABLE") && stderr.contains("running=abort"), "{stderr}");
+    let aborted = ok(&server, &db, &["executions", "cancel", hung_id, "--abort"], "");
+    assert_eq!(aborted, format!("Execution {hung_id} is CANCELLED.\n"));
 
     // Errors quote the service; completions come from the same definition.
     let (success, _, stderr) = taskexec(&server, &db, &["jobs", "create", "--endpoint", "nope"], "");

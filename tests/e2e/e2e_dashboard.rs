@@ -309,6 +309,27 @@ async fn the_dashboard_in_a_real_browser() {
     .await;
     screenshot(browser, "05-execution-retried").await;
 
+    // An execution in flight is aborted from its page: its delivery stopped, not retried.
+    api.create(
+        "/endpoints",
+        &json!({"name": "hangs", "type": "HTTP", "retry_policy": {"max_attempts": 3},
+                "spec": {"url": format!("{}/hang/dashboard", receiver.base_url), "method": "POST"}}),
+    )
+    .await;
+    let hung = api.create("/jobs", &immediate("hangs", "hung", json!({"n": 2}))).await;
+    let hung_id = hung["execution"]["execution_id"].as_str().unwrap().to_owned();
+    wait_for_status(&api, &hung_id, "RUNNING").await;
+    open(browser, &base, &format!("/ui/executions/{hung_id}")).await;
+    click(browser, "button#abort").await;
+    notice(browser, "Aborted").await;
+    until(
+        browser,
+        "the execution shown as cancelled",
+        "return document.querySelector('#execution-status').textContent === 'CANCELLED'",
+    )
+    .await;
+    assert!(text(browser).await.contains("ABORTED"), "the attempt's error shown");
+
     // A cron job: its schedule in words and next ticks, then paused from its page.
     let cron = api
         .create(

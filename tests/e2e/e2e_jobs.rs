@@ -16,6 +16,7 @@ both_backends!(
     unresolvable_template_fails_at_once_without_retry,
     input_is_validated_against_the_payload_spec,
     cancel_and_update_follow_the_documented_api,
+    a_delivery_in_flight_is_aborted_when_asked,
     endpoint_update_applies_to_future_jobs_only,
     cron_job_ticks_every_second_once_each,
     cron_tick_is_made_ahead_and_fires_at_its_time,
@@ -358,6 +359,73 @@ async fn cancel_and_update_follow_the_documented_api(backend: Backend) {
 
 /// `PUT /endpoints/{name}` applies to future jobs only: jobs created before it, one-shot or
 /// cron, keep delivering with the endpoint version they were created against.
+/// `POST /executions/{id}/cancel?running=abort`: the delivery in flight is dropped (the
+/// receiver sees its connection closed), the attempt and the execution are CANCELLED, and
+/// nothing is retried though attempts were left.
+async fn a_delivery_in_flight_is_aborted_when_asked(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let server = Server::start(&db).await;
+    let api = server.client();
+    let receiver = Receiver::start().await;
+    http_endpoint(&api, &receiver, "hang", "/hang/a", json!({"max_attempts": 3, "initial_delay_ms": 10})).await;
+    http_endpoint(&api, &receiver, "e", "/ok/e", json!(null)).await;
+    let input = json!({"user_id": "u", "amount": 1});
+
+    let job = api.create("/jobs", &immediate("hang", "h1", input.clone())).await;
+    let exec = job["execution"]["execution_id"].as_str().unwrap().to_owned();
+    wait_for_status(&api, &exec, "RUNNING").await;
+    eventually("the receiver holds the request", Duration::from_secs(10), || async {
+        receiver.count_of("/hang/a") == 1
+    })
+    .await;
+    let cancel = format!("/executions/{exec}/cancel");
+    // Without the parameter a running execution is refused, saying how to abort it.
+    let refused = api.post(&cancel, &json!({})).await.error(409, "EXECUTION_NOT_CANCELLABLE");
+    assert!(refused.contains("?running=abort"), "{refused}");
+    let bad = api.post(&format!("{cancel}?running=kill"), &json!({})).await.error(400, "INVALID_REQUEST");
+    assert!(bad.contains("running"), "{bad}");
+
+    let aborted = api.post(&format!("{cancel}?running=abort"), &json!({})).await;
+    assert_eq!(aborted.status, 200, "{}", aborted.text);
+    assert_eq!(aborted.body["status"], "CANCELLED", "{}", aborted.text);
+    assert!(aborted.body["abort_requested_at"].is_string(), "{}", aborted.text);
+    assert_eq!(aborted.body["output"]["error"]["type"], "ABORTED", "{}", aborted.text);
+    eventually("the receiver sees the connection closed", Duration::from_secs(10), || async {
+        receiver.hung_up("a") == 1
+    })
+    .await;
+    let attempts = api.get(&format!("/executions/{exec}/attempts")).await.body;
+    let attempts = attempts["items"].as_array().unwrap();
+    assert_eq!(attempts.len(), 1, "{attempts:?}");
+    assert_eq!(
+        (attempts[0]["status"].as_str(), attempts[0]["error"]["type"].as_str()),
+        (Some("CANCELLED"), Some("ABORTED"))
+    );
+    let after = api.get(&format!("/executions/{exec}")).await.body;
+    assert_eq!((after["status"].as_str(), after["attempt_count"].as_i64()), (Some("CANCELLED"), Some(1)), "{after}");
+    // Asked again: it is cancelled, and says so.
+    assert_eq!(api.post(&format!("{cancel}?running=abort"), &json!({})).await.status, 200);
+
+    // Not started yet: cancelled as without the parameter.
+    let later = api
+        .create("/jobs", &json!({"endpoint": "e", "trigger": "DELAYED", "idempotency_key": "d1", "delay_ms": 3_600_000, "input": input}))
+        .await;
+    let later_exec = later["execution"]["execution_id"].as_str().unwrap();
+    let cancelled = api.post(&format!("/executions/{later_exec}/cancel?running=abort"), &json!({})).await;
+    assert_eq!((cancelled.status.as_u16(), cancelled.body["status"].as_str()), (200, Some("CANCELLED")));
+    // Finished: nothing to abort.
+    let done = api.create("/jobs", &immediate("e", "e1", input)).await;
+    let done_exec = done["execution"]["execution_id"].as_str().unwrap();
+    wait_for_status(&api, done_exec, "SUCCESS").await;
+    let message = api
+        .post(&format!("/executions/{done_exec}/cancel?running=abort"), &json!({}))
+        .await
+        .error(409, "EXECUTION_NOT_CANCELLABLE");
+    assert!(message.contains("SUCCESS"), "{message}");
+    // Nothing more reached the receiver: the aborted execution was not retried.
+    assert_eq!(receiver.count_of("/hang/a"), 1);
+}
+
 async fn endpoint_update_applies_to_future_jobs_only(backend: Backend) {
     let db = TestDb::new(backend).await;
     let server = Server::start(&db).await;

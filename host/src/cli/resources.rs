@@ -344,9 +344,15 @@ pub async fn executions(command: ExecutionsCommand) -> anyhow::Result<()> {
             let items = Api::new(api)?.list_all(&format!("/executions/{execution_id}/logs"), &[]).await?;
             show_list(&items, &output, LOG_COLUMNS);
         }
-        ExecutionsCommand::Cancel { execution_id, api } => {
-            let (_, execution) = Api::new(api)?.post(&format!("/executions/{execution_id}/cancel"), &json!({})).await?;
-            println!("Execution {execution_id} is {}.", text(&execution["status"]));
+        ExecutionsCommand::Cancel { execution_id, abort, api } => {
+            let query = if abort { "?running=abort" } else { "" };
+            let path = format!("/executions/{execution_id}/cancel{query}");
+            let (status, execution) = Api::new(api)?.post(&path, &json!({})).await?;
+            if status == hyper::StatusCode::ACCEPTED {
+                println!("Execution {execution_id} is RUNNING; its worker is asked to abort it.");
+            } else {
+                println!("Execution {execution_id} is {}.", text(&execution["status"]));
+            }
         }
     }
     Ok(())

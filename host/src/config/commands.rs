@@ -268,9 +268,13 @@ pub enum ExecutionsCommand {
         #[command(flatten)]
         api: ApiArgs,
     },
-    /// Cancel an execution that has not started.
+    /// Cancel an execution that has not started (with --abort, also one in flight).
     Cancel {
         execution_id: String,
+        /// Also cancel it while it runs: its delivery is stopped where it is (the attempt and
+        /// the execution CANCELLED, never retried).
+        #[arg(long)]
+        abort: bool,
         #[command(flatten)]
         api: ApiArgs,
     },

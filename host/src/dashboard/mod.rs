@@ -65,6 +65,7 @@ pub fn router(state: AppState, api: Router, keys: Arc<ApiKeys>, session_ttl: std
         .route("/ui/jobs/{job_id}/{action}", post(pages::job_action))
         .route("/ui/executions/{execution_id}", get(pages::execution))
         .route("/ui/executions/{execution_id}/retry", post(pages::retry))
+        .route("/ui/executions/{execution_id}/abort", post(pages::abort))
         .route("/ui/dead-letters", get(pages::dead_letters))
         .route("/ui/dead-letters/replay", post(pages::replay))
         .route("/ui/endpoints", get(pages::setup::endpoints))

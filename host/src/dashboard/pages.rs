@@ -413,6 +413,27 @@ fn timeline(attempts: &Value) -> Vec<Value> {
         .collect()
 }
 
+/// The execution page's Abort: `cancel?running=abort` of the execution in flight.
+pub async fn abort(
+    session: Session,
+    State(ui): State<Dashboard>,
+    headers: HeaderMap,
+    Path(execution_id): Path<String>,
+    Form(form): Form<TokenForm>,
+) -> Response {
+    if let Err(refused) = session.check_form(&headers, &form.csrf) {
+        return refused.into_response();
+    }
+    let id = segment(&execution_id);
+    let answer = ui.api.post(&session.key, &format!("/executions/{id}/cancel?running=abort"), None).await;
+    let said = match answer.body["status"].as_str().filter(|_| answer.ok()) {
+        Some("CANCELLED") => "Aborted: its delivery was stopped, and it will not be retried.".to_owned(),
+        Some(_) => "Its worker is asked to abort it; this page shows when it has.".to_owned(),
+        None => answer.message(),
+    };
+    back(&format!("/ui/executions/{id}"), &said)
+}
+
 pub async fn retry(
     session: Session,
     State(ui): State<Dashboard>,

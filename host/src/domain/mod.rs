@@ -156,6 +156,8 @@ text_enum! {
     pub enum AttemptStatus ("attempt status") {
         Success => "SUCCESS",
         Failed => "FAILED",
+        /// Stopped in flight by an abort (`cancel?running=abort`): never retried.
+        Cancelled => "CANCELLED",
         /// In flight: shown by the API from its execution, never stored.
         Running => "RUNNING",
     }
@@ -205,6 +207,9 @@ text_enum! {
         /// The execution was due longer ago than its `retry_policy.max_age_ms`: no attempt
         /// was made, or no further one will be.
         DeadlineExceeded => "DEADLINE_EXCEEDED",
+        /// `POST /executions/{id}/cancel?running=abort` stopped the delivery in flight (the
+        /// connection dropped); the execution is CANCELLED, never retried.
+        Aborted => "ABORTED",
     }
 }
 

@@ -99,7 +99,7 @@ impl PluginHost {
     /// database can tell). Called once at start-up.
     pub async fn follow_changes(&self) {
         let wake = Arc::new(tokio::sync::Notify::new());
-        match self.store.listen(Signal::PluginsChanged, wake.clone()).await {
+        match self.store.listen(&[(Signal::PluginsChanged, wake.clone())]).await {
             Ok(true) => {
                 let newest = self.newest.clone();
                 tokio::spawn(async move {

@@ -49,7 +49,7 @@ pub async fn run(
 ) {
     let lookahead = chrono::Duration::from_std(config.cron_lookahead).unwrap_or_default();
     // Cron jobs created or changed through other processes wake this loop too.
-    match store.listen(Signal::CronChanged, wakeups.cron_changed.clone()).await {
+    match store.listen(&[(Signal::CronChanged, wakeups.cron_changed.clone())]).await {
         Ok(true) => tracing::info!("Cron materializer listens for cron job changes (LISTEN/NOTIFY)."),
         Ok(false) => {}
         Err(error) => tracing::warn!(%error, "Could not LISTEN for cron job changes; they are seen at the next pass."),

@@ -132,6 +132,10 @@ pub struct Execution {
     /// Its job's `expires_at`: not started by then, it fails unsent.
     #[sqlx(default)]
     pub expires_at: Option<DateTime<Utc>>,
+    /// When an abort of its delivery in flight was asked for (`cancel?running=abort`). Read
+    /// by the API's reads only (the worker learns of aborts by [`super::Executions::executions_aborting`]).
+    #[sqlx(default)]
+    pub abort_requested_at: Option<DateTime<Utc>>,
 }
 
 impl Execution {

@@ -1,5 +1,5 @@
-//! Writes to executions outside the worker's path: the API's retries and cancels, and the
-//! deletes of finished history row by row (the retention purge, and a job's or endpoint's
+//! Writes to executions outside the worker's path: the API's retries, cancels and aborts (and
+//! the worker's search for the aborts asked of it), and the deletes of finished history row by row (the retention purge, and a job's or endpoint's
 //! delete in small batches). The fixed statements are in `sql/executions.sql`; a delete's is
 //! put together for its list of ids.
 
@@ -21,6 +21,11 @@ pub trait Executions: Send + Sync {
     /// transaction; each as stored: `Created`, or `Existing` when its job already has an
     /// execution with its key (that one, unchanged), or None when its job was deleted meanwhile.
     async fn execution_insert_many(&self, writes: &[ExecutionWrite]) -> StoreResult<Vec<Option<Inserted<Execution>>>>;
+    /// Ask the worker holding a RUNNING execution to abort its delivery (`cancel?running=abort`);
+    /// whether it is RUNNING. The worker finds it by [`Executions::executions_aborting`].
+    async fn execution_abort_request(&self, execution_id: &ExecutionId) -> StoreResult<bool>;
+    /// The RUNNING executions held by `worker_id` whose abort was asked for.
+    async fn executions_aborting(&self, worker_id: &str) -> StoreResult<Vec<ExecutionId>>;
     /// PENDING, QUEUED or RETRYING to CANCELLED; whether it changed.
     async fn execution_cancel(&self, execution_id: &ExecutionId) -> StoreResult<bool>;
     /// Up to `limit` finished (SUCCESS, FAILED, CANCELLED) executions in `scope`, oldest first.
@@ -63,6 +68,20 @@ impl<S: SqlBackend> Executions for S {
         }
         tx.commit().await?;
         Ok(stored)
+    }
+
+    async fn execution_abort_request(&self, execution_id: &ExecutionId) -> StoreResult<bool> {
+        retrying_moved(|| async {
+            let asked =
+                query(sql::EXECUTION_ABORT_REQUEST).bind(execution_id).bind(DbTime(now())).execute(self.db()).await?;
+            Ok(asked == 1)
+        })
+        .await
+    }
+
+    async fn executions_aborting(&self, worker_id: &str) -> StoreResult<Vec<ExecutionId>> {
+        let rows: Vec<(ExecutionId,)> = query(sql::EXECUTIONS_ABORTING).bind(worker_id).fetch_all(self.db()).await?;
+        Ok(rows.into_iter().map(|(id,)| id).collect())
     }
 
     async fn execution_cancel(&self, execution_id: &ExecutionId) -> StoreResult<bool> {

@@ -175,6 +175,8 @@ pub enum Signal {
     /// A cron job was created, rescheduled or resumed: wake the schedulers' materializers, so
     /// its next tick is made ahead of its time rather than at their next pass.
     CronChanged,
+    /// An abort of a delivery in flight was asked for: wake the workers' abort watchers.
+    AbortRequested,
 }
 
 impl Signal {
@@ -184,6 +186,7 @@ impl Signal {
             Self::WorkReady => "taskexec_work",
             Self::PluginsChanged => "taskexec_plugins",
             Self::CronChanged => "taskexec_cron",
+            Self::AbortRequested => "taskexec_abort",
         }
     }
 }
@@ -216,9 +219,10 @@ pub trait Store:
     /// Tell other processes something changed (PostgreSQL NOTIFY; a no-op where the database
     /// has no such channel).
     async fn signal(&self, signal: Signal) -> StoreResult<()>;
-    /// Wake `wake` whenever another process sends `signal`. False where unsupported: the
-    /// process then relies on polling (work) or expiry (plugin versions).
-    async fn listen(&self, signal: Signal, wake: Arc<tokio::sync::Notify>) -> StoreResult<bool>;
+    /// Wake each signal's `Notify` whenever another process sends that signal, all through one
+    /// connection. False where unsupported: the process then relies on polling (work, aborts)
+    /// or expiry (plugin versions).
+    async fn listen(&self, signals: &[(Signal, Arc<tokio::sync::Notify>)]) -> StoreResult<bool>;
 
     // ---- upkeep ----
 

@@ -566,22 +566,26 @@ impl Store for PgStore {
         maintenance::vacuum(&self.maintenance, table).await
     }
 
-    async fn listen(&self, signal: Signal, wake: Arc<tokio::sync::Notify>) -> StoreResult<bool> {
+    async fn listen(&self, signals: &[(Signal, Arc<tokio::sync::Notify>)]) -> StoreResult<bool> {
         let mut listener = match &self.listen {
             _ if self.cockroach => return Ok(false),
             super::ListenVia::Off => return Ok(false),
             super::ListenVia::Pool => PgListener::connect_with(&self.pool).await?,
             super::ListenVia::Url(url) => PgListener::connect(url).await?,
         };
-        listener.listen(signal.channel()).await?;
+        listener.listen_all(signals.iter().map(|(signal, _)| signal.channel())).await?;
+        let signals = signals.to_vec();
         tokio::spawn(async move {
             // recv() reconnects by itself after a dropped connection; while it is down the
             // listeners fall back to polling or expiry.
             loop {
                 match listener.recv().await {
-                    Ok(_) => wake.notify_waiters(),
+                    Ok(told) => signals
+                        .iter()
+                        .filter(|(s, _)| s.channel() == told.channel())
+                        .for_each(|(_, wake)| wake.notify_waiters()),
                     Err(error) => {
-                        tracing::warn!(%error, ?signal, "Lost the LISTEN connection; retrying.");
+                        tracing::warn!(%error, "Lost the LISTEN connection; retrying.");
                         tokio::time::sleep(Duration::from_secs(1)).await;
                     }
                 }

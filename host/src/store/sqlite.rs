@@ -254,7 +254,7 @@ impl Store for SqliteStore {
         Ok(())
     }
 
-    async fn listen(&self, _signal: Signal, _wake: Arc<tokio::sync::Notify>) -> StoreResult<bool> {
+    async fn listen(&self, _signals: &[(Signal, Arc<tokio::sync::Notify>)]) -> StoreResult<bool> {
         Ok(false)
     }
 }

@@ -36,8 +36,9 @@ pub const LEASE_MARGIN: Duration = Duration::from_secs(5);
 pub struct Leases {
     store: Arc<dyn Store>,
     lease: Duration,
-    /// Execution id → the attempt number this worker holds it under.
-    held: Mutex<HashMap<String, i32>>,
+    /// Execution id → the attempt number this worker holds it under, and the token an abort
+    /// of it cancels (`super::abort`).
+    held: Mutex<HashMap<String, (i32, CancellationToken)>>,
     /// Extensions asked for and not yet written.
     asked: Mutex<Vec<Asked>>,
     /// Held by whoever is writing extensions: one statement at a time.
@@ -48,6 +49,14 @@ pub struct Leases {
 pub struct Held {
     leases: Arc<Leases>,
     execution_id: String,
+    aborted: CancellationToken,
+}
+
+impl Held {
+    /// Cancelled when an abort of this execution's delivery is asked for.
+    pub fn aborted(&self) -> &CancellationToken {
+        &self.aborted
+    }
 }
 
 impl Drop for Held {
@@ -69,8 +78,24 @@ impl Leases {
 
     /// Register an execution just claimed under `attempt`.
     pub fn hold(self: &Arc<Self>, execution_id: &str, attempt: i32) -> Held {
-        self.held.lock().expect("leases lock").insert(execution_id.to_owned(), attempt);
-        Held { leases: self.clone(), execution_id: execution_id.to_owned() }
+        let aborted = CancellationToken::new();
+        self.held.lock().expect("leases lock").insert(execution_id.to_owned(), (attempt, aborted.clone()));
+        Held { leases: self.clone(), execution_id: execution_id.to_owned(), aborted }
+    }
+
+    /// Abort the attempts of those of `execution_ids` this worker holds; how many.
+    pub fn abort(&self, execution_ids: &[crate::ids::ExecutionId]) -> usize {
+        let held = self.held.lock().expect("leases lock");
+        let mut aborted = 0;
+        for id in execution_ids {
+            if let Some((_, token)) = held.get(id.as_str()) {
+                if !token.is_cancelled() {
+                    token.cancel();
+                    aborted += 1;
+                }
+            }
+        }
+        aborted
     }
 
     /// How many executions this worker holds.
@@ -136,7 +161,7 @@ impl Leases {
             .lock()
             .expect("leases lock")
             .iter()
-            .map(|(id, attempt)| LeaseExtend { execution_id: id.as_str().into(), attempt: *attempt, for_ms })
+            .map(|(id, (attempt, _))| LeaseExtend { execution_id: id.as_str().into(), attempt: *attempt, for_ms })
             .collect();
         self.store.execution_lease_renew(&leases).await
     }

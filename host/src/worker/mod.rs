@@ -7,6 +7,7 @@
 //! a saturated endpoint frees slots, by PostgreSQL NOTIFY across processes — or until the poll
 //! interval passes, the fallback when a wake-up is missed or unavailable.
 
+pub mod abort;
 pub mod cache;
 pub mod classify;
 pub mod completer;
@@ -100,7 +101,10 @@ pub async fn run(
     shutdown: CancellationToken,
     liveness: Arc<Liveness>,
 ) {
-    match store.listen(Signal::WorkReady, wakeups.work_ready.clone()).await {
+    // One connection for both: new work, and aborts of what this worker holds (`abort`).
+    let abort_told = Arc::new(tokio::sync::Notify::new());
+    let signals = [(Signal::WorkReady, wakeups.work_ready.clone()), (Signal::AbortRequested, abort_told.clone())];
+    match store.listen(&signals).await {
         Ok(true) => tracing::info!("Worker listens for new work (LISTEN/NOTIFY)."),
         Ok(false) => tracing::info!(
             poll_ms = config.poll_interval.as_millis() as u64,
@@ -116,6 +120,15 @@ pub async fn run(
     let keeper_stop = CancellationToken::new();
     let keeper_beat = liveness.register("worker.lease_keeper", config.lease / 3);
     let keeper = tokio::spawn(leases.clone().keep(keeper_stop.clone(), keeper_beat));
+    let watcher_beat = liveness.register("worker.abort_watcher", abort::EVERY);
+    let watcher = tokio::spawn(abort::watch(
+        store.clone(),
+        leases.clone(),
+        config.worker_id.clone(),
+        abort_told,
+        keeper_stop.clone(),
+        watcher_beat,
+    ));
     let fairness = Arc::new(fairness::Fairness::new(config.max_concurrent));
     let beat = liveness.register("worker.claimer", config.poll_interval);
     loop {
@@ -208,5 +221,6 @@ pub async fn run(
     }
     keeper_stop.cancel();
     let _ = keeper.await;
+    let _ = watcher.await;
     beat.stopped();
 }

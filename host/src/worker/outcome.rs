@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 use super::classify::Judgement;
 use crate::contract::Verdict;
 use crate::domain::{AttemptErrorType, ExecutionStatus};
-use crate::store::{now, LogWrite};
+use crate::store::{now, LogWrite, StoreError};
 
 /// What a failed attempt says about the receiver.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,9 +38,43 @@ pub(super) enum Outcome {
     NotSent {
         error: Value,
     },
+    /// Stopped in flight by an abort (`super::abort`): the attempt and the execution CANCELLED.
+    Aborted {
+        error: Value,
+    },
 }
 
 impl Outcome {
+    /// The database failed before anything was sent. Recorded as a retryable failure: the
+    /// completer retries the write until the database answers, so the execution is never left
+    /// RUNNING with nobody to finish it.
+    pub(super) fn store_failed(error: &StoreError, logs: &mut Logs) -> Self {
+        tracing::warn!(%error, "Attempt stopped before delivery: the store failed.");
+        let message = format!("The database could not be read before delivery ({error}); nothing was sent.");
+        logs.push("WARN", message.clone());
+        let error_json = json!({ "type": AttemptErrorType::StoreUnavailable, "message": message, "retryable": true });
+        if error.is_transient() {
+            Self::NotSent { error: error_json }
+        } else {
+            // The same read would fail again: count it like any failed attempt.
+            Self::Failed {
+                error: error_json,
+                retryable: true,
+                retry_after_ms: None,
+                message,
+                receiver: ReceiverSign::None,
+            }
+        }
+    }
+
+    /// The delivery was dropped where it was, as an abort asked (`cancel?running=abort`).
+    pub(super) fn aborted(logs: &mut Logs) -> Self {
+        let message =
+            "Aborted in flight, as asked (cancel?running=abort): the delivery was stopped and will not be retried.";
+        logs.push("WARN", message.to_owned());
+        Self::Aborted { error: json!({ "type": AttemptErrorType::Aborted, "message": message, "retryable": false }) }
+    }
+
     /// A failure the endpoint's definition causes (missing endpoint, unresolvable template):
     /// never retried.
     pub(super) fn permanent(kind: AttemptErrorType, message: String) -> Self {
@@ -116,7 +150,11 @@ pub(super) fn classified(judgement: Judgement, elapsed_ms: u128, logs: &mut Logs
 
 /// An attempt's outcome in the metrics, once it is recorded.
 pub(super) fn record_metrics(execution: &crate::store::Execution, status: ExecutionStatus, error_type: &str) {
-    let outcome = if status == ExecutionStatus::Success { "success" } else { "failure" };
+    let outcome = match status {
+        ExecutionStatus::Success => "success",
+        ExecutionStatus::Cancelled => "aborted",
+        _ => "failure",
+    };
     crate::metrics::attempt(outcome, error_type);
     if matches!(status, ExecutionStatus::Success | ExecutionStatus::Failed) {
         crate::metrics::execution_finished(status.as_str(), execution.endpoint_type.as_str(), &execution.endpoint);

@@ -168,31 +168,16 @@ impl Pipeline {
         let mut logs = Logs(Vec::new());
         logs.push("INFO", format!("Attempt {attempt} of {} started on {}.", execution.max_attempts, self.worker_id));
 
-        let (outcome, policy, secrets) = match self.attempt(&mut execution, &leases, &mut logs, traceparent).await {
-            Ok(done) => done,
-            Err(error) => {
-                // The database failed before anything was sent. Record a retryable failure:
-                // the completer retries the write until the database answers, so the
-                // execution is never left RUNNING with nobody to finish it.
-                tracing::warn!(%error, "Attempt stopped before delivery: the store failed.");
-                let message = format!("The database could not be read before delivery ({error}); nothing was sent.");
-                logs.push("WARN", message.clone());
-                let error_json =
-                    json!({ "type": AttemptErrorType::StoreUnavailable, "message": message, "retryable": true });
-                let outcome = if error.is_transient() {
-                    Outcome::NotSent { error: error_json }
-                } else {
-                    // The same read would fail again: count it like any failed attempt.
-                    Outcome::Failed {
-                        error: error_json,
-                        retryable: true,
-                        retry_after_ms: None,
-                        message,
-                        receiver: ReceiverSign::None,
-                    }
-                };
-                (outcome, RetryPolicy::default(), Vec::new())
-            }
+        // An abort drops the attempt where it is: an HTTP delivery's connection is closed.
+        let attempted = tokio::select! {
+            biased;
+            () = held.aborted().cancelled() => None,
+            done = self.attempt(&mut execution, &leases, &mut logs, traceparent) => Some(done),
+        };
+        let (outcome, policy, secrets) = match attempted {
+            Some(Ok(done)) => done,
+            Some(Err(error)) => (Outcome::store_failed(&error, &mut logs), RetryPolicy::default(), Vec::new()),
+            None => (Outcome::aborted(&mut logs), RetryPolicy::default(), Vec::new()),
         };
         let completed_at = now();
         let duration_ms = i32::try_from(clock.elapsed().as_millis()).unwrap_or(i32::MAX);
@@ -536,6 +521,10 @@ impl Pipeline {
                 health: Some(Health::Up),
                 ..base(ExecutionStatus::Success, AttemptStatus::Success, Some(output), None, None)
             },
+            Outcome::Aborted { error } => {
+                let output = json!({ "error": error.clone() });
+                base(ExecutionStatus::Cancelled, AttemptStatus::Cancelled, Some(output), Some(error), None)
+            }
             Outcome::NotSent { error } => {
                 let delay = policy.next_delay_ms(attempt.max(1) as u32, None, &mut rand::thread_rng());
                 logs.push("INFO", format!("Retrying in {delay} ms; this attempt sent nothing."));

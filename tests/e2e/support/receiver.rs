@@ -10,7 +10,9 @@
 //! holding a raw NUL byte (`{"ok":"a<NUL>b"}`); `/nul-raw` answers 200 with the bytes
 //! `ok\0` and an invalid UTF-8 byte; `/mirror` answers 200 with the request's body as its own
 //! (a receiver whose answer the job's input decides); `/json-switch/{name}` answers 200 with
-//! `{"ok": false, "error": "not yet"}` until the test calls `heal(name)`, then `{"ok": true}`.
+//! `{"ok": false, "error": "not yet"}` until the test calls `heal(name)`, then `{"ok": true}`;
+//! `/hang/{name}` never answers, and counts (`hung_up(name)`) the requests whose sender closed
+//! the connection while it held them.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -50,6 +52,8 @@ struct Inner {
     slow_now: Mutex<(usize, usize)>,
     /// The `/switch/…` names that answer 200.
     healed: Mutex<Vec<String>>,
+    /// `/hang/{name}` requests whose sender went away, by name.
+    hung_up: Mutex<HashMap<String, u32>>,
 }
 
 #[derive(Clone)]
@@ -72,6 +76,7 @@ impl Receiver {
             .route("/mirror", any(mirror))
             .route("/json-switch/{name}", any(json_switch))
             .route("/nul-raw", any(nul_raw))
+            .route("/hang/{name}", any(hang))
             .fallback(any(fallback))
             .with_state(inner.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -101,6 +106,11 @@ impl Receiver {
     /// From now on `/switch/{name}` answers 200.
     pub fn heal(&self, name: &str) {
         self.inner.healed.lock().unwrap().push(name.to_owned());
+    }
+
+    /// How many `/hang/{name}` requests were given up by their sender (the connection closed).
+    pub fn hung_up(&self, name: &str) -> u32 {
+        self.inner.hung_up.lock().unwrap().get(name).copied().unwrap_or(0)
     }
 
     /// The most `/slow/…` requests it was holding at one time.
@@ -216,6 +226,27 @@ async fn slow_once(
         tokio::time::sleep(Duration::from_millis(ms)).await;
     }
     (StatusCode::OK, "OK")
+}
+
+/// Held until the sender closes the connection: the server then drops this future, and the
+/// guard counts it.
+async fn hang(
+    State(inner): State<Arc<Inner>>,
+    Path(name): Path<String>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> (StatusCode, &'static str) {
+    struct HungUp(Arc<Inner>, String);
+    impl Drop for HungUp {
+        fn drop(&mut self) {
+            *self.0.hung_up.lock().unwrap().entry(self.1.clone()).or_insert(0) += 1;
+        }
+    }
+    record(&inner, &uri, headers, body);
+    let _guard = HungUp(inner, name);
+    std::future::pending::<()>().await;
+    unreachable!("a pending future never completes")
 }
 
 async fn slow(

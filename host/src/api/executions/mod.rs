@@ -1,6 +1,7 @@
 //! `/executions`: the fires of a job, their attempts and their logs; across jobs, the
 //! dead-letter view and replay (`recovery`).
 
+mod cancel;
 mod recovery;
 
 use axum::extract::{Path, State};
@@ -24,7 +25,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(recovery::search))
         .routes(routes!(recovery::replay))
         .routes(routes!(read))
-        .routes(routes!(cancel))
+        .routes(routes!(cancel::cancel))
         .routes(routes!(recovery::retry))
         .routes(routes!(attempts))
         .routes(routes!(logs))
@@ -70,6 +71,10 @@ pub struct ExecutionOut {
     pub lateness_ms: Option<i64>,
     /// Whether it started within its job's `sla_ms` (null: no SLA, or not started yet).
     pub sla_met: Option<bool>,
+    /// When an abort of its delivery in flight was asked for (`cancel?running=abort`); absent
+    /// when none was.
+    #[serde(serialize_with = "optional_timestamp", skip_serializing_if = "Option::is_none")]
+    pub abort_requested_at: Option<DateTime<Utc>>,
 }
 
 impl From<Execution> for ExecutionOut {
@@ -98,6 +103,7 @@ impl From<Execution> for ExecutionOut {
             claimed_at: e.claimed_at,
             lateness_ms,
             sla_met,
+            abort_requested_at: e.abort_requested_at,
         }
     }
 }
@@ -168,26 +174,6 @@ async fn load(state: &AppState, id: &ExecutionId) -> ApiResult<Execution> {
     (status = 200, description = "The execution.", body = ExecutionOut),
 ))]
 async fn read(State(state): State<AppState>, Path(id): Path<ExecutionId>) -> ApiResult<Json<ExecutionOut>> {
-    Ok(Json(load(&state, &id).await?.into()))
-}
-
-/// Cancel an execution that has not started.
-///
-/// Cancel an execution that has not started (PENDING, QUEUED, RETRYING). Racing a worker's
-/// claim, exactly one wins: the claim (409 here) or the cancel (the worker never sees it).
-#[utoipa::path(post, path = "/executions/{execution_id}/cancel", tag = "executions", params(("execution_id" = String, Path, description = "The execution's id (`exec_…`).")), responses(
-    (status = 200, description = "The execution, CANCELLED.", body = ExecutionOut),
-))]
-async fn cancel(State(state): State<AppState>, Path(id): Path<ExecutionId>) -> ApiResult<Json<ExecutionOut>> {
-    if !state.store.execution_cancel(&id).await? {
-        let execution = load(&state, &id).await?;
-        if execution.status != crate::domain::ExecutionStatus::Cancelled {
-            return Err(ApiError::new(
-                ErrorCode::ExecutionNotCancellable,
-                format!("Execution '{id}' is {} and can no longer be cancelled.", execution.status),
-            ));
-        }
-    }
     Ok(Json(load(&state, &id).await?.into()))
 }
 

@@ -41,6 +41,7 @@ pub(in crate::api) async fn answer(
                 sla_ms: e.sla_ms,
                 trigger_reason: e.trigger_reason,
                 expires_at: e.expires_at,
+                abort_requested_at: None,
             });
             (StatusCode::CREATED, job, first)
         }

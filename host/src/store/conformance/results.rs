@@ -39,6 +39,43 @@ pub async fn finishes_are_fenced_by_attempt_and_reclaim(store: Arc<dyn Store>) {
     assert_eq!(store.execution_reclaim_expired(now()).await.unwrap(), 0, "a finished execution is not reclaimed");
 }
 
+/// An abort asked of a RUNNING execution (`cancel?running=abort`) is found by the worker that
+/// holds it, and by no other; its outcome is a CANCELLED attempt; and one whose worker is lost
+/// is cancelled by the reclaimer, not retried.
+pub async fn aborts_are_found_by_their_worker_and_a_lost_worker_s_cancelled(store: Arc<dyn Store>) {
+    endpoint(&*store, "a").await;
+    queued(&*store, "a", 2).await;
+    let held = store.execution_claim(&claim("w", 2, Duration::from_secs(60))).await.unwrap();
+    assert!(store.executions_aborting("w").await.unwrap().is_empty());
+    assert!(store.execution_abort_request(&held[0].execution_id).await.unwrap());
+    assert!(store.execution_abort_request(&held[0].execution_id).await.unwrap(), "asked again: still RUNNING");
+    assert_eq!(store.executions_aborting("w").await.unwrap(), [held[0].execution_id.clone()]);
+    assert!(store.executions_aborting("other").await.unwrap().is_empty());
+    let asked = store.execution_get(&held[0].execution_id).await.unwrap().unwrap().abort_requested_at;
+    assert!(asked.is_some());
+    let written = store.execution_finish_many(&[finish(&held[0], ExecutionStatus::Cancelled)]).await.unwrap().written;
+    assert_eq!(written, [true]);
+    let page = PageRequest { after: None, limit: 10, ..Default::default() };
+    let attempts = store.attempt_list(&held[0].execution_id, &page).await.unwrap();
+    assert_eq!(attempts.iter().map(|a| a.status).collect::<Vec<_>>(), [AttemptStatus::Cancelled]);
+    assert!(store.executions_aborting("w").await.unwrap().is_empty(), "no longer RUNNING");
+    assert!(!store.execution_abort_request(&held[0].execution_id).await.unwrap(), "finished: nothing to abort");
+
+    // The worker holding the other is lost: its lease runs out, and the reclaimer cancels it.
+    queued(&*store, "a", 1).await;
+    let lost = store.execution_claim(&claim("lost", 1, Duration::from_millis(1))).await.unwrap().remove(0);
+    assert!(store.execution_abort_request(&lost.execution_id).await.unwrap());
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while store.execution_get(&lost.execution_id).await.unwrap().unwrap().status == ExecutionStatus::Running {
+        assert!(std::time::Instant::now() < deadline, "the lease of 1 ms never expired");
+        store.execution_reclaim_expired(now()).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let reclaimed = store.execution_get(&lost.execution_id).await.unwrap().unwrap();
+    assert_eq!(reclaimed.status, ExecutionStatus::Cancelled, "an abort asked for is not retried");
+    assert!(reclaimed.completed_at.is_some());
+}
+
 pub async fn leases_extend_and_never_shorten(store: Arc<dyn Store>) {
     endpoint(&*store, "a").await;
     queued(&*store, "a", 1).await;

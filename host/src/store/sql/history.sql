@@ -6,7 +6,8 @@
 -- name: ExecutionGet
 SELECT execution_id, job_id, endpoint, endpoint_version, endpoint_type, idempotency_key, status, input,
        output, attempt_count, max_attempts, worker_id, run_at, started_at, completed_at, duration_ms, created_at,
-       lease_expires_at, trace_parent, retry_of, scheduled_at, claimed_at, sla_ms, trigger_reason, expires_at
+       lease_expires_at, trace_parent, retry_of, scheduled_at, claimed_at, sla_ms, trigger_reason, expires_at,
+       abort_requested_at
 FROM executions WHERE execution_id = $1;
 
 -- Executions not yet finished, by status: one part per partial index (pending, claimable,
