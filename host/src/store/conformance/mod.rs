@@ -73,6 +73,7 @@ const LATER_COLUMNS: &[(&str, &str, &str, &str)] = &[
     ("jobs", "cron_jitter_ms", "INTEGER", "INTEGER"),
     ("jobs", "expires_at", "TIMESTAMPTZ", "TEXT"),
     ("executions", "expires_at", "TIMESTAMPTZ", "TEXT"),
+    ("executions", "abort_requested_at", "TIMESTAMPTZ", "TEXT"),
 ];
 
 /// Add (or drop) [`LATER_COLUMNS`] in the database a [`new_stores`] guard keeps.
