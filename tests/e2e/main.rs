@@ -5,6 +5,7 @@
 mod support;
 
 mod e2e_access;
+mod e2e_callbacks;
 mod e2e_chaos;
 mod e2e_cli;
 mod e2e_dashboard;

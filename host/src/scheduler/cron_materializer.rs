@@ -254,6 +254,7 @@ pub fn tick_execution(
         sla_ms: job.sla_ms,
         trigger_reason: reason.map(|(reason, _)| reason),
         expires_at: None,
+        on_success: job.on_success.clone(),
     }
 }
 
@@ -350,6 +351,7 @@ mod tests {
             schedule_spec: None,
             cron_jitter_ms: None,
             expires_at: None,
+            on_success: None,
         }
     }
 

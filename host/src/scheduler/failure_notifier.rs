@@ -1,6 +1,8 @@
-//! Loop 5: failure callbacks. When an execution ends FAILED, the endpoint its job names as
-//! `on_failure` (or else its endpoint's `on_failure`) gets an IMMEDIATE job whose input is the
-//! failure's summary, so a team hears of failures through any transport.
+//! Loop 5: failure and success callbacks. When an execution ends FAILED, the endpoint its job
+//! names as `on_failure` (or else its endpoint's `on_failure`) gets an IMMEDIATE job whose
+//! input is the failure's summary, so a team hears of failures through any transport. When one
+//! ends SUCCESS and its job names `on_success`, that endpoint gets a job whose input is the
+//! execution's id and what the receiver answered ([`success_summary`]).
 //!
 //! An endpoint disabled by its circuit breaker (`auto_disable_after`) is told to its own
 //! `on_failure` endpoint the same way, once per disabling (keyed
@@ -8,7 +10,10 @@
 //!
 //! Each failure is handled once: the callback job is keyed `on_failure:{execution id}` (a
 //! second notifier, or a retry after a crash, finds it made), then the execution is marked
-//! handled. A callback job's own failure is not announced, so callbacks never loop.
+//! handled; a success likewise (`on_success:{execution id}`). A callback job's own failure is
+//! not announced, and it has no `on_success` of its own, so callbacks never loop. A success is
+//! found by an index of those still to announce alone (`on_success` is copied onto each
+//! execution of the job), so successes without a callback cost the loop nothing.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -25,6 +30,8 @@ use crate::store::{now, Endpoint, Execution, ExecutionWrite, Inserted, JobWrite,
 
 /// The idempotency key of a failure's callback job is this prefix and the execution's id.
 pub const CALLBACK_KEY_PREFIX: &str = "on_failure:";
+/// The idempotency key of a success's callback job is this prefix and the execution's id.
+pub const SUCCESS_KEY_PREFIX: &str = "on_success:";
 /// The idempotency key of a disabled endpoint's announcement starts with this.
 pub const DISABLED_KEY_PREFIX: &str = "endpoint_disabled:";
 /// Failures handled per round.
@@ -72,11 +79,59 @@ pub async fn notify_failures(store: &Arc<dyn Store>, wakeups: &Wakeups) -> Store
             break;
         }
     }
-    let announced = notify_disabled(store, &mut endpoints).await?;
+    let announced = notify_disabled(store, &mut endpoints).await? + notify_successes(store, &mut endpoints).await?;
     if announced > 0 {
         wakeups.work_ready(store).await;
     }
     Ok(made + announced)
+}
+
+/// Every success with an `on_success` not yet told gets its callback job; how many were made.
+async fn notify_successes(
+    store: &Arc<dyn Store>,
+    endpoints: &mut HashMap<String, Option<Endpoint>>,
+) -> StoreResult<usize> {
+    let mut made = 0;
+    loop {
+        let succeeded = store.successes_unhandled(BATCH).await?;
+        for execution in &succeeded {
+            let target = match execution.on_success.as_deref() {
+                Some(name) => endpoint(store, name, endpoints).await?,
+                None => None,
+            };
+            match target {
+                Some(target) => {
+                    let key = format!("{SUCCESS_KEY_PREFIX}{}", execution.execution_id);
+                    let trace = execution.trace_parent.clone();
+                    if announce(store, key, success_summary(execution), trace, &target).await? {
+                        made += 1;
+                    }
+                }
+                None => tracing::warn!(execution_id = %execution.execution_id, callback = ?execution.on_success,
+                    "The success callback endpoint no longer exists; the success is not announced."),
+            }
+            store.success_handled(&execution.execution_id).await?;
+        }
+        if (succeeded.len() as i64) < BATCH {
+            return Ok(made);
+        }
+    }
+}
+
+/// What an `on_success` endpoint receives as `input`: the execution, and the receiver's answer
+/// as the attempt stored it (`response`: for HTTP `status_code`, `headers` and `body`, the body
+/// within the stored limit), secrets already redacted from it as in every attempt.
+pub fn success_summary(execution: &Execution) -> Value {
+    json!({
+        "event": "execution.succeeded",
+        "execution_id": execution.execution_id,
+        "job_id": execution.job_id,
+        "endpoint": execution.endpoint,
+        "attempts": execution.attempt_count,
+        "response": execution.output,
+        "succeeded_at": execution.completed_at,
+        "input": execution.input,
+    })
 }
 
 /// Every endpoint disabled since the last round gets its `on_failure` endpoint told; how many

@@ -6,7 +6,8 @@
 //! - [`promoter`]: PENDING executions whose `run_at` has come become QUEUED.
 //! - [`reclaimer`]: RUNNING executions whose worker's lease expired become RETRYING or FAILED.
 //! - [`purger`]: finished executions and jobs older than `TE_RETENTION` are deleted.
-//! - [`failure_notifier`]: a failed execution's `on_failure` endpoint gets a job about it.
+//! - [`failure_notifier`]: a failed execution's `on_failure` endpoint gets a job about it, a
+//!   successful one's `on_success` endpoint likewise.
 //! - [`vacuumer`]: the queue's tables are vacuumed when the database's autovacuum does not.
 //! - [`partitioner`]: history partitions made ahead, and dropped whole once older than
 //!   `TE_RETENTION` (where the store keeps history in time partitions).

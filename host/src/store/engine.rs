@@ -16,18 +16,19 @@ pub const JOB_WRITE_COLUMNS: &str =
      run_at, cron_expression, cron_timezone, cron_starts_at, cron_ends_at, cron_next_run_at, created_at, \
      endpoint_version, trace_parent, paused_at, overlap_policy, catchup_policy, catchup_window_sec, sla_ms, \
      on_failure, schedule_plugin, schedule_plugin_version, schedule_spec, cron_jitter_ms, \
-     expires_at";
+     expires_at, on_success";
 
 pub const JOB_COLUMNS: &str =
     "job_id, endpoint, endpoint_version, endpoint_type, trigger_type, status, version, previous_version_id, \
      replaced_by_id, idempotency_key, input, run_at, cron_expression, cron_timezone, cron_starts_at, cron_ends_at, \
      cron_next_run_at, cron_last_tick_at, cron_prev_tick_at, created_at, retired_at, trace_parent, paused_at, \
      overlap_policy, catchup_policy, catchup_window_sec, sla_ms, on_failure, schedule_plugin, schedule_plugin_version, \
-     schedule_spec, cron_jitter_ms, expires_at";
+     schedule_spec, cron_jitter_ms, expires_at, on_success";
 pub const EXECUTION_COLUMNS: &str =
     "execution_id, job_id, endpoint, endpoint_version, endpoint_type, idempotency_key, status, input, \
      output, attempt_count, max_attempts, worker_id, run_at, started_at, completed_at, duration_ms, created_at, \
-     lease_expires_at, trace_parent, retry_of, scheduled_at, claimed_at, sla_ms, trigger_reason, expires_at";
+     lease_expires_at, trace_parent, retry_of, scheduled_at, claimed_at, sla_ms, trigger_reason, expires_at, \
+     on_success";
 pub const ATTEMPT_COLUMNS: &str =
     "attempt_id, execution_id, attempt_number, status, started_at, completed_at, duration_ms, output, error, created_at";
 pub const LOG_COLUMNS: &str = "log_id, execution_id, attempt_number, level, message, logged_at";
@@ -82,6 +83,9 @@ pub struct Job {
     pub cron_jitter_ms: Option<i32>,
     /// A one-shot job's execution not started by then fails unsent (DEADLINE_EXCEEDED).
     pub expires_at: Option<DateTime<Utc>>,
+    /// The endpoint told of each of its executions' successes (None: nobody).
+    #[sqlx(default)]
+    pub on_success: Option<String>,
 }
 
 impl Job {
@@ -136,6 +140,10 @@ pub struct Execution {
     /// by the API's reads only (the worker learns of aborts by [`super::Executions::executions_aborting`]).
     #[sqlx(default)]
     pub abort_requested_at: Option<DateTime<Utc>>,
+    /// Its job's `on_success`: the endpoint told of its success (the worker keeps the
+    /// receiver's headers for it).
+    #[sqlx(default)]
+    pub on_success: Option<String>,
 }
 
 impl Execution {

@@ -47,6 +47,10 @@ pub trait History: Send + Sync {
     async fn failures_unhandled(&self, limit: i64) -> StoreResult<Vec<Execution>>;
     /// Record that the failure notifier dealt with this failed execution.
     async fn failure_handled(&self, execution_id: &ExecutionId) -> StoreResult<()>;
+    /// SUCCESS executions with an `on_success` callback not yet made, oldest success first.
+    async fn successes_unhandled(&self, limit: i64) -> StoreResult<Vec<Execution>>;
+    /// Record that the callback notifier dealt with this successful execution.
+    async fn success_handled(&self, execution_id: &ExecutionId) -> StoreResult<()>;
 }
 
 /// Executions matching `filter` (plus `extra` conditions), in creation order, strictly after
@@ -182,6 +186,15 @@ impl<S: SqlBackend> History for S {
 
     async fn failure_handled(&self, execution_id: &ExecutionId) -> StoreResult<()> {
         query(sql::FAILURE_HANDLED).bind(execution_id).bind(DbTime(now())).execute(self.db()).await?;
+        Ok(())
+    }
+
+    async fn successes_unhandled(&self, limit: i64) -> StoreResult<Vec<Execution>> {
+        query(sql::SUCCESSES_UNHANDLED).bind(limit).fetch_all(self.db()).await
+    }
+
+    async fn success_handled(&self, execution_id: &ExecutionId) -> StoreResult<()> {
+        query(sql::SUCCESS_HANDLED).bind(execution_id).bind(DbTime(now())).execute(self.db()).await?;
         Ok(())
     }
 }

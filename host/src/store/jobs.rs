@@ -91,6 +91,7 @@ pub(super) async fn job_insert_row(tx: &mut impl InTx, job: &JobWrite) -> StoreR
         .bind(Arg::json_of(job.schedule_spec.as_ref()))
         .bind(job.cron_jitter_ms)
         .bind(job.expires_at.map(DbTime))
+        .bind(&job.on_success)
         .fetch_optional(tx.on())
         .await
 }
@@ -116,6 +117,7 @@ pub(super) async fn execution_insert(tx: &mut impl InTx, e: &ExecutionWrite) -> 
         .bind(e.sla_ms)
         .bind(e.trigger_reason)
         .bind(e.expires_at.map(DbTime))
+        .bind(&e.on_success)
         .execute(tx.on())
         .await?;
     Ok(inserted == 1)

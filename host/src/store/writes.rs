@@ -42,6 +42,8 @@ pub struct JobWrite {
     pub cron_jitter_ms: Option<i32>,
     /// A one-shot job's execution not started by then fails unsent.
     pub expires_at: Option<DateTime<Utc>>,
+    /// The endpoint told of each success.
+    pub on_success: Option<String>,
 }
 
 impl JobWrite {
@@ -85,6 +87,7 @@ impl JobWrite {
             schedule_spec: self.schedule_spec.clone(),
             cron_jitter_ms: self.cron_jitter_ms,
             expires_at: self.expires_at,
+            on_success: self.on_success.clone(),
         }
     }
 }
@@ -115,6 +118,8 @@ pub struct ExecutionWrite {
     pub trigger_reason: Option<TriggerReason>,
     /// Its job's `expires_at` (a one-shot job's first execution only).
     pub expires_at: Option<DateTime<Utc>>,
+    /// Its job's `on_success`.
+    pub on_success: Option<String>,
 }
 
 /// A job to create, with its first execution (none for a cron job: the scheduler makes its
@@ -166,6 +171,7 @@ impl JobWrite {
             schedule_spec: None,
             cron_jitter_ms: None,
             expires_at: None,
+            on_success: None,
         }
     }
 
@@ -198,6 +204,7 @@ impl ExecutionWrite {
             sla_ms: job.sla_ms,
             trigger_reason: None,
             expires_at: job.expires_at,
+            on_success: job.on_success.clone(),
         }
     }
 }

@@ -162,6 +162,14 @@ impl Delivery {
         }
     }
 
+    /// The headers of the answer kept, as a JSON object (a repeated name keeps its last
+    /// value), leaving the answer kept.
+    pub fn answer_headers(&self) -> Option<serde_json::Value> {
+        let slot = self.answer.as_ref()?.lock().expect("delivery answer lock");
+        let headers = slot.as_ref()?.headers.iter().map(|(name, value)| (name.clone(), serde_json::json!(value)));
+        Some(serde_json::Value::Object(headers.collect()))
+    }
+
     /// The answer kept, if the transport kept one.
     pub fn take_answer(&self) -> Option<ReceiverAnswer> {
         self.answer.as_ref().and_then(|slot| slot.lock().expect("delivery answer lock").take())

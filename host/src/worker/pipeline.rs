@@ -330,7 +330,8 @@ impl Pipeline {
         let classifier = endpoint.classifier_ref();
         let mut delivery = Delivery::traced(traceparent)
             .for_endpoint(EndpointVersion { name: endpoint.name.clone(), version: endpoint.version });
-        if classifier.is_some() {
+        // The answer is kept for a classifier, and for a success callback (its headers).
+        if classifier.is_some() || execution.on_success.is_some() {
             delivery = delivery.keeping_answer();
         }
         let delivered = tokio::time::timeout(
@@ -341,6 +342,7 @@ impl Pipeline {
         .unwrap_or_else(|_| Err(Failure::timeout(format!("the transport did not return within {timeout_ms} ms"))));
         crate::metrics::delivery(endpoint_type.as_str(), sent.elapsed());
         let elapsed_ms = sent.elapsed().as_millis();
+        let headers = execution.on_success.as_ref().and_then(|_| delivery.answer_headers());
         let judgement = match &classifier {
             None => None,
             Some(classifier) => {
@@ -359,7 +361,7 @@ impl Pipeline {
                 Box::pin(self.pause_endpoint(&endpoint.name, wait_ms, logs)).await;
             }
         }
-        let outcome = match (judgement, delivered) {
+        let mut outcome = match (judgement, delivered) {
             (None | Some(Judgement { verdict: Verdict::Keep, .. }), Err(failure)) => {
                 self.failed(transport.error_json(&failure), &failure, elapsed_ms, logs)
             }
@@ -371,6 +373,9 @@ impl Pipeline {
             }
             (Some(judgement), _) => classified(judgement, elapsed_ms, logs),
         };
+        if let (Outcome::Delivered { output: Value::Object(output) }, Some(headers)) = (&mut outcome, headers) {
+            output.insert("headers".to_owned(), headers);
+        }
         Ok((outcome, policy, secrets))
     }
 

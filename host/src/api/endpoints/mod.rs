@@ -213,12 +213,12 @@ fn check_timeout(timeout_ms: u64) -> ApiResult<i32> {
 }
 
 /// `on_failure` names an endpoint that exists: 422 INVALID_ENDPOINT_REF otherwise.
-pub async fn require_callback(state: &AppState, name: &str) -> ApiResult<()> {
+pub async fn require_callback(state: &AppState, field: &str, name: &str) -> ApiResult<()> {
     match state.store.endpoint_get(name).await? {
         Some(_) => Ok(()),
         None => Err(ApiError::new(
             ErrorCode::InvalidEndpointRef,
-            format!("`on_failure`: no endpoint named '{name}'; register it first."),
+            format!("`{field}`: no endpoint named '{name}'; register it first."),
         )),
     }
 }
@@ -234,7 +234,7 @@ async fn prepare(state: &AppState, name: String, body: EndpointIn) -> ApiResult<
                 "names the endpoint itself: its failures would be told to the endpoint that failed",
             ));
         }
-        require_callback(state, target).await?;
+        require_callback(state, "on_failure", target).await?;
     }
     let max_concurrency = match body.max_concurrency {
         None => None,

@@ -253,5 +253,6 @@ fn retry_of(execution: &Execution, endpoint: &Endpoint, trace_parent: Option<Str
         trigger_reason: Some(TriggerReason::Retry),
         // A retry is asked for now: the job's expiry was for its first fire.
         expires_at: None,
+        on_success: execution.on_success.clone(),
     }
 }

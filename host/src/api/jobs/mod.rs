@@ -110,15 +110,25 @@ async fn create(
 }
 
 /// A job's `on_failure` names an endpoint that exists, other than the job's own.
-async fn check_on_failure(state: &AppState, on_failure: Option<&str>, endpoint: &str) -> ApiResult<()> {
-    let Some(target) = on_failure else { return Ok(()) };
-    if target == endpoint {
-        return Err(ApiError::invalid_field(
-            "on_failure",
-            "names the job's own endpoint: a failure would be told to the endpoint that failed",
-        ));
+/// A job's callbacks: `on_failure` and `on_success` each name an existing endpoint other than
+/// the job's own (a callback told to the endpoint it reports on).
+async fn check_callbacks(
+    state: &AppState,
+    on_failure: Option<&str>,
+    on_success: Option<&str>,
+    endpoint: &str,
+) -> ApiResult<()> {
+    for (field, target) in [("on_failure", on_failure), ("on_success", on_success)] {
+        let Some(target) = target else { continue };
+        if target == endpoint {
+            return Err(ApiError::invalid_field(
+                field,
+                "names the job's own endpoint: its executions would be reported to the endpoint they report on",
+            ));
+        }
+        crate::api::endpoints::require_callback(state, field, target).await?;
     }
-    crate::api::endpoints::require_callback(state, target).await
+    Ok(())
 }
 
 fn endpoint_not_found(name: &str) -> ApiError {
@@ -184,7 +194,7 @@ pub(super) async fn prepare(state: &AppState, body: JobIn, endpoint: &crate::sto
         _ => {}
     }
     policies::check_sla(body.sla_ms)?;
-    check_on_failure(state, body.on_failure.as_deref(), &endpoint.name).await?;
+    check_callbacks(state, body.on_failure.as_deref(), body.on_success.as_deref(), &endpoint.name).await?;
     let input = body.input.unwrap_or_else(|| json!({}));
     validate_input(&*state.store, &state.validators, endpoint.payload_spec.as_deref(), &input).await?;
     let run_at_given = body.run_at.is_some();
@@ -202,6 +212,7 @@ pub(super) async fn prepare(state: &AppState, body: JobIn, endpoint: &crate::sto
         cron_jitter_ms: policies::check_jitter(body.jitter_ms)?,
         sla_ms: body.sla_ms,
         on_failure: body.on_failure.clone(),
+        on_success: body.on_success.clone(),
         ..JobWrite::on(endpoint, trigger, at)
     };
     tracing::Span::current().record("job_id", tracing::field::display(&job.job_id));
@@ -333,7 +344,7 @@ async fn update(
 ) -> ApiResult<Json<JobOut>> {
     let old = policies::active_cron(&state, &job_id, "updated. Create a new job instead").await?;
     policies::check_sla(body.sla_ms)?;
-    check_on_failure(&state, body.on_failure.as_deref(), &old.endpoint).await?;
+    check_callbacks(&state, body.on_failure.as_deref(), body.on_success.as_deref(), &old.endpoint).await?;
     let endpoint = state.store.endpoint_get(&old.endpoint).await?;
     let input = body.input.unwrap_or_else(|| old.input.clone().unwrap_or_default());
     let payload_spec = endpoint.as_ref().and_then(|e| e.payload_spec.as_deref());
@@ -380,6 +391,7 @@ async fn update(
         },
         sla_ms: body.sla_ms.or(old.sla_ms),
         on_failure: body.on_failure.or(old.on_failure.clone()),
+        on_success: body.on_success.or(old.on_success.clone()),
         schedule,
         schedule_spec,
         // A new version is a new job: it is delivered with the endpoint as it is now.

@@ -42,6 +42,7 @@ pub(in crate::api) async fn answer(
                 trigger_reason: e.trigger_reason,
                 expires_at: e.expires_at,
                 abort_requested_at: None,
+                on_success: e.on_success,
             });
             (StatusCode::CREATED, job, first)
         }
@@ -87,6 +88,8 @@ fn differing_field(existing: &Job, requested: &JobWrite, compare_run_at: bool) -
         Some("timezone")
     } else if existing.on_failure != requested.on_failure {
         Some("on_failure")
+    } else if existing.on_success != requested.on_success {
+        Some("on_success")
     } else if existing.sla_ms != requested.sla_ms {
         Some("sla_ms")
     } else if existing.overlap_policy != requested.overlap_policy {

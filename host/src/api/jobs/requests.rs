@@ -45,6 +45,10 @@ pub struct JobIn {
     /// An endpoint to tell when an execution of this job fails (in place of its endpoint's
     /// `on_failure`).
     pub on_failure: Option<String>,
+    /// An endpoint to tell when an execution of this job succeeds: it gets a job whose input
+    /// is the execution's id and what the receiver answered (status, headers, body as stored,
+    /// secrets redacted).
+    pub on_success: Option<String>,
 }
 
 /// `PUT /jobs/{id}`: what changes in the cron job's next version; absent fields carry over.
@@ -68,6 +72,7 @@ pub struct JobUpdateIn {
     #[schema(minimum = 1, maximum = 86_400_000)]
     pub sla_ms: Option<i32>,
     pub on_failure: Option<String>,
+    pub on_success: Option<String>,
 }
 
 #[derive(Deserialize, utoipa::IntoParams)]

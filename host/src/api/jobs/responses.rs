@@ -37,6 +37,9 @@ pub struct JobOut {
     /// The endpoint told when an execution of this job fails, in place of its endpoint's.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub on_failure: Option<String>,
+    /// The endpoint told when an execution of this job succeeds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub on_success: Option<String>,
     /// A one-shot job's execution.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub execution: Option<JobExecutionOut>,
@@ -115,6 +118,7 @@ impl JobOut {
             expires_at: job.expires_at.as_ref().map(utc),
             sla_ms: job.sla_ms,
             on_failure: job.on_failure.clone(),
+            on_success: job.on_success.clone(),
             execution: execution.map(|(e, status)| JobExecutionOut {
                 execution_id: e.execution_id.clone(),
                 status: status.unwrap_or(e.status),

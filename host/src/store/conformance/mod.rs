@@ -74,6 +74,8 @@ const LATER_COLUMNS: &[(&str, &str, &str, &str)] = &[
     ("jobs", "expires_at", "TIMESTAMPTZ", "TEXT"),
     ("executions", "expires_at", "TIMESTAMPTZ", "TEXT"),
     ("executions", "abort_requested_at", "TIMESTAMPTZ", "TEXT"),
+    ("jobs", "on_success", "TEXT", "TEXT"),
+    ("executions", "on_success", "TEXT", "TEXT"),
 ];
 
 /// Add (or drop) [`LATER_COLUMNS`] in the database a [`new_stores`] guard keeps.

@@ -19,23 +19,23 @@ pub(super) const ONE_STATEMENT_MAX_JOBS: usize = 32;
 
 /// The element types of a job batch's arrays, in `JOB_WRITE_COLUMNS` order less `status`.
 #[rustfmt::skip]
-pub(super) const JOB_ARRAYS: [&str; 28] = [
+pub(super) const JOB_ARRAYS: [&str; 29] = [
     "text", "text", "text", "text", "int4", "text", "text", "jsonb", "timestamptz", "text", "text", "timestamptz",
     "timestamptz", "timestamptz", "timestamptz", "int4", "text", "timestamptz", "text", "text", "int4", "int4", "text",
-    "text", "int4", "jsonb", "int4", "timestamptz",
+    "text", "int4", "jsonb", "int4", "timestamptz", "text",
 ];
 
 /// The element types of an execution batch's arrays, in `EXECUTION_INSERT`'s order less
 /// `scheduled_at` (its first `run_at`).
 #[rustfmt::skip]
-pub(super) const EXECUTION_ARRAYS: [&str; 16] = [
+pub(super) const EXECUTION_ARRAYS: [&str; 17] = [
     "text", "text", "text", "text", "text", "text", "jsonb", "int4", "timestamptz", "timestamptz", "int4", "text",
-    "text", "text", "int4", "timestamptz",
+    "text", "text", "int4", "timestamptz", "text",
 ];
 
 pub(super) const EXECUTION_INSERT: &str = "INSERT INTO executions (execution_id, job_id, endpoint, endpoint_type, \
      idempotency_key, status, input, max_attempts, run_at, created_at, endpoint_version, trace_parent, retry_of, \
-     overlap_policy, sla_ms, expires_at, scheduled_at)";
+     overlap_policy, sla_ms, expires_at, on_success, scheduled_at)";
 
 /// An execution batch's rows (`v`) whose (job, idempotency key) no finished execution holds:
 /// the key is unique only among unfinished ones when history is partitioned apart
@@ -66,13 +66,13 @@ pub(super) fn jobs_from_arrays() -> String {
              v.idempotency_key, v.input, v.run_at, v.cron_expression, v.cron_timezone, v.cron_starts_at,
              v.cron_ends_at, v.cron_next_run_at, v.created_at, v.endpoint_version, v.trace_parent, v.paused_at,
              v.overlap_policy, v.catchup_policy, v.catchup_window_sec, v.sla_ms, v.on_failure, v.schedule_plugin,
-             v.schedule_plugin_version, v.schedule_spec, v.cron_jitter_ms, v.expires_at
+             v.schedule_plugin_version, v.schedule_spec, v.cron_jitter_ms, v.expires_at, v.on_success
          FROM UNNEST({}) WITH ORDINALITY
               AS v(job_id, endpoint, endpoint_type, trigger_type, version, previous_version_id, idempotency_key,
                    input, run_at, cron_expression, cron_timezone, cron_starts_at, cron_ends_at, cron_next_run_at,
                    created_at, endpoint_version, trace_parent, paused_at, overlap_policy, catchup_policy,
                    catchup_window_sec, sla_ms, on_failure, schedule_plugin, schedule_plugin_version, schedule_spec,
-                   cron_jitter_ms, expires_at, n)
+                   cron_jitter_ms, expires_at, on_success, n)
          WHERE v.endpoint IN (SELECT name FROM held)
          ORDER BY v.n
          ON CONFLICT (endpoint, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING",
@@ -87,7 +87,8 @@ pub(super) fn executions_from_arrays(first: usize) -> String {
     format!(
         "SELECT *, v.run_at FROM UNNEST({})
              AS v(execution_id, job_id, endpoint, endpoint_type, idempotency_key, status, input, max_attempts,
-                  run_at, created_at, endpoint_version, trace_parent, retry_of, overlap_policy, sla_ms, expires_at)",
+                  run_at, created_at, endpoint_version, trace_parent, retry_of, overlap_policy, sla_ms, expires_at,
+                  on_success)",
         array_parameters(first, &EXECUTION_ARRAYS)
     )
 }
@@ -169,7 +170,8 @@ pub(super) fn push_job_arrays(
     push(args, int(|j| j.schedule.as_ref().and_then(|p| p.version)))?;
     push(args, json(|j| j.schedule_spec.as_ref()))?;
     push(args, int(|j| j.cron_jitter_ms))?;
-    push(args, time(|j| j.expires_at))
+    push(args, time(|j| j.expires_at))?;
+    push(args, text(|j| j.on_success.as_deref()))
 }
 
 pub(super) fn push_execution_arrays(
@@ -193,7 +195,8 @@ pub(super) fn push_execution_arrays(
     push(args, column(|e| e.retry_of.as_ref().map(|id| id.as_str())))?;
     push(args, column(|e| e.overlap_policy.map(|p| p.as_str())))?;
     push(args, executions.iter().map(|e| e.sla_ms).collect::<Vec<_>>())?;
-    push(args, executions.iter().map(|e| e.expires_at).collect::<Vec<_>>())
+    push(args, executions.iter().map(|e| e.expires_at).collect::<Vec<_>>())?;
+    push(args, column(|e| e.on_success.as_deref()))
 }
 
 /// Each job of the batch as written (`JobWrite::as_written`: its row is not read back), or

@@ -10,15 +10,16 @@
 INSERT INTO jobs (job_id, endpoint, endpoint_type, trigger_type, status, version, previous_version_id,
     idempotency_key, input, run_at, cron_expression, cron_timezone, cron_starts_at, cron_ends_at,
     cron_next_run_at, created_at, endpoint_version, trace_parent, paused_at, overlap_policy, catchup_policy,
-    catchup_window_sec, sla_ms, on_failure, schedule_plugin, schedule_plugin_version, schedule_spec, cron_jitter_ms, expires_at)
+    catchup_window_sec, sla_ms, on_failure, schedule_plugin, schedule_plugin_version, schedule_spec, cron_jitter_ms, expires_at,
+    on_success)
 VALUES ($1, $2, $3, $4, 'ACTIVE', $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18,
-    $19, $20, $21, $22, $23, $24, $25, $26, $27, $28)
+    $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29)
 ON CONFLICT (endpoint, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 RETURNING job_id, endpoint, endpoint_version, endpoint_type, trigger_type, status, version, previous_version_id,
     replaced_by_id, idempotency_key, input, run_at, cron_expression, cron_timezone, cron_starts_at, cron_ends_at,
     cron_next_run_at, cron_last_tick_at, cron_prev_tick_at, created_at, retired_at, trace_parent, paused_at,
     overlap_policy, catchup_policy, catchup_window_sec, sla_ms, on_failure, schedule_plugin, schedule_plugin_version,
-    schedule_spec, cron_jitter_ms, expires_at;
+    schedule_spec, cron_jitter_ms, expires_at, on_success;
 
 -- An execution; nothing when one with the same (job, idempotency key) exists. The key is unique
 -- among unfinished executions only where the finished ones are partitioned apart (PostgreSQL,
@@ -28,8 +29,8 @@ RETURNING job_id, endpoint, endpoint_version, endpoint_type, trigger_type, statu
 -- name: ExecutionInsert
 INSERT INTO executions (execution_id, job_id, endpoint, endpoint_type, idempotency_key, status, input,
     max_attempts, run_at, created_at, endpoint_version, trace_parent, retry_of, overlap_policy,
-    scheduled_at, sla_ms, trigger_reason, expires_at)
-SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $9, $15, $16, $17
+    scheduled_at, sla_ms, trigger_reason, expires_at, on_success)
+SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $9, $15, $16, $17, $18
 WHERE $5 IS NULL OR NOT EXISTS (SELECT 1 FROM executions x WHERE x.job_id = $2 AND x.idempotency_key = $5)
 ON CONFLICT DO NOTHING;
 
@@ -38,7 +39,7 @@ SELECT job_id, endpoint, endpoint_version, endpoint_type, trigger_type, status, 
     replaced_by_id, idempotency_key, input, run_at, cron_expression, cron_timezone, cron_starts_at, cron_ends_at,
     cron_next_run_at, cron_last_tick_at, cron_prev_tick_at, created_at, retired_at, trace_parent, paused_at,
     overlap_policy, catchup_policy, catchup_window_sec, sla_ms, on_failure, schedule_plugin, schedule_plugin_version,
-    schedule_spec, cron_jitter_ms, expires_at
+    schedule_spec, cron_jitter_ms, expires_at, on_success
 FROM jobs WHERE job_id = $1;
 
 -- The job that holds an idempotency key.
@@ -47,7 +48,7 @@ SELECT job_id, endpoint, endpoint_version, endpoint_type, trigger_type, status, 
     replaced_by_id, idempotency_key, input, run_at, cron_expression, cron_timezone, cron_starts_at, cron_ends_at,
     cron_next_run_at, cron_last_tick_at, cron_prev_tick_at, created_at, retired_at, trace_parent, paused_at,
     overlap_policy, catchup_policy, catchup_window_sec, sla_ms, on_failure, schedule_plugin, schedule_plugin_version,
-    schedule_spec, cron_jitter_ms, expires_at
+    schedule_spec, cron_jitter_ms, expires_at, on_success
 FROM jobs WHERE endpoint = $1 AND idempotency_key = $2;
 
 -- The endpoint, held as a foreign key to it would hold it: not deleted under the jobs about to
@@ -125,7 +126,7 @@ SELECT job_id, endpoint, endpoint_version, endpoint_type, trigger_type, status, 
     replaced_by_id, idempotency_key, input, run_at, cron_expression, cron_timezone, cron_starts_at, cron_ends_at,
     cron_next_run_at, cron_last_tick_at, cron_prev_tick_at, created_at, retired_at, trace_parent, paused_at,
     overlap_policy, catchup_policy, catchup_window_sec, sla_ms, on_failure, schedule_plugin, schedule_plugin_version,
-    schedule_spec, cron_jitter_ms, expires_at
+    schedule_spec, cron_jitter_ms, expires_at, on_success
 FROM jobs
 WHERE job_id IN (SELECT job_id FROM lineage)
   AND ($3 IS NULL OR (created_at, job_id) > ($3, $4))

@@ -9,7 +9,7 @@ SELECT job_id, endpoint, endpoint_version, endpoint_type, trigger_type, status, 
     replaced_by_id, idempotency_key, input, run_at, cron_expression, cron_timezone, cron_starts_at, cron_ends_at,
     cron_next_run_at, cron_last_tick_at, cron_prev_tick_at, created_at, retired_at, trace_parent, paused_at,
     overlap_policy, catchup_policy, catchup_window_sec, sla_ms, on_failure, schedule_plugin, schedule_plugin_version,
-    schedule_spec, cron_jitter_ms, expires_at
+    schedule_spec, cron_jitter_ms, expires_at, on_success
 FROM jobs
 WHERE trigger_type = 'CRON' AND status = 'ACTIVE' AND cron_next_run_at IS NOT NULL
 ORDER BY cron_next_run_at
@@ -29,7 +29,7 @@ SELECT job_id, endpoint, endpoint_version, endpoint_type, trigger_type, status, 
     replaced_by_id, idempotency_key, input, run_at, cron_expression, cron_timezone, cron_starts_at, cron_ends_at,
     cron_next_run_at, cron_last_tick_at, cron_prev_tick_at, created_at, retired_at, trace_parent, paused_at,
     overlap_policy, catchup_policy, catchup_window_sec, sla_ms, on_failure, schedule_plugin, schedule_plugin_version,
-    schedule_spec, cron_jitter_ms, expires_at
+    schedule_spec, cron_jitter_ms, expires_at, on_success
 FROM jobs
 WHERE trigger_type = 'CRON' AND status = 'ACTIVE' AND cron_next_run_at <= $1
   AND (cron_last_tick_at IS NULL OR cron_last_tick_at <= $2)
