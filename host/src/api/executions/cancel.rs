@@ -22,8 +22,9 @@ use crate::store::Signal;
 /// `202` with the execution still RUNNING (its abort asked for). A worker learns of it at once
 /// where the database notifies (PostgreSQL), else within a second (`worker::abort::EVERY`).
 const ABORT_WAIT: Duration = Duration::from_secs(5);
-/// How often the execution is read meanwhile.
-const ABORT_POLL: Duration = Duration::from_millis(25);
+/// How often the execution is read meanwhile: at most 50 reads a request, however many
+/// requests wait on a worker that is gone (a read of one row by its key each).
+const ABORT_POLL: Duration = Duration::from_millis(100);
 
 #[derive(Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
