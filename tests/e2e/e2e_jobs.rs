@@ -385,11 +385,13 @@ async fn a_delivery_in_flight_is_aborted_when_asked(backend: Backend) {
     let bad = api.post(&format!("{cancel}?running=kill"), &json!({})).await.error(400, "INVALID_REQUEST");
     assert!(bad.contains("running"), "{bad}");
 
-    let aborted = api.post(&format!("{cancel}?running=abort"), &json!({})).await;
-    assert_eq!(aborted.status, 200, "{}", aborted.text);
-    assert_eq!(aborted.body["status"], "CANCELLED", "{}", aborted.text);
-    assert!(aborted.body["abort_requested_at"].is_string(), "{}", aborted.text);
-    assert_eq!(aborted.body["output"]["error"]["type"], "ABORTED", "{}", aborted.text);
+    // 200 once the worker has stopped it; 202 if it has not within the request's 5 s (a slow
+    // box: SQLite's worker looks every second), and then it does.
+    let asked = api.post(&format!("{cancel}?running=abort"), &json!({})).await;
+    assert!([200, 202].contains(&asked.status.as_u16()), "{}", asked.text);
+    assert!(asked.body["abort_requested_at"].is_string(), "{}", asked.text);
+    let aborted = wait_for_status(&api, &exec, "CANCELLED").await;
+    assert_eq!(aborted["output"]["error"]["type"], "ABORTED", "{aborted}");
     eventually("the receiver sees the connection closed", Duration::from_secs(10), || async {
         receiver.hung_up("a") == 1
     })
