@@ -1,6 +1,6 @@
 //! Writes to executions outside the worker's path: the API's retries, cancels and aborts (and
-//! the worker's search for the aborts asked of it), and the deletes of finished history row by row (the retention purge, and a job's or endpoint's
-//! delete in small batches). The fixed statements are in `sql/executions.sql`; a delete's is
+//! the worker's search for the aborts asked of it), and the deletes of finished history row by
+//! row (the retention purge, and a job's or endpoint's delete in small batches). The fixed statements are in `sql/executions.sql`; a delete's is
 //! put together for its list of ids.
 
 use std::collections::HashSet;

@@ -212,7 +212,8 @@ fn check_timeout(timeout_ms: u64) -> ApiResult<i32> {
     Ok(i32::try_from(timeout_ms).expect("at most MAX_TIMEOUT_MS"))
 }
 
-/// `on_failure` names an endpoint that exists: 422 INVALID_ENDPOINT_REF otherwise.
+/// A callback (`field`: `on_failure`, `on_success`) names an endpoint that exists: 422
+/// INVALID_ENDPOINT_REF naming the field otherwise.
 pub async fn require_callback(state: &AppState, field: &str, name: &str) -> ApiResult<()> {
     match state.store.endpoint_get(name).await? {
         Some(_) => Ok(()),

@@ -109,7 +109,6 @@ async fn create(
     Ok(answer)
 }
 
-/// A job's `on_failure` names an endpoint that exists, other than the job's own.
 /// A job's callbacks: `on_failure` and `on_success` each name an existing endpoint other than
 /// the job's own (a callback told to the endpoint it reports on).
 async fn check_callbacks(

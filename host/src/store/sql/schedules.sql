@@ -73,11 +73,12 @@ RETURNING run_at;
 SELECT run_at FROM executions WHERE status = 'PENDING' AND run_at > $1 ORDER BY run_at LIMIT 1;
 
 -- RUNNING executions whose lease expired by the database's clock become RETRYING (FAILED when
--- out of attempts; CANCELLED when an abort was asked for: the worker that was to end it is gone). The row lock this takes also fences the lost worker: its finishing write
--- waits for this one and then finds the execution no longer RUNNING. A row some statement holds
--- locked this instant (a live worker renewing or finishing it) is passed over rather than
--- waited on in an order that could deadlock, and looked at again next round. $1 this process's
--- clock (the database's own where it is embedded).
+-- out of attempts; CANCELLED when an abort was asked for: the worker that was to end it is
+-- gone). The row lock this takes also fences the lost worker: its finishing write waits for
+-- this one and then finds the execution no longer RUNNING. A row some statement holds locked
+-- this instant (a live worker renewing or finishing it) is passed over rather than waited on
+-- in an order that could deadlock, and looked at again next round. $1 this process's clock
+-- (the database's own where it is embedded).
 -- name: ExecutionsReclaim
 UPDATE executions
 SET status = CASE WHEN abort_requested_at IS NOT NULL THEN 'CANCELLED'
