@@ -49,6 +49,9 @@
 //! - scaling (PostgreSQL, only when named; `scripts/bench scaling`): BENCH_SCALING (100,000)
 //!   jobs through two `api` processes, drained by 1, 2 and 4 `worker` processes beside 1-3
 //!   `scheduler` processes: rate, CPU per kind of process, connections (see `engine/scaling.rs`).
+//! - keys (PostgreSQL, only when named; `scripts/bench keys`): a drain of BENCH_KEYS (10,000)
+//!   concurrency keys × BENCH_KEYS_EACH (10) with `max_in_flight: 1`, against the same jobs
+//!   without a key (see `engine/keys.rs`);
 //! - convert (PostgreSQL, only when named): a database of BENCH_CONVERT (1,000,000) finished
 //!   executions written before history was partitioned, and the migrate that partitions it:
 //!   how long it takes (see `engine/history.rs`).
@@ -76,6 +79,8 @@ use support::{eventually, Backend, Client, Receiver, Server, ServerOptions, Test
 
 #[path = "engine/history.rs"]
 mod history;
+#[path = "engine/keys.rs"]
+mod keys;
 #[path = "engine/scaling.rs"]
 mod scaling;
 #[path = "engine/soak.rs"]
@@ -569,6 +574,18 @@ impl Drop for Nginx {
 const UNFINISHED: &str = "SELECT CASE WHEN EXISTS (SELECT 1 FROM executions WHERE status IN ('QUEUED', 'RETRYING'))
                                 OR EXISTS (SELECT 1 FROM executions WHERE status = 'RUNNING') THEN 1::int8 ELSE 0::int8 END";
 
+/// Until `unfinished` (a query answering 1 while the drain goes on) answers 0, for at most
+/// 900 s; then every one of the `n` executions has succeeded.
+async fn drained(db: &TestDb, unfinished: &str, n: usize) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(900);
+    while db.scalar(unfinished).await != 0 {
+        assert!(std::time::Instant::now() < deadline, "the drain did not finish in 900 s");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let succeeded = db.scalar("SELECT COUNT(*) FROM executions WHERE status = 'SUCCESS'").await;
+    assert_eq!(succeeded, n as i64, "every execution of the drain succeeds");
+}
+
 /// Side by side, on one PostgreSQL and one receiver (nginx, another process): `n` IMMEDIATE
 /// jobs created through the API (`POST /jobs/batch`) before a `worker,scheduler` process starts
 /// with the default settings, timed until every execution is SUCCESS; then graphile-worker with
@@ -609,13 +626,7 @@ async fn side_by_side(n: usize) -> Value {
     // SUCCESS rows read the whole table (28 ms of database time a poll at 60,000 executions,
     // pg_stat_statements: 5% of the machine, taken from what it timed). The drain ends when
     // its last execution was recorded complete, whenever the poll sees it.
-    let deadline = std::time::Instant::now() + Duration::from_secs(900);
-    while db.scalar(UNFINISHED).await != 0 {
-        assert!(std::time::Instant::now() < deadline, "the drain did not finish in 900 s");
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-    let succeeded = db.scalar("SELECT COUNT(*) FROM executions WHERE status = 'SUCCESS'").await;
-    assert_eq!(succeeded, n as i64, "every execution of the drain succeeds");
+    drained(&db, UNFINISHED, n).await;
     let last_ms = db.scalar("SELECT (EXTRACT(EPOCH FROM MAX(completed_at)) * 1000)::bigint FROM executions").await;
     let seconds = (last_ms - started_ms) as f64 / 1000.0;
     if std::env::var("BENCH_TIMELINE").is_ok() {
@@ -950,6 +961,11 @@ async fn main() {
             let r = side_by_side(env_usize("BENCH_SIDE_BY_SIDE", 20_000)).await;
             println!("{name:<9} side-by-side {r}");
             results.insert("side_by_side".into(), r);
+        }
+        if scenarios.contains("keys") && backend == Backend::Postgres {
+            let r = keys::keys(env_usize("BENCH_KEYS", 10_000), env_usize("BENCH_KEYS_EACH", 10)).await;
+            println!("{name:<9} keys        {r}");
+            results.insert("keys".into(), r);
         }
         if scenarios.contains("claim") {
             let r = claim_latency(backend, env_usize("BENCH_CLAIM_ROWS", 1_000_000)).await;

@@ -72,6 +72,21 @@ async fn pages_answer_a_signed_in_key_and_refuse_everyone_else(backend: Backend)
         assert!(html.contains("<main id=\"main\">"), "{path}: {html}");
     }
     assert!(get("/ui/secrets").await.unwrap().text().await.unwrap().contains("token"));
+    // An endpoint's concurrency key, and the key an execution was given.
+    api.create(
+        "/endpoints",
+        &json!({"name": "keyed", "type": "HTTP", "concurrency": {"key": "{{input.customer}}", "ordering": "fifo"},
+                "spec": {"url": "http://127.0.0.1:9/x", "method": "POST"}}),
+    )
+    .await;
+    let html = get("/ui/endpoints").await.unwrap().text().await.unwrap();
+    assert!(html.contains("1 per key <code>{{input.customer}}</code>, in order"), "{html}");
+    let keyed = api
+        .create("/jobs", &json!({"endpoint": "keyed", "trigger": "IMMEDIATE", "idempotency_key": "k", "input": {"customer": "c-42"}}))
+        .await;
+    let execution_id = keyed["execution"]["execution_id"].as_str().unwrap();
+    let html = get(&format!("/ui/executions/{execution_id}")).await.unwrap().text().await.unwrap();
+    assert!(html.contains("<code id=\"concurrency-key\">c-42</code>"), "{html}");
     assert_eq!(get("/ui/jobs/job_nope").await.unwrap().status(), 404);
 
     // A form without the session's token, or posted from another site, changes nothing.

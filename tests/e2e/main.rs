@@ -8,6 +8,7 @@ mod e2e_access;
 mod e2e_callbacks;
 mod e2e_chaos;
 mod e2e_cli;
+mod e2e_concurrency;
 mod e2e_dashboard;
 mod e2e_endpoints;
 mod e2e_faults;

@@ -33,6 +33,7 @@ use super::schedule::ScheduleError;
 use super::ticks::JobSchedule;
 use super::{SchedulerConfig, Wakeups};
 use crate::domain::{CatchupPolicy, ExecutionStatus, OverlapPolicy, TriggerReason};
+use crate::flow::Concurrency;
 use crate::health::Beat;
 use crate::ids::ExecutionId;
 use crate::plugin::{PluginHost, PluginRef};
@@ -109,9 +110,9 @@ pub async fn materialize_due(
     waiting: &mut BTreeSet<DateTime<Utc>>,
 ) -> StoreResult<usize> {
     let mut created = 0;
-    // Retry policies per endpoint version and schedules (parsed, or their plugin loaded) once
-    // per pass.
-    let mut max_attempts: HashMap<(String, Option<i32>), i32> = HashMap::new();
+    // Retry policies and concurrency keys per endpoint version, and schedules (parsed, or
+    // their plugin loaded), once per pass.
+    let mut deliveries: HashMap<(String, Option<i32>), (i32, Option<Concurrency>)> = HashMap::new();
     let mut schedules: HashMap<ScheduleKey, Option<JobSchedule>> = HashMap::new();
     loop {
         let due = store.cron_due(now, now + lookahead, batch).await?;
@@ -126,15 +127,15 @@ pub async fn materialize_due(
         let mut advances = Vec::with_capacity(due.len());
         for job in &due {
             let version_key = (job.endpoint.clone(), job.endpoint_version);
-            let attempts = match max_attempts.get(&version_key) {
-                Some(n) => *n,
+            let (attempts, concurrency) = match deliveries.get(&version_key) {
+                Some(known) => known.clone(),
                 None => {
-                    let n = match store.endpoint_for_job(&job.endpoint, job.endpoint_version).await? {
-                        Some(e) => RetryPolicy::attempts_allowed(&e.retry_policy),
-                        None => 1,
+                    let known = match store.endpoint_for_job(&job.endpoint, job.endpoint_version).await? {
+                        Some(e) => (RetryPolicy::attempts_allowed(&e.retry_policy), e.concurrency),
+                        None => (1, None),
                     };
-                    max_attempts.insert(version_key, n);
-                    n
+                    deliveries.insert(version_key, known.clone());
+                    known
                 }
             };
             let key = ScheduleKey::of(job);
@@ -152,7 +153,10 @@ pub async fn materialize_due(
             }
             if let Some(schedule) = &schedules[&key] {
                 match plan_tick(job, schedule, attempts, now).await {
-                    Ok(advance) => advances.extend(advance),
+                    Ok(advance) => advances.extend(advance.map(|mut advance| {
+                        advance.execution = advance.execution.map(|e| e.keyed(concurrency.as_ref()));
+                        advance
+                    })),
                     Err(error) => {
                         tracing::error!(job_id = %job.job_id, error = %error.0, "The job's next tick could not be computed; skipping it this round.")
                     }
@@ -162,7 +166,7 @@ pub async fn materialize_due(
         let recorded = store.cron_advance_many(&advances).await?;
         let made: Vec<&ExecutionWrite> =
             advances.iter().zip(&recorded).filter(|(_, won)| **won).filter_map(|(a, _)| a.execution.as_ref()).collect();
-        wakeups.executions_written(store, made.iter().map(|e| e.status)).await;
+        wakeups.executions_written(store, made.iter().map(|e| e.wakes())).await;
         waiting.extend(made.iter().map(|e| e.run_at).filter(|t| *t > now));
         created += made.len();
         // Another scheduler advanced everything we saw: let it carry on.
@@ -255,6 +259,8 @@ pub fn tick_execution(
         trigger_reason: reason.map(|(reason, _)| reason),
         expires_at: None,
         on_success: job.on_success.clone(),
+        concurrency_key: None,
+        concurrency_limit: None,
     }
 }
 

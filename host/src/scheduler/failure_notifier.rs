@@ -241,7 +241,8 @@ async fn announce(
     let job =
         JobWrite { idempotency_key: Some(key), input, trace_parent, ..JobWrite::on(target, Trigger::Immediate, at) };
     let max_attempts = RetryPolicy::attempts_allowed(&target.retry_policy);
-    let callback = ExecutionWrite::first_of(&job, ExecutionStatus::Queued, at, max_attempts);
+    let callback =
+        ExecutionWrite::first_of(&job, ExecutionStatus::Queued, at, max_attempts).keyed(target.concurrency.as_ref());
     let inserted = store.job_insert(&job, Some(&callback)).await?;
     Ok(matches!(inserted, Inserted::Created(_)))
 }

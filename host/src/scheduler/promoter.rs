@@ -12,6 +12,11 @@
 //! promotion's transaction at the tick's time took tens of milliseconds, and a claim made at
 //! that time as long again (the soak's cron fire lateness, docs/benchmarks.md), where a
 //! worker's timer is a millisecond late.
+//!
+//! Executions of an endpoint with a concurrency key are admitted by their key instead
+//! (`flow::concurrency`, `store::Keys`): each round admits the keys of those whose time has
+//! come, and at most every [`SWEEP_EVERY`] the keys with room that nobody admitted into (a
+//! place freed by a cancel, a lost lease or a delete).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,6 +27,11 @@ use super::{SchedulerConfig, Wakeups};
 use crate::health::Beat;
 use crate::store::{now, Store, READY_AHEAD};
 
+/// How often the keys with room and executions waiting are looked for.
+pub const SWEEP_EVERY: Duration = Duration::from_secs(1);
+/// The most keys one look takes.
+const KEYS_PER_LOOK: i64 = 2_000;
+
 pub async fn run(
     store: Arc<dyn Store>,
     config: SchedulerConfig,
@@ -29,6 +39,7 @@ pub async fn run(
     shutdown: CancellationToken,
     beat: Beat,
 ) {
+    let mut swept = std::time::Instant::now();
     loop {
         beat.beat();
         let at = now();
@@ -47,6 +58,18 @@ pub async fn run(
             }
             Err(error) => tracing::warn!(%error, "Promoting delayed executions failed; retrying."),
         }
+        let sweep = swept.elapsed() >= SWEEP_EVERY;
+        if sweep {
+            swept = std::time::Instant::now();
+        }
+        match admit_keys(&*store, at + READY_AHEAD, sweep).await {
+            Ok(0) => {}
+            Ok(admitted) => {
+                tracing::debug!(admitted, "Admitted executions by their concurrency keys.");
+                wakeups.work_ready(&store).await;
+            }
+            Err(error) => tracing::warn!(%error, "Admitting executions by their concurrency keys failed; retrying."),
+        }
         match store.execution_next_pending(now()).await {
             Ok(Some(next)) => {
                 let until = (next - READY_AHEAD - now()).to_std().unwrap_or(Duration::ZERO);
@@ -55,6 +78,8 @@ pub async fn run(
             Ok(None) => {}
             Err(error) => tracing::warn!(%error, "Could not read the next delayed execution."),
         }
+        // A key's waiting executions are swept for as long as any waits.
+        sleep = sleep.min(SWEEP_EVERY);
         tokio::select! {
             () = shutdown.cancelled() => break,
             () = tokio::time::sleep(sleep) => {}
@@ -62,4 +87,25 @@ pub async fn run(
         }
     }
     beat.stopped();
+}
+
+/// Admit the keys of keyed executions due by `until` that no admission has looked at, and
+/// with `sweep` the keys with room and executions waiting; how many became QUEUED.
+async fn admit_keys(
+    store: &dyn Store,
+    until: chrono::DateTime<chrono::Utc>,
+    sweep: bool,
+) -> crate::store::StoreResult<u64> {
+    let mut admitted = 0;
+    let unjudged = store.keys_unjudged(until, KEYS_PER_LOOK).await?;
+    if !unjudged.is_empty() {
+        admitted += store.keys_admit(&unjudged, until).await?;
+    }
+    if sweep {
+        let starved = store.keys_starved(KEYS_PER_LOOK).await?;
+        if !starved.is_empty() {
+            admitted += store.keys_admit(&starved, until).await?;
+        }
+    }
+    Ok(admitted)
 }

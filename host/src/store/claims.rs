@@ -56,6 +56,16 @@ pub(super) async fn finish_many(store: &impl SqlBackend, finishes: &[AttemptFini
     let circuit_changes = circuit_record(&mut tx, &winners).await?;
     store.results_record(&mut tx, &winners).await?;
     tx.commit().await?;
+    // The places these outcomes freed go to their keys' next executions, after the commit
+    // (a key's admission counts what is committed); were this process to stop in between,
+    // the promoter's sweep admits them.
+    let freed = super::KeyRef::each_once(winners.iter().filter_map(|f| f.key_freed()));
+    if !freed.is_empty() {
+        // The results are written whatever this does: a failure is left to the sweep.
+        if let Err(error) = super::Keys::keys_admit(store, &freed, super::now() + super::READY_AHEAD).await {
+            tracing::warn!(%error, "Admitting the next executions of freed concurrency keys failed; the promoter's sweep will.");
+        }
+    }
     Ok(FinishedAttempts { written, circuit_changes })
 }
 

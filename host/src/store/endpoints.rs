@@ -62,9 +62,10 @@ pub trait Endpoints: Send + Sync {
 pub(super) const COLUMNS: &str = "name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, version, created_at, \
      updated_at, plugin, renderer, max_concurrency, on_failure, paused_until, rate_limit_per_sec, rate_limit_burst, \
      circuit_policy, circuit_failures, circuit_failing_since, circuit_open_until, circuit_cooldown_ms, circuit_last_error, \
-     disabled_at, paused_at, timeout_ms, plugin_version, classifier, classifier_version, classifier_config";
+     disabled_at, paused_at, timeout_ms, plugin_version, classifier, classifier_version, classifier_config, \
+     concurrency";
 
-/// An insert's or update's values, `$2`…`$19` after the name (`$7` the time).
+/// An insert's or update's values, `$2`…`$20` after the name (`$7` the time).
 fn written(statement: super::sql::Statement, endpoint: &EndpointWrite) -> Query<'static> {
     query(statement)
         .bind(&endpoint.name)
@@ -86,6 +87,7 @@ fn written(statement: super::sql::Statement, endpoint: &EndpointWrite) -> Query<
         .bind(endpoint.classifier.as_ref().map(|c| c.name.as_str()))
         .bind(endpoint.classifier.as_ref().and_then(|c| c.version))
         .bind(Arg::json_of(endpoint.classifier_config.as_ref()))
+        .bind(Arg::json_of(endpoint.concurrency.as_ref()))
 }
 
 /// What follows a write of the endpoint in its transaction: its version kept as written, and

@@ -28,7 +28,7 @@ pub const EXECUTION_COLUMNS: &str =
     "execution_id, job_id, endpoint, endpoint_version, endpoint_type, idempotency_key, status, input, \
      output, attempt_count, max_attempts, worker_id, run_at, started_at, completed_at, duration_ms, created_at, \
      lease_expires_at, trace_parent, retry_of, scheduled_at, claimed_at, sla_ms, trigger_reason, expires_at, \
-     on_success";
+     on_success, concurrency_key, concurrency_limit";
 pub const ATTEMPT_COLUMNS: &str =
     "attempt_id, execution_id, attempt_number, status, started_at, completed_at, duration_ms, output, error, created_at";
 pub const LOG_COLUMNS: &str = "log_id, execution_id, attempt_number, level, message, logged_at";
@@ -144,6 +144,12 @@ pub struct Execution {
     /// receiver's headers for it).
     #[sqlx(default)]
     pub on_success: Option<String>,
+    /// Its endpoint's concurrency key as rendered from its input, and the key's
+    /// `max_in_flight` when it was made (`flow::concurrency`; None: no key).
+    #[sqlx(default)]
+    pub concurrency_key: Option<String>,
+    #[sqlx(default)]
+    pub concurrency_limit: Option<i32>,
 }
 
 impl Execution {
@@ -272,7 +278,8 @@ pub struct LogWrite {
 pub struct AttemptFinish {
     pub execution_id: ExecutionId,
     pub attempt_number: i32,
-    /// SUCCESS, RETRYING or FAILED.
+    /// SUCCESS, RETRYING, FAILED or CANCELLED; PENDING for an execution with a concurrency key
+    /// that will retry without holding its key (`flow::concurrency`, unordered).
     pub execution_status: ExecutionStatus,
     pub attempt_status: AttemptStatus,
     pub output: Option<Value>,
@@ -287,6 +294,18 @@ pub struct AttemptFinish {
     /// endpoint's circuit breaker (None: nothing, as when the delivery was never sent).
     pub endpoint: String,
     pub health: Option<crate::flow::Health>,
+    /// The execution's concurrency key (None: it has none).
+    pub concurrency_key: Option<String>,
+}
+
+impl AttemptFinish {
+    /// The key whose place this outcome gives up: its own, unless it stays RETRYING (a
+    /// `fifo` key's execution keeps its place through its backoff).
+    pub fn key_freed(&self) -> Option<super::KeyRef> {
+        let key = self.concurrency_key.as_ref()?;
+        (self.execution_status != ExecutionStatus::Retrying)
+            .then(|| super::KeyRef { endpoint: self.endpoint.clone(), key: key.clone() })
+    }
 }
 
 /// What [`crate::store::Claims::execution_finish_many`] wrote.

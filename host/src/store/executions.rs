@@ -67,6 +67,7 @@ impl<S: SqlBackend> Executions for S {
             stored.push(Some(if created { Inserted::Created(row) } else { Inserted::Existing(row) }));
         }
         tx.commit().await?;
+        super::keys::admit_written(self, writes).await?;
         Ok(stored)
     }
 

@@ -118,6 +118,8 @@ pub(super) async fn execution_insert(tx: &mut impl InTx, e: &ExecutionWrite) -> 
         .bind(e.trigger_reason)
         .bind(e.expires_at.map(DbTime))
         .bind(&e.on_success)
+        .bind(&e.concurrency_key)
+        .bind(e.concurrency_limit)
         .execute(tx.on())
         .await?;
     Ok(inserted == 1)
@@ -157,6 +159,7 @@ impl<S: SqlBackend> Jobs for S {
             execution_insert(&mut tx, execution).await?;
         }
         tx.commit().await?;
+        super::keys::admit_written(self, execution).await?;
         Ok(Inserted::Created(created))
     }
 
@@ -166,6 +169,8 @@ impl<S: SqlBackend> Jobs for S {
     ) -> StoreResult<Vec<StoreResult<Inserted<Job>>>> {
         // Per backend: the jobs, and the executions of those inserted, committed.
         let inserted = self.jobs_write(jobs).await?;
+        let written = jobs.iter().zip(&inserted).filter(|(_, i)| i.is_some()).filter_map(|((_, e), _)| *e);
+        super::keys::admit_written(self, written).await?;
         let mut stored = Vec::with_capacity(jobs.len());
         for ((job, _), inserted) in jobs.iter().zip(inserted) {
             if let Some(created) = inserted {

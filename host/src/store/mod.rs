@@ -34,6 +34,7 @@ mod error;
 mod executions;
 mod history;
 mod jobs;
+mod keys;
 pub mod partitions;
 mod plugins;
 pub mod postgres;
@@ -68,6 +69,7 @@ pub use error::StoreError;
 pub use executions::Executions;
 pub use history::History;
 pub use jobs::Jobs;
+pub use keys::{KeyRef, Keys};
 pub use plugins::Plugins;
 pub use regions::Regions;
 pub use resources::{Config, Endpoint, EndpointWrite, PayloadSpec, Secret};
@@ -202,6 +204,7 @@ pub trait Store:
     + Executions
     + History
     + Jobs
+    + Keys
     + Plugins
     + Regions
     + Schedules

@@ -236,10 +236,8 @@ impl PgStore {
         let statuses: Vec<&str> = finishes.iter().map(|f| f.execution_status.as_str()).collect();
         let outputs: Vec<Option<sqlx::types::Json<&serde_json::Value>>> =
             finishes.iter().map(|f| f.output.as_ref().map(sqlx::types::Json)).collect();
-        let completed: Vec<Option<chrono::DateTime<chrono::Utc>>> = finishes
-            .iter()
-            .map(|f| (f.execution_status != crate::domain::ExecutionStatus::Retrying).then_some(f.completed_at))
-            .collect();
+        let completed: Vec<Option<chrono::DateTime<chrono::Utc>>> =
+            finishes.iter().map(|f| f.execution_status.is_finished().then_some(f.completed_at)).collect();
         let durations: Vec<i32> = finishes.iter().map(|f| f.duration_ms).collect();
         let retry_at: Vec<Option<chrono::DateTime<chrono::Utc>>> = finishes.iter().map(|f| f.retry_at).collect();
         // Rows locked in execution id order first: the module's lock order. Prepared, unlike

@@ -90,6 +90,10 @@ pub struct Endpoint {
     pub classifier_version: Option<i32>,
     #[sqlx(json(nullable))]
     pub classifier_config: Option<Value>,
+    /// Its concurrency key (`flow::concurrency`): always the endpoint's as it is now, like
+    /// its other flow control.
+    #[sqlx(json(nullable))]
+    pub concurrency: Option<crate::flow::Concurrency>,
 }
 
 impl Endpoint {
@@ -151,4 +155,5 @@ pub struct EndpointWrite {
     /// The classifier plugin (pinned to a version or not) and its configuration.
     pub classifier: Option<crate::domain::PluginRef>,
     pub classifier_config: Option<Value>,
+    pub concurrency: Option<crate::flow::Concurrency>,
 }

@@ -65,6 +65,8 @@ impl<S: SqlBackend> Schedules for S {
         let mut tx = self.write().await?;
         let recorded = self.ticks_advance(&mut tx, advances).await?;
         tx.commit().await?;
+        let made = advances.iter().zip(&recorded).filter(|(_, won)| **won).filter_map(|(a, _)| a.execution.as_ref());
+        super::keys::admit_written(self, made).await?;
         Ok(recorded)
     }
 

@@ -66,10 +66,7 @@ impl SqliteStore {
                 .bind(f.attempt_number)
                 .bind(f.execution_status)
                 .bind(f.output.as_ref().map(sqlx::types::Json))
-                .bind(
-                    (f.execution_status != crate::domain::ExecutionStatus::Retrying)
-                        .then_some(super::DbTime(f.completed_at)),
-                )
+                .bind(f.execution_status.is_finished().then_some(super::DbTime(f.completed_at)))
                 .bind(f.duration_ms)
                 .bind(f.retry_at.map(super::DbTime))
                 .execute(&mut **tx)

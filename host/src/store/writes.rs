@@ -120,6 +120,10 @@ pub struct ExecutionWrite {
     pub expires_at: Option<DateTime<Utc>>,
     /// Its job's `on_success`.
     pub on_success: Option<String>,
+    /// Its endpoint's concurrency key, rendered from its input, and the key's `max_in_flight`
+    /// ([`ExecutionWrite::keyed`]; None: no key).
+    pub concurrency_key: Option<String>,
+    pub concurrency_limit: Option<i32>,
 }
 
 /// A job to create, with its first execution (none for a cron job: the scheduler makes its
@@ -205,6 +209,32 @@ impl ExecutionWrite {
             trigger_reason: None,
             expires_at: job.expires_at,
             on_success: job.on_success.clone(),
+            concurrency_key: None,
+            concurrency_limit: None,
+        }
+    }
+
+    /// Under `concurrency`, the concurrency key of the endpoint it is made for
+    /// (`flow::concurrency`): its key rendered from its input, and PENDING (its key admits it
+    /// when its time has come and the key has room); unchanged without one. An input the key
+    /// cannot be made of (checked when a job is created; an endpoint's key set later may name
+    /// a field its jobs lack) shares the key named by the template itself.
+    pub fn keyed(mut self, concurrency: Option<&crate::flow::Concurrency>) -> Self {
+        if let Some(concurrency) = concurrency {
+            self.concurrency_key = Some(concurrency.key_of(&self.input).unwrap_or_else(|_| concurrency.key.clone()));
+            self.concurrency_limit = Some(concurrency.limit());
+            self.status = ExecutionStatus::Pending;
+        }
+        self
+    }
+
+    /// The status the loops that take it are woken for: QUEUED for a keyed execution due now
+    /// (its key admits it when it is written, and a worker then claims it), else its own.
+    pub fn wakes(&self) -> ExecutionStatus {
+        if self.concurrency_key.is_some() && self.run_at <= crate::store::now() {
+            ExecutionStatus::Queued
+        } else {
+            self.status
         }
     }
 }

@@ -1,13 +1,19 @@
 //! How an attempt ended, before it is written down ([`Outcome`]), what it says about the
 //! receiver ([`ReceiverSign`]), the log lines it keeps ([`Logs`]), and the outcome a
-//! classifier's verdict makes of it ([`classified`]).
+//! classifier's verdict makes of it ([`classified`]), and the write that ends the attempt
+//! ([`attempt_finish`]).
 
+use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 
 use super::classify::Judgement;
 use crate::contract::Verdict;
-use crate::domain::{AttemptErrorType, ExecutionStatus};
-use crate::store::{now, LogWrite, StoreError};
+use crate::domain::{AttemptErrorType, AttemptStatus, ExecutionStatus};
+use crate::flow::Health;
+use crate::retry::RetryPolicy;
+use crate::secret::redact::Redactor;
+use crate::secret::SecretValue;
+use crate::store::{now, AttemptFinish, Execution, LogWrite, StoreError};
 
 /// What a failed attempt says about the receiver.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -159,4 +165,103 @@ pub(super) fn record_metrics(execution: &crate::store::Execution, status: Execut
     if matches!(status, ExecutionStatus::Success | ExecutionStatus::Failed) {
         crate::metrics::execution_finished(status.as_str(), execution.endpoint_type.as_str(), &execution.endpoint);
     }
+}
+
+/// The write that ends the attempt: SUCCESS, RETRYING with the next run time, FAILED or
+/// CANCELLED; secrets taken out of everything it stores.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn attempt_finish(
+    execution: &Execution,
+    outcome: Outcome,
+    policy: &RetryPolicy,
+    secrets: &[SecretValue],
+    started_at: DateTime<Utc>,
+    completed_at: DateTime<Utc>,
+    duration_ms: i32,
+    mut logs: Logs,
+) -> AttemptFinish {
+    let attempt = execution.attempt_count;
+    let base = |execution_status, attempt_status, output, error, retry_at| AttemptFinish {
+        execution_id: execution.execution_id.clone(),
+        attempt_number: attempt,
+        execution_status,
+        attempt_status,
+        output,
+        error,
+        started_at,
+        completed_at,
+        duration_ms,
+        retry_at,
+        logs: Vec::new(),
+        endpoint: execution.endpoint.clone(),
+        health: None,
+        concurrency_key: execution.concurrency_key.clone(),
+    };
+    let mut finish = match outcome {
+        Outcome::Delivered { output } => AttemptFinish {
+            health: Some(Health::Up),
+            ..base(ExecutionStatus::Success, AttemptStatus::Success, Some(output), None, None)
+        },
+        Outcome::Aborted { error } => {
+            let output = json!({ "error": error.clone() });
+            base(ExecutionStatus::Cancelled, AttemptStatus::Cancelled, Some(output), Some(error), None)
+        }
+        Outcome::NotSent { error } => {
+            let delay = policy.next_delay_ms(attempt.max(1) as u32, None, &mut rand::thread_rng());
+            logs.push("INFO", format!("Retrying in {delay} ms; this attempt sent nothing."));
+            let retry_at = completed_at + chrono::Duration::milliseconds(delay as i64);
+            base(ExecutionStatus::Retrying, AttemptStatus::Failed, None, Some(error), Some(retry_at))
+        }
+        Outcome::Failed { error, retryable, retry_after_ms, message, receiver } => {
+            let health = match receiver {
+                ReceiverSign::None => None,
+                ReceiverSign::Down => Some(Health::Down(message.clone())),
+                ReceiverSign::Trip(cooldown_ms) => Some(Health::Trip { error: message.clone(), cooldown_ms }),
+            };
+            let delay = policy.next_delay_ms(attempt as u32, retry_after_ms, &mut rand::thread_rng());
+            let retry_at = completed_at + chrono::Duration::milliseconds(delay as i64);
+            let deadline = policy.deadline(execution.due_at());
+            let in_time = deadline.is_none_or(|deadline| retry_at <= deadline);
+            let mut finish = if retryable && attempt < execution.max_attempts && in_time {
+                logs.push(
+                    "INFO",
+                    format!("Retrying in {delay} ms (attempt {} of {}).", attempt + 1, execution.max_attempts),
+                );
+                base(ExecutionStatus::Retrying, AttemptStatus::Failed, None, Some(error), Some(retry_at))
+            } else {
+                // Attempts were left, but the next would start past the deadline: the
+                // execution fails for that, the attempt for its own error.
+                let late = retryable && attempt < execution.max_attempts;
+                let why = match (retryable, late) {
+                    (false, _) => "not retryable".to_owned(),
+                    (true, true) => "the next attempt would start after retry_policy.max_age_ms".to_owned(),
+                    (true, false) => format!("no attempts left ({attempt} of {})", execution.max_attempts),
+                };
+                logs.push("ERROR", format!("Execution failed, {why}: {message}"));
+                let output = match late {
+                    true => {
+                        json!({ "error": { "type": AttemptErrorType::DeadlineExceeded, "message": format!("Execution failed: {why}."), "retryable": false, "last_error": error.clone() } })
+                    }
+                    false => json!({ "error": error.clone() }),
+                };
+                base(ExecutionStatus::Failed, AttemptStatus::Failed, Some(output), Some(error), None)
+            };
+            finish.health = health;
+            finish
+        }
+    };
+    finish.logs = logs.0;
+    // The one place secrets are taken out of what is stored: the output, the error and
+    // every log line, in any form a receiver may have echoed them (see `secret::redact`).
+    let redactor = Redactor::new(secrets);
+    for document in [&mut finish.output, &mut finish.error].into_iter().flatten() {
+        redactor.redact_value(document);
+    }
+    for log in &mut finish.logs {
+        log.message = redactor.redact(&log.message);
+    }
+    if let Some(message) = finish.health.as_mut().and_then(Health::error_mut) {
+        *message = redactor.redact(message);
+    }
+    finish
 }

@@ -17,7 +17,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 use tracing::Instrument;
 
@@ -28,13 +27,11 @@ use super::lease::{Held, Leases, LEASE_MARGIN};
 use super::outcome::{classified, Logs, Outcome, ReceiverSign};
 use super::Slot;
 use crate::contract::{Failure, FailureKind, Message, Verdict};
-use crate::domain::{AttemptErrorType, AttemptStatus, ExecutionStatus};
-use crate::flow::Health;
+use crate::domain::{AttemptErrorType, ExecutionStatus};
 use crate::retry::RetryPolicy;
 use crate::secret::hosts::{self, AllowedHosts};
-use crate::secret::redact::Redactor;
 use crate::secret::{SecretCipher, SecretValue};
-use crate::store::{now, AttemptFinish, Endpoint, Execution, Store, StoreError};
+use crate::store::{now, Endpoint, Execution, Store, StoreError};
 use crate::template::{self, RenderContext, Renderers, TemplateKey};
 use crate::trace::TraceParent;
 use crate::transport::{Delivery, EndpointVersion, Transports};
@@ -181,7 +178,23 @@ impl Pipeline {
         };
         let completed_at = now();
         let duration_ms = i32::try_from(clock.elapsed().as_millis()).unwrap_or(i32::MAX);
-        let finish = self.finish(&execution, outcome, &policy, &secrets, started_at, completed_at, duration_ms, logs);
+        let mut finish = super::outcome::attempt_finish(
+            &execution,
+            outcome,
+            &policy,
+            &secrets,
+            started_at,
+            completed_at,
+            duration_ms,
+            logs,
+        );
+        if finish.execution_status == ExecutionStatus::Retrying
+            && execution.concurrency_key.is_some()
+            && !self.retry_holds_key(&execution).await
+        {
+            // It waits for its retry's time, and then for its key, with the others.
+            finish.execution_status = ExecutionStatus::Pending;
+        }
         let status = finish.execution_status;
         let error_type = finish.error.as_ref().and_then(|e| e["type"].as_str()).unwrap_or("").to_owned();
         let written = self.completer.submit(finish).await;
@@ -202,6 +215,32 @@ impl Pipeline {
         drop(held);
     }
 
+    /// The endpoint version an execution is delivered with, and its retry policy (cached).
+    async fn resolve(&self, execution: &Execution) -> Result<Option<Arc<Resolved>>, StoreError> {
+        let (name, version) = (&execution.endpoint, execution.endpoint_version);
+        self.endpoints
+            .get_or_load(&(name.clone(), version), || async {
+                let endpoint = self.store.endpoint_for_job(name, version).await?;
+                Ok::<_, StoreError>(endpoint.map(|endpoint| {
+                    let policy = RetryPolicy::parse(Some(&endpoint.retry_policy)).unwrap_or_default();
+                    Arc::new(Resolved { endpoint, policy })
+                }))
+            })
+            .await
+    }
+
+    /// Whether an execution that will retry keeps its concurrency key's place meanwhile: under
+    /// `ordering: fifo` (the ones behind it wait), not otherwise (`flow::concurrency`).
+    async fn retry_holds_key(&self, execution: &Execution) -> bool {
+        if execution.concurrency_key.is_none() {
+            return false;
+        }
+        // Unknown (the endpoint gone, or unread): held, the order kept.
+        self.resolve(execution).await.ok().flatten().is_none_or(|r| {
+            r.endpoint.concurrency.as_ref().is_none_or(|c| c.ordering == crate::flow::concurrency::KeyOrdering::Fifo)
+        })
+    }
+
     /// Resolve, render and deliver. Store failures are errors; everything else is an outcome.
     /// The execution's input is taken for the render context (see `context`).
     async fn attempt(
@@ -211,19 +250,10 @@ impl Pipeline {
         logs: &mut Logs,
         traceparent: Option<TraceParent>,
     ) -> Result<(Outcome, RetryPolicy, Vec<SecretValue>), StoreError> {
-        let store = &self.store;
-        let (name, version) = (&execution.endpoint, execution.endpoint_version);
         // The steps before and after the delivery are boxed: a future is as large as the
         // largest of its steps, and this one is held for as long as the receiver takes to
         // answer (see `run`).
-        let resolved = Box::pin(self.endpoints.get_or_load(&(name.clone(), version), || async {
-            let endpoint = store.endpoint_for_job(name, version).await?;
-            Ok::<_, StoreError>(endpoint.map(|endpoint| {
-                let policy = RetryPolicy::parse(Some(&endpoint.retry_policy)).unwrap_or_default();
-                Arc::new(Resolved { endpoint, policy })
-            }))
-        }))
-        .await?;
+        let resolved = Box::pin(self.resolve(execution)).await?;
         let Some(resolved) = resolved else {
             let message = format!("Endpoint '{}' no longer exists.", execution.endpoint);
             logs.push("ERROR", message.clone());
@@ -490,103 +520,5 @@ impl Pipeline {
         let names = Arc::new(names);
         self.secret_refs.write().expect("secret refs lock").insert(key, names.clone());
         Ok(names)
-    }
-
-    /// The write that ends the attempt: SUCCESS, RETRYING with the next run time, or FAILED.
-    #[allow(clippy::too_many_arguments)]
-    fn finish(
-        &self,
-        execution: &Execution,
-        outcome: Outcome,
-        policy: &RetryPolicy,
-        secrets: &[SecretValue],
-        started_at: DateTime<Utc>,
-        completed_at: DateTime<Utc>,
-        duration_ms: i32,
-        mut logs: Logs,
-    ) -> AttemptFinish {
-        let attempt = execution.attempt_count;
-        let base = |execution_status, attempt_status, output, error, retry_at| AttemptFinish {
-            execution_id: execution.execution_id.clone(),
-            attempt_number: attempt,
-            execution_status,
-            attempt_status,
-            output,
-            error,
-            started_at,
-            completed_at,
-            duration_ms,
-            retry_at,
-            logs: Vec::new(),
-            endpoint: execution.endpoint.clone(),
-            health: None,
-        };
-        let mut finish = match outcome {
-            Outcome::Delivered { output } => AttemptFinish {
-                health: Some(Health::Up),
-                ..base(ExecutionStatus::Success, AttemptStatus::Success, Some(output), None, None)
-            },
-            Outcome::Aborted { error } => {
-                let output = json!({ "error": error.clone() });
-                base(ExecutionStatus::Cancelled, AttemptStatus::Cancelled, Some(output), Some(error), None)
-            }
-            Outcome::NotSent { error } => {
-                let delay = policy.next_delay_ms(attempt.max(1) as u32, None, &mut rand::thread_rng());
-                logs.push("INFO", format!("Retrying in {delay} ms; this attempt sent nothing."));
-                let retry_at = completed_at + chrono::Duration::milliseconds(delay as i64);
-                base(ExecutionStatus::Retrying, AttemptStatus::Failed, None, Some(error), Some(retry_at))
-            }
-            Outcome::Failed { error, retryable, retry_after_ms, message, receiver } => {
-                let health = match receiver {
-                    ReceiverSign::None => None,
-                    ReceiverSign::Down => Some(Health::Down(message.clone())),
-                    ReceiverSign::Trip(cooldown_ms) => Some(Health::Trip { error: message.clone(), cooldown_ms }),
-                };
-                let delay = policy.next_delay_ms(attempt as u32, retry_after_ms, &mut rand::thread_rng());
-                let retry_at = completed_at + chrono::Duration::milliseconds(delay as i64);
-                let deadline = policy.deadline(execution.due_at());
-                let in_time = deadline.is_none_or(|deadline| retry_at <= deadline);
-                let mut finish = if retryable && attempt < execution.max_attempts && in_time {
-                    logs.push(
-                        "INFO",
-                        format!("Retrying in {delay} ms (attempt {} of {}).", attempt + 1, execution.max_attempts),
-                    );
-                    base(ExecutionStatus::Retrying, AttemptStatus::Failed, None, Some(error), Some(retry_at))
-                } else {
-                    // Attempts were left, but the next would start past the deadline: the
-                    // execution fails for that, the attempt for its own error.
-                    let late = retryable && attempt < execution.max_attempts;
-                    let why = match (retryable, late) {
-                        (false, _) => "not retryable".to_owned(),
-                        (true, true) => "the next attempt would start after retry_policy.max_age_ms".to_owned(),
-                        (true, false) => format!("no attempts left ({attempt} of {})", execution.max_attempts),
-                    };
-                    logs.push("ERROR", format!("Execution failed, {why}: {message}"));
-                    let output = match late {
-                        true => {
-                            json!({ "error": { "type": AttemptErrorType::DeadlineExceeded, "message": format!("Execution failed: {why}."), "retryable": false, "last_error": error.clone() } })
-                        }
-                        false => json!({ "error": error.clone() }),
-                    };
-                    base(ExecutionStatus::Failed, AttemptStatus::Failed, Some(output), Some(error), None)
-                };
-                finish.health = health;
-                finish
-            }
-        };
-        finish.logs = logs.0;
-        // The one place secrets are taken out of what is stored: the output, the error and
-        // every log line, in any form a receiver may have echoed them (see `secret::redact`).
-        let redactor = Redactor::new(secrets);
-        for document in [&mut finish.output, &mut finish.error].into_iter().flatten() {
-            redactor.redact_value(document);
-        }
-        for log in &mut finish.logs {
-            log.message = redactor.redact(&log.message);
-        }
-        if let Some(message) = finish.health.as_mut().and_then(Health::error_mut) {
-            *message = redactor.redact(message);
-        }
-        finish
     }
 }

@@ -12,7 +12,10 @@
 //! (a receiver whose answer the job's input decides); `/json-switch/{name}` answers 200 with
 //! `{"ok": false, "error": "not yet"}` until the test calls `heal(name)`, then `{"ok": true}`;
 //! `/hang/{name}` never answers, and counts (`hung_up(name)`) the requests whose sender closed
-//! the connection while it held them.
+//! the connection while it held them; `/keyed/{ms}` takes a body `{"key", "seq", "fail_once"}`,
+//! holds it `ms` milliseconds and answers 200 (503 to the first request of a `seq` with
+//! `fail_once`), recording per key the order of `seq`s answered 200 (`keyed_order`) and the
+//! most of its requests held at once (`keyed_most_at_once`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -54,6 +57,17 @@ struct Inner {
     healed: Mutex<Vec<String>>,
     /// `/hang/{name}` requests whose sender went away, by name.
     hung_up: Mutex<HashMap<String, u32>>,
+    /// `/keyed/…`, by key: its requests held now, the most at once, the `seq`s answered 200
+    /// in order, and the `seq`s already failed once.
+    keyed: Mutex<HashMap<String, Keyed>>,
+}
+
+#[derive(Default, Clone)]
+struct Keyed {
+    now: usize,
+    most: usize,
+    order: Vec<i64>,
+    failed: Vec<i64>,
 }
 
 #[derive(Clone)]
@@ -77,6 +91,7 @@ impl Receiver {
             .route("/json-switch/{name}", any(json_switch))
             .route("/nul-raw", any(nul_raw))
             .route("/hang/{name}", any(hang))
+            .route("/keyed/{ms}", any(keyed))
             .fallback(any(fallback))
             .with_state(inner.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -111,6 +126,16 @@ impl Receiver {
     /// How many `/hang/{name}` requests were given up by their sender (the connection closed).
     pub fn hung_up(&self, name: &str) -> u32 {
         self.inner.hung_up.lock().unwrap().get(name).copied().unwrap_or(0)
+    }
+
+    /// The `seq`s of `key`'s `/keyed/…` requests answered 200, in the order they were.
+    pub fn keyed_order(&self, key: &str) -> Vec<i64> {
+        self.inner.keyed.lock().unwrap().get(key).map(|k| k.order.clone()).unwrap_or_default()
+    }
+
+    /// The most of `key`'s `/keyed/…` requests it held at one time.
+    pub fn keyed_most_at_once(&self, key: &str) -> usize {
+        self.inner.keyed.lock().unwrap().get(key).map_or(0, |k| k.most)
     }
 
     /// The most `/slow/…` requests it was holding at one time.
@@ -265,6 +290,39 @@ async fn slow(
     tokio::time::sleep(Duration::from_millis(ms)).await;
     inner.slow_now.lock().unwrap().0 -= 1;
     (StatusCode::OK, "OK")
+}
+
+async fn keyed(
+    State(inner): State<Arc<Inner>>,
+    Path(ms): Path<u64>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> StatusCode {
+    let asked: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    record(&inner, &uri, headers, body);
+    let key = asked["key"].as_str().unwrap_or_default().to_owned();
+    let seq = asked["seq"].as_i64().unwrap_or(-1);
+    let fail = {
+        let mut keys = inner.keyed.lock().unwrap();
+        let k = keys.entry(key.clone()).or_default();
+        k.now += 1;
+        k.most = k.most.max(k.now);
+        let fail = asked["fail_once"] == Value::Bool(true) && !k.failed.contains(&seq);
+        if fail {
+            k.failed.push(seq);
+        }
+        fail
+    };
+    tokio::time::sleep(Duration::from_millis(ms)).await;
+    let mut keys = inner.keyed.lock().unwrap();
+    let k = keys.get_mut(&key).expect("entered above");
+    k.now -= 1;
+    if fail {
+        return StatusCode::SERVICE_UNAVAILABLE;
+    }
+    k.order.push(seq);
+    StatusCode::OK
 }
 
 /// What a careless receiver does: quote the whole request back in its answer.

@@ -12,7 +12,8 @@ use crate::api::error::{ApiError, ApiResult};
 use crate::api::state::AppState;
 use crate::duration::{format_seconds, parse_seconds};
 use crate::flow::circuit::Phase;
-use crate::flow::{CircuitPolicy, CircuitState, RateLimit};
+use crate::flow::concurrency::KeyOrdering;
+use crate::flow::{CircuitPolicy, CircuitState, Concurrency, RateLimit};
 
 /// `rate_limit`: deliveries a second, and how many may start at once after a quiet spell.
 #[derive(Deserialize, Serialize, utoipa::ToSchema)]
@@ -46,6 +47,36 @@ pub fn check_rate_limit(limit: &RateLimitIn) -> ApiResult<RateLimit> {
         ));
     }
     Ok(RateLimit { per_second, burst })
+}
+
+/// `concurrency`: a key made of each job's input, and how many executions of one key may be in
+/// flight at once (see `flow::concurrency`).
+#[derive(Deserialize, Serialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ConcurrencyIn {
+    /// The key: text and `{{input.field}}` placeholders of the job's input (dotted paths for
+    /// nested fields), nothing else; at most 256 bytes once rendered.
+    pub key: String,
+    /// At most this many executions of one key in flight (QUEUED, RUNNING, or RETRYING when
+    /// `fifo`) across all workers, 1 to 10,000. Required unless `ordering` is `fifo`, where it
+    /// is 1.
+    pub max_in_flight: Option<u32>,
+    /// `unordered` (the default): a retrying execution gives its place up while it waits.
+    /// `fifo`: one at a time in the order their jobs fire; a retrying execution holds the ones
+    /// behind it until it succeeds or finally fails.
+    pub ordering: Option<KeyOrdering>,
+}
+
+impl From<Concurrency> for ConcurrencyIn {
+    fn from(c: Concurrency) -> Self {
+        Self { key: c.key, max_in_flight: Some(c.max_in_flight), ordering: Some(c.ordering) }
+    }
+}
+
+/// `concurrency` checked: the key's form and the bound, each error naming its field.
+pub fn check_concurrency(given: ConcurrencyIn) -> ApiResult<Concurrency> {
+    Concurrency::new(given.key, given.max_in_flight, given.ordering.unwrap_or_default())
+        .map_err(|(field, why)| ApiError::invalid_field(&field, why))
 }
 
 /// `circuit_breaker`: after how many consecutive failed deliveries to stop sending, for how

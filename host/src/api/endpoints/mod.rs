@@ -28,7 +28,7 @@ mod classifier;
 mod flow;
 
 pub use classifier::ClassifierIn;
-use flow::{CircuitBreakerIn, CircuitBreakerOut, CircuitOut, RateLimitIn};
+use flow::{CircuitBreakerIn, CircuitBreakerOut, CircuitOut, ConcurrencyIn, RateLimitIn};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -73,6 +73,11 @@ pub struct EndpointIn {
     /// overrule the transport: success, retry (after a delay), permanent failure, or open the
     /// circuit. For receivers that answer 200 with an error in the body, say.
     pub classifier: Option<ClassifierIn>,
+    /// At most `max_in_flight` executions of one key in flight across all workers, the key
+    /// made of each job's input (`{"key": "{{input.customer_id}}", "max_in_flight": 2}`);
+    /// with `"ordering": "fifo"`, one key's executions one at a time in the order their jobs
+    /// fire.
+    pub concurrency: Option<ConcurrencyIn>,
 }
 
 #[derive(Serialize, utoipa::ToSchema)]
@@ -96,6 +101,8 @@ pub struct EndpointOut {
     pub classifier: Option<ClassifierIn>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_concurrency: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<ConcurrencyIn>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub on_failure: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -144,6 +151,7 @@ impl From<Endpoint> for EndpointOut {
             renderer: e.renderer,
             classifier,
             max_concurrency: e.max_concurrency,
+            concurrency: e.concurrency.map(ConcurrencyIn::from),
             rate_limit,
             on_failure: e.on_failure,
             // Shown only while it holds.
@@ -227,6 +235,7 @@ pub async fn require_callback(state: &AppState, field: &str, name: &str) -> ApiR
 /// Every check of registration; on success, what the store should write.
 async fn prepare(state: &AppState, name: String, body: EndpointIn) -> ApiResult<EndpointWrite> {
     let rate_limit = body.rate_limit.as_ref().map(flow::check_rate_limit).transpose()?;
+    let concurrency = body.concurrency.map(flow::check_concurrency).transpose()?;
     let circuit_policy = body.circuit_breaker.as_ref().map(flow::check_circuit_breaker).transpose()?;
     if let Some(target) = &body.on_failure {
         if *target == name {
@@ -368,6 +377,7 @@ async fn prepare(state: &AppState, name: String, body: EndpointIn) -> ApiResult<
         circuit_policy,
         classifier,
         classifier_config,
+        concurrency,
     })
 }
 
@@ -402,6 +412,7 @@ async fn create(State(state): State<AppState>, ApiJson(body): ApiJson<EndpointIn
                 && e.plugin_version == write.plugin_version
                 && e.classifier_ref() == write.classifier
                 && e.classifier_config == write.classifier_config
+                && e.concurrency == write.concurrency
         },
         || {
             format!(

@@ -75,6 +75,10 @@ pub struct ExecutionOut {
     /// when none was.
     #[serde(serialize_with = "optional_timestamp", skip_serializing_if = "Option::is_none")]
     pub abort_requested_at: Option<DateTime<Utc>>,
+    /// Its endpoint's concurrency key, made of its input: PENDING until the key has room for
+    /// it (`concurrency` on the endpoint); absent without one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub concurrency_key: Option<String>,
 }
 
 impl From<Execution> for ExecutionOut {
@@ -104,6 +108,7 @@ impl From<Execution> for ExecutionOut {
             lateness_ms,
             sla_met,
             abort_requested_at: e.abort_requested_at,
+            concurrency_key: e.concurrency_key,
         }
     }
 }

@@ -254,5 +254,8 @@ fn retry_of(execution: &Execution, endpoint: &Endpoint, trace_parent: Option<Str
         // A retry is asked for now: the job's expiry was for its first fire.
         expires_at: None,
         on_success: execution.on_success.clone(),
+        concurrency_key: None,
+        concurrency_limit: None,
     }
+    .keyed(endpoint.concurrency.as_ref())
 }

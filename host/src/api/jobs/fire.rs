@@ -26,6 +26,7 @@ use crate::api::extract::{parse_json, ApiBytes, ApiJson};
 use crate::api::state::AppState;
 use crate::api::Created;
 use crate::domain::{ExecutionStatus, OverlapPolicy, TriggerReason};
+use crate::flow::Concurrency;
 use crate::ids::{ExecutionId, JobId};
 use crate::retry::RetryPolicy;
 use crate::scheduler::cron_materializer::tick_execution;
@@ -76,7 +77,7 @@ pub(super) async fn trigger(
     // The body is optional: none is `{}`.
     let body: TriggerIn = if body.is_empty() { TriggerIn::default() } else { parse_json(&body)? };
     let job = active_cron(&state, &job_id, TRIGGERED).await?;
-    let max_attempts = max_attempts(&state, &job).await?;
+    let (max_attempts, concurrency) = delivery(&state, &job).await?;
     let at = now();
     let policy = body.overlap_policy.unwrap_or(job.overlap_policy);
     let tick = tick_execution(&job, at, max_attempts, at, Some((TriggerReason::Manual, policy)));
@@ -86,7 +87,8 @@ pub(super) async fn trigger(
         run_at: at,
         status: if tick.overlap_policy.is_some() { ExecutionStatus::Pending } else { ExecutionStatus::Queued },
         ..tick
-    };
+    }
+    .keyed(concurrency.as_ref());
     let stored = insert(&state, &job_id, std::slice::from_ref(&write)).await?;
     let (status, execution) = match stored.into_iter().next() {
         Some(Inserted::Created(e)) => (StatusCode::CREATED, e),
@@ -94,7 +96,7 @@ pub(super) async fn trigger(
         None => return Err(gone(&job_id)),
     };
     if status == StatusCode::CREATED {
-        state.wakeups.executions_written(&state.store, [write.status]).await;
+        state.wakeups.executions_written(&state.store, [write.wakes()]).await;
     }
     Ok(Created(status, execution.into()))
 }
@@ -162,18 +164,21 @@ pub(super) async fn backfill(
     }
     let job = active_cron(&state, &job_id, BACKFILLED).await?;
     let ticks = range_ticks(&state, &job, body.from, body.to).await?;
-    let max_attempts = max_attempts(&state, &job).await?;
+    let (max_attempts, concurrency) = delivery(&state, &job).await?;
     let policy = body.overlap_policy.unwrap_or(job.overlap_policy);
     let writes: Vec<ExecutionWrite> = ticks
         .iter()
-        .map(|tick| tick_execution(&job, *tick, max_attempts, at, Some((TriggerReason::Backfill, policy))))
+        .map(|tick| {
+            tick_execution(&job, *tick, max_attempts, at, Some((TriggerReason::Backfill, policy)))
+                .keyed(concurrency.as_ref())
+        })
         .collect();
     let stored = insert(&state, &job_id, &writes).await?;
     if stored.len() != writes.len() {
         return Err(gone(&job_id));
     }
     let made: Vec<ExecutionStatus> =
-        writes.iter().zip(&stored).filter(|(_, s)| matches!(s, Inserted::Created(_))).map(|(w, _)| w.status).collect();
+        writes.iter().zip(&stored).filter(|(_, s)| matches!(s, Inserted::Created(_))).map(|(w, _)| w.wakes()).collect();
     state.wakeups.executions_written(&state.store, made.iter().copied()).await;
     let zone: chrono_tz::Tz = job.cron_timezone.as_deref().unwrap_or("UTC").parse().unwrap_or(chrono_tz::UTC);
     let ticks = ticks
@@ -247,14 +252,16 @@ fn too_slow() -> ApiError {
 }
 
 /// How many times the job's executions are tried: its endpoint version's retry policy.
-async fn max_attempts(state: &AppState, job: &Job) -> ApiResult<i32> {
+/// How a job's fires are delivered: the attempts its endpoint allows, and the endpoint's
+/// concurrency key.
+async fn delivery(state: &AppState, job: &Job) -> ApiResult<(i32, Option<Concurrency>)> {
     let endpoint = state.store.endpoint_for_job(&job.endpoint, job.endpoint_version).await?.ok_or_else(|| {
         ApiError::new(
             ErrorCode::EndpointNotFound,
             format!("Endpoint '{}' of job '{}' no longer exists.", job.endpoint, job.job_id),
         )
     })?;
-    Ok(RetryPolicy::attempts_allowed(&endpoint.retry_policy))
+    Ok((RetryPolicy::attempts_allowed(&endpoint.retry_policy), endpoint.concurrency))
 }
 
 /// The writes as stored, in order; an empty list when the job was deleted meanwhile.

@@ -215,6 +215,11 @@ pub(super) async fn prepare(state: &AppState, body: JobIn, endpoint: &crate::sto
         ..JobWrite::on(endpoint, trigger, at)
     };
     tracing::Span::current().record("job_id", tracing::field::display(&job.job_id));
+    if let Some(concurrency) = &endpoint.concurrency {
+        // Every execution of the job is made of its input: one that lacks the key's fields
+        // is refused now, not keyed by chance later.
+        concurrency.key_of(&job.input).map_err(|e| ApiError::invalid_field(&e.field, e.why))?;
+    }
     let execution = match trigger {
         Trigger::Cron => {
             let asked = ScheduleAsked {
@@ -260,7 +265,7 @@ pub(super) async fn prepare(state: &AppState, body: JobIn, endpoint: &crate::sto
             job.expires_at = body.expires_at;
             // A run_at in the past fires at once.
             let status = if run_at > at { ExecutionStatus::Pending } else { ExecutionStatus::Queued };
-            Some(ExecutionWrite::first_of(&job, status, run_at, max_attempts))
+            Some(ExecutionWrite::first_of(&job, status, run_at, max_attempts).keyed(endpoint.concurrency.as_ref()))
         }
     };
     Ok(Prepared { new: NewJob { job, execution }, run_at_given })
@@ -269,7 +274,7 @@ pub(super) async fn prepare(state: &AppState, body: JobIn, endpoint: &crate::sto
 /// Wake the loops that have new work from these creates: the worker for executions claimable
 /// now, the promoter for ones that wait, the cron materializer for new cron jobs.
 pub(super) async fn wake(state: &AppState, created: &[&Prepared]) {
-    let statuses = created.iter().filter_map(|p| p.new.execution.as_ref().map(|e| e.status));
+    let statuses = created.iter().filter_map(|p| p.new.execution.as_ref().map(ExecutionWrite::wakes));
     state.wakeups.executions_written(&state.store, statuses).await;
     if created.iter().any(|p| p.new.execution.is_none()) {
         state.wakeups.cron_job_changed(&state.store).await;

@@ -43,6 +43,8 @@ pub(in crate::api) async fn answer(
                 expires_at: e.expires_at,
                 abort_requested_at: None,
                 on_success: e.on_success,
+                concurrency_key: e.concurrency_key,
+                concurrency_limit: e.concurrency_limit,
             });
             (StatusCode::CREATED, job, first)
         }

@@ -76,6 +76,10 @@ const LATER_COLUMNS: &[(&str, &str, &str, &str)] = &[
     ("executions", "abort_requested_at", "TIMESTAMPTZ", "TEXT"),
     ("jobs", "on_success", "TEXT", "TEXT"),
     ("executions", "on_success", "TEXT", "TEXT"),
+    ("endpoints", "concurrency", "JSONB", "TEXT"),
+    ("executions", "concurrency_key", "TEXT", "TEXT"),
+    ("executions", "concurrency_limit", "INT", "INT"),
+    ("executions", "key_waiting", "BOOLEAN NOT NULL DEFAULT FALSE", "BOOLEAN NOT NULL DEFAULT FALSE"),
 ];
 
 /// Add (or drop) [`LATER_COLUMNS`] in the database a [`new_stores`] guard keeps.
@@ -108,6 +112,7 @@ mod access;
 mod claims;
 mod flow;
 mod foreign_keys;
+mod keys;
 mod partitions;
 mod results;
 mod writes;
@@ -117,7 +122,11 @@ async fn endpoint(store: &dyn Store, name: &str) {
 }
 
 async fn endpoint_with(store: &dyn Store, name: &str, circuit_policy: Option<crate::flow::CircuitPolicy>) {
-    let write = EndpointWrite {
+    store.endpoint_insert(&endpoint_write(name, circuit_policy)).await.unwrap();
+}
+
+fn endpoint_write(name: &str, circuit_policy: Option<crate::flow::CircuitPolicy>) -> EndpointWrite {
+    EndpointWrite {
         name: name.to_owned(),
         endpoint_type: EndpointType::Http,
         payload_spec: None,
@@ -135,8 +144,8 @@ async fn endpoint_with(store: &dyn Store, name: &str, circuit_policy: Option<cra
         plugin_version: None,
         classifier: None,
         classifier_config: None,
-    };
-    store.endpoint_insert(&write).await.unwrap();
+        concurrency: None,
+    }
 }
 
 fn job(endpoint: &str, trigger: Trigger, key: Option<&str>, at: DateTime<Utc>) -> JobWrite {
@@ -201,6 +210,7 @@ fn finish(execution: &Execution, status: ExecutionStatus) -> AttemptFinish {
         logs: vec![LogWrite { level: "INFO", message: "delivered".to_owned(), logged_at: now() }],
         endpoint: execution.endpoint.clone(),
         health: None,
+        concurrency_key: execution.concurrency_key.clone(),
     }
 }
 
@@ -259,6 +269,8 @@ on_every_backend!(
     writes_for_a_deleted_endpoint_or_job_find_it_gone,
     issued_keys_are_kept_listed_and_revoked,
     audit_records_are_listed_by_tenant_and_purged_by_age,
+    a_key_admits_up_to_its_bound_in_the_order_its_executions_fire,
+    concurrent_admissions_of_one_key_never_pass_its_bound,
 );
 
 /// Drops a test's PostgreSQL database when the test is done with it.
@@ -289,6 +301,7 @@ mod checks {
     pub use super::access::*;
     pub use super::claims::*;
     pub use super::flow::*;
+    pub use super::keys::*;
     pub use super::results::*;
     pub use super::writes::*;
 }

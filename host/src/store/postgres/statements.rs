@@ -28,14 +28,14 @@ pub(super) const JOB_ARRAYS: [&str; 29] = [
 /// The element types of an execution batch's arrays, in `EXECUTION_INSERT`'s order less
 /// `scheduled_at` (its first `run_at`).
 #[rustfmt::skip]
-pub(super) const EXECUTION_ARRAYS: [&str; 17] = [
+pub(super) const EXECUTION_ARRAYS: [&str; 19] = [
     "text", "text", "text", "text", "text", "text", "jsonb", "int4", "timestamptz", "timestamptz", "int4", "text",
-    "text", "text", "int4", "timestamptz", "text",
+    "text", "text", "int4", "timestamptz", "text", "text", "int4",
 ];
 
 pub(super) const EXECUTION_INSERT: &str = "INSERT INTO executions (execution_id, job_id, endpoint, endpoint_type, \
      idempotency_key, status, input, max_attempts, run_at, created_at, endpoint_version, trace_parent, retry_of, \
-     overlap_policy, sla_ms, expires_at, on_success, scheduled_at)";
+     overlap_policy, sla_ms, expires_at, on_success, concurrency_key, concurrency_limit, scheduled_at)";
 
 /// An execution batch's rows (`v`) whose (job, idempotency key) no finished execution holds:
 /// the key is unique only among unfinished ones when history is partitioned apart
@@ -88,7 +88,7 @@ pub(super) fn executions_from_arrays(first: usize) -> String {
         "SELECT *, v.run_at FROM UNNEST({})
              AS v(execution_id, job_id, endpoint, endpoint_type, idempotency_key, status, input, max_attempts,
                   run_at, created_at, endpoint_version, trace_parent, retry_of, overlap_policy, sla_ms, expires_at,
-                  on_success)",
+                  on_success, concurrency_key, concurrency_limit)",
         array_parameters(first, &EXECUTION_ARRAYS)
     )
 }
@@ -196,7 +196,9 @@ pub(super) fn push_execution_arrays(
     push(args, column(|e| e.overlap_policy.map(|p| p.as_str())))?;
     push(args, executions.iter().map(|e| e.sla_ms).collect::<Vec<_>>())?;
     push(args, executions.iter().map(|e| e.expires_at).collect::<Vec<_>>())?;
-    push(args, column(|e| e.on_success.as_deref()))
+    push(args, column(|e| e.on_success.as_deref()))?;
+    push(args, column(|e| e.concurrency_key.as_deref()))?;
+    push(args, executions.iter().map(|e| e.concurrency_limit).collect::<Vec<_>>())
 }
 
 /// Each job of the batch as written (`JobWrite::as_written`: its row is not read back), or

@@ -8,14 +8,14 @@
 INSERT INTO endpoints
     (name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, version, created_at, updated_at,
      plugin, renderer, max_concurrency, on_failure, rate_limit_per_sec, rate_limit_burst, circuit_policy,
-     timeout_ms, plugin_version, classifier, classifier_version, classifier_config)
-VALUES ($1, $2, $3, $4, $5, $6, 1, $7, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)
+     timeout_ms, plugin_version, classifier, classifier_version, classifier_config, concurrency)
+VALUES ($1, $2, $3, $4, $5, $6, 1, $7, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)
 ON CONFLICT (name) DO NOTHING
 RETURNING name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, version, created_at, updated_at,
           plugin, renderer, max_concurrency, on_failure, paused_until, rate_limit_per_sec, rate_limit_burst,
           circuit_policy, circuit_failures, circuit_failing_since, circuit_open_until, circuit_cooldown_ms,
           circuit_last_error, disabled_at, paused_at, timeout_ms, plugin_version, classifier, classifier_version,
-          classifier_config;
+          classifier_config, concurrency;
 
 -- A new version of the endpoint: $7 its time; the version number goes up by one.
 -- name: EndpointUpdate
@@ -24,13 +24,13 @@ SET endpoint_type = $2, payload_spec_ref = $3, config_ref = $4, spec = $5,
     retry_policy = $6, version = version + 1, updated_at = $7, plugin = $8, renderer = $9,
     max_concurrency = $10, on_failure = $11, rate_limit_per_sec = $12, rate_limit_burst = $13,
     circuit_policy = $14, timeout_ms = $15, plugin_version = $16, classifier = $17,
-    classifier_version = $18, classifier_config = $19
+    classifier_version = $18, classifier_config = $19, concurrency = $20
 WHERE name = $1
 RETURNING name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, version, created_at, updated_at,
           plugin, renderer, max_concurrency, on_failure, paused_until, rate_limit_per_sec, rate_limit_burst,
           circuit_policy, circuit_failures, circuit_failing_since, circuit_open_until, circuit_cooldown_ms,
           circuit_last_error, disabled_at, paused_at, timeout_ms, plugin_version, classifier, classifier_version,
-          classifier_config;
+          classifier_config, concurrency;
 
 -- Keep the endpoint's version as just written.
 -- name: EndpointVersionSnapshot
@@ -53,7 +53,7 @@ SELECT name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, ve
        plugin, renderer, max_concurrency, on_failure, paused_until, rate_limit_per_sec, rate_limit_burst,
        circuit_policy, circuit_failures, circuit_failing_since, circuit_open_until, circuit_cooldown_ms,
        circuit_last_error, disabled_at, paused_at, timeout_ms, plugin_version, classifier, classifier_version,
-       classifier_config
+       classifier_config, concurrency
 FROM endpoints WHERE name = $1;
 
 -- One version, shaped as an endpoint row: a version's updated_at is when it was written. Its
@@ -64,7 +64,7 @@ SELECT v.name, v.endpoint_type, v.payload_spec_ref, v.config_ref, v.spec, v.retr
     e.on_failure, e.paused_until, e.rate_limit_per_sec, e.rate_limit_burst, e.circuit_policy,
     e.circuit_failures, e.circuit_failing_since, e.circuit_open_until, e.circuit_cooldown_ms,
     e.circuit_last_error, e.disabled_at, e.paused_at, v.timeout_ms, v.plugin_version, v.classifier,
-    v.classifier_version, v.classifier_config
+    v.classifier_version, v.classifier_config, e.concurrency
 FROM endpoint_versions v JOIN endpoints e ON e.name = v.name
 WHERE v.name = $1 AND v.version = $2;
 
@@ -80,7 +80,7 @@ RETURNING name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy,
           plugin, renderer, max_concurrency, on_failure, paused_until, rate_limit_per_sec, rate_limit_burst,
           circuit_policy, circuit_failures, circuit_failing_since, circuit_open_until, circuit_cooldown_ms,
           circuit_last_error, disabled_at, paused_at, timeout_ms, plugin_version, classifier, classifier_version,
-          classifier_config;
+          classifier_config, concurrency;
 
 -- name: EndpointRelease
 UPDATE endpoints SET paused_at = NULL WHERE name = $1
@@ -88,7 +88,7 @@ RETURNING name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy,
           plugin, renderer, max_concurrency, on_failure, paused_until, rate_limit_per_sec, rate_limit_burst,
           circuit_policy, circuit_failures, circuit_failing_since, circuit_open_until, circuit_cooldown_ms,
           circuit_last_error, disabled_at, paused_at, timeout_ms, plugin_version, classifier, classifier_version,
-          classifier_config;
+          classifier_config, concurrency;
 
 -- name: EndpointEnable
 UPDATE endpoints
@@ -99,14 +99,14 @@ RETURNING name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy,
           plugin, renderer, max_concurrency, on_failure, paused_until, rate_limit_per_sec, rate_limit_burst,
           circuit_policy, circuit_failures, circuit_failing_since, circuit_open_until, circuit_cooldown_ms,
           circuit_last_error, disabled_at, paused_at, timeout_ms, plugin_version, classifier, classifier_version,
-          classifier_config;
+          classifier_config, concurrency;
 
 -- name: EndpointsDisabledUnannounced
 SELECT name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, version, created_at, updated_at,
        plugin, renderer, max_concurrency, on_failure, paused_until, rate_limit_per_sec, rate_limit_burst,
        circuit_policy, circuit_failures, circuit_failing_since, circuit_open_until, circuit_cooldown_ms,
        circuit_last_error, disabled_at, paused_at, timeout_ms, plugin_version, classifier, classifier_version,
-       classifier_config
+       classifier_config, concurrency
 FROM endpoints
 WHERE disabled_at IS NOT NULL AND disabled_announced_at IS NULL
 ORDER BY disabled_at, name
@@ -121,7 +121,7 @@ SELECT name, endpoint_type, payload_spec_ref, config_ref, spec, retry_policy, ve
        plugin, renderer, max_concurrency, on_failure, paused_until, rate_limit_per_sec, rate_limit_burst,
        circuit_policy, circuit_failures, circuit_failing_since, circuit_open_until, circuit_cooldown_ms,
        circuit_last_error, disabled_at, paused_at, timeout_ms, plugin_version, classifier, classifier_version,
-       classifier_config
+       classifier_config, concurrency
 FROM endpoints
 WHERE circuit_open_until IS NOT NULL OR disabled_at IS NOT NULL
 ORDER BY name;

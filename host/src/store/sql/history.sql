@@ -7,7 +7,7 @@
 SELECT execution_id, job_id, endpoint, endpoint_version, endpoint_type, idempotency_key, status, input,
        output, attempt_count, max_attempts, worker_id, run_at, started_at, completed_at, duration_ms, created_at,
        lease_expires_at, trace_parent, retry_of, scheduled_at, claimed_at, sla_ms, trigger_reason, expires_at,
-       abort_requested_at, on_success
+       abort_requested_at, on_success, concurrency_key, concurrency_limit
 FROM executions WHERE execution_id = $1;
 
 -- Executions not yet finished, by status: one part per partial index (pending, claimable,
@@ -25,7 +25,7 @@ SELECT status, CAST(COUNT(*) AS BIGINT) FROM executions WHERE status = 'RUNNING'
 SELECT execution_id, job_id, endpoint, endpoint_version, endpoint_type, idempotency_key, status, input,
        output, attempt_count, max_attempts, worker_id, run_at, started_at, completed_at, duration_ms, created_at,
        lease_expires_at, trace_parent, retry_of, scheduled_at, claimed_at, sla_ms, trigger_reason, expires_at,
-       on_success
+       on_success, concurrency_key, concurrency_limit
 FROM executions
 WHERE status = 'FAILED' AND failure_handled_at IS NULL
 ORDER BY completed_at LIMIT $1;
@@ -39,7 +39,7 @@ UPDATE executions SET failure_handled_at = $2 WHERE execution_id = $1 AND status
 SELECT execution_id, job_id, endpoint, endpoint_version, endpoint_type, idempotency_key, status, input,
        output, attempt_count, max_attempts, worker_id, run_at, started_at, completed_at, duration_ms, created_at,
        lease_expires_at, trace_parent, retry_of, scheduled_at, claimed_at, sla_ms, trigger_reason, expires_at,
-       on_success
+       on_success, concurrency_key, concurrency_limit
 FROM executions
 WHERE status = 'SUCCESS' AND on_success IS NOT NULL AND success_handled_at IS NULL
 ORDER BY completed_at LIMIT $1;

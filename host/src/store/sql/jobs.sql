@@ -29,8 +29,8 @@ RETURNING job_id, endpoint, endpoint_version, endpoint_type, trigger_type, statu
 -- name: ExecutionInsert
 INSERT INTO executions (execution_id, job_id, endpoint, endpoint_type, idempotency_key, status, input,
     max_attempts, run_at, created_at, endpoint_version, trace_parent, retry_of, overlap_policy,
-    scheduled_at, sla_ms, trigger_reason, expires_at, on_success)
-SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $9, $15, $16, $17, $18
+    scheduled_at, sla_ms, trigger_reason, expires_at, on_success, concurrency_key, concurrency_limit)
+SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $9, $15, $16, $17, $18, $19, $20
 WHERE $5 IS NULL OR NOT EXISTS (SELECT 1 FROM executions x WHERE x.job_id = $2 AND x.idempotency_key = $5)
 ON CONFLICT DO NOTHING;
 

@@ -61,3 +61,10 @@ ORDER BY name FOR UPDATE;
 INSERT INTO audit_records (audit_id, tenant, key_id, role, method, route, path, status, request_id, at)
 SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
                      $8::int4[], $9::text[], $10::timestamptz[]);
+
+-- A concurrency key admission's keys (keys.sql, KeysAdmit): each key's lock, held to the
+-- transaction's end, taken in one order so two admissions never wait on each other in a
+-- cycle. (SQLite's writes run one at a time.)
+-- name: KeysLock
+SELECT pg_advisory_xact_lock(1801812339, k.h)
+FROM (SELECT DISTINCT hashtext(CAST(value AS TEXT)) AS h FROM jsonb_array_elements($1) ORDER BY h) AS k;

@@ -38,10 +38,11 @@ LIMIT $3;
 
 -- Due ticks of jobs with an overlap policy (every other execution has none) while an earlier
 -- execution of the job is unfinished: a `skip` tick is skipped, and a `buffer_one` tick too
--- when an older one already waits. $1 now, $2 the output saying why.
+-- when an older one already waits. $1 now, $2 the output saying why. A tick of an endpoint with
+-- a concurrency key waits for its key instead (`store/keys.rs`): none is read here.
 -- name: TicksOverlappingSkip
 UPDATE executions SET status = 'CANCELLED', completed_at = $1, output = $2
-WHERE status = 'PENDING' AND run_at <= $1 AND overlap_policy IS NOT NULL
+WHERE status = 'PENDING' AND concurrency_key IS NULL AND run_at <= $1 AND overlap_policy IS NOT NULL
   AND (EXISTS (SELECT 1 FROM executions p WHERE p.job_id = executions.job_id
                AND p.status IN ('QUEUED', 'RETRYING'))
        OR EXISTS (SELECT 1 FROM executions p WHERE p.job_id = executions.job_id AND p.status = 'RUNNING'))
@@ -52,10 +53,11 @@ WHERE status = 'PENDING' AND run_at <= $1 AND overlap_policy IS NOT NULL
 
 -- PENDING executions due by $2 become QUEUED. An overlap policy is judged at the tick's time
 -- ($1), and only the oldest due tick of such a job, with no earlier execution unfinished, is
--- released at once; anything else may go ahead of its time.
+-- released at once; anything else may go ahead of its time. Executions with a concurrency key
+-- are admitted by their key (`store/keys.rs`), not here: idx_executions_pending_unkeyed.
 -- name: ExecutionsPromote
 UPDATE executions SET status = 'QUEUED'
-WHERE status = 'PENDING' AND run_at <= $2
+WHERE status = 'PENDING' AND concurrency_key IS NULL AND run_at <= $2
   AND (overlap_policy IS NULL
        OR (run_at <= $1
            AND NOT (EXISTS (SELECT 1 FROM executions p WHERE p.job_id = executions.job_id

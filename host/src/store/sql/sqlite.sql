@@ -37,7 +37,7 @@ WHERE execution_id IN (SELECT value FROM json_each($4))
 RETURNING execution_id, job_id, endpoint, endpoint_version, endpoint_type, idempotency_key, status, input,
           output, attempt_count, max_attempts, worker_id, run_at, started_at, completed_at, duration_ms, created_at,
           lease_expires_at, trace_parent, retry_of, scheduled_at, claimed_at, sla_ms, trigger_reason, expires_at,
-          on_success;
+          on_success, concurrency_key, concurrency_limit;
 
 -- One lease extended to $3. MAX over fixed-width text is MAX over time: a renewal never
 -- shortens a lease.
