@@ -15,8 +15,9 @@ CREATE INDEX IF NOT EXISTS idx_executions_key_in_flight ON executions (endpoint,
 -- A key's PENDING executions in the order they are admitted.
 CREATE INDEX IF NOT EXISTS idx_executions_key_pending ON executions (endpoint, concurrency_key, run_at, execution_id)
     WHERE concurrency_key IS NOT NULL AND status = 'PENDING';
--- Keyed executions due that no admission has judged yet (the promoter's look at them).
-CREATE INDEX IF NOT EXISTS idx_executions_key_unjudged ON executions (run_at)
+-- Keyed executions due that no admission has judged yet, by key (the promoter's look at them,
+-- and an admission's marking of its keys' new ones).
+CREATE INDEX IF NOT EXISTS idx_executions_key_unjudged ON executions (endpoint, concurrency_key, run_at)
     WHERE concurrency_key IS NOT NULL AND status = 'PENDING' AND NOT key_waiting;
 -- The promoter's PENDING executions without a key: waiting keyed ones (due, and possibly
 -- many) are no longer read past by each promotion.

@@ -7,7 +7,7 @@ CREATE INDEX idx_executions_key_in_flight ON executions (endpoint, concurrency_k
     WHERE concurrency_key IS NOT NULL AND status IN ('QUEUED', 'RUNNING', 'RETRYING');
 CREATE INDEX idx_executions_key_pending ON executions (endpoint, concurrency_key, run_at, execution_id)
     WHERE concurrency_key IS NOT NULL AND status = 'PENDING';
-CREATE INDEX idx_executions_key_unjudged ON executions (run_at)
+CREATE INDEX idx_executions_key_unjudged ON executions (endpoint, concurrency_key, run_at)
     WHERE concurrency_key IS NOT NULL AND status = 'PENDING' AND NOT key_waiting;
 CREATE INDEX idx_executions_pending_unkeyed ON executions (run_at)
     WHERE status = 'PENDING' AND concurrency_key IS NULL;

@@ -1,8 +1,10 @@
 //! Concurrency keys' admissions (`flow::concurrency`): a keyed execution is made PENDING and
-//! becomes QUEUED when its key has room. The statements are in `sql/keys.sql`; PostgreSQL
-//! first takes each key's advisory lock (`sql/postgres.sql`, KeysLock), so that two
-//! admissions of one key — a worker's after a result, the API's after a create, the
-//! promoter's — never both see its last free place.
+//! becomes QUEUED when its key has room. The looks for keys to admit are in `sql/keys.sql`;
+//! the admission is each backend's: PostgreSQL takes each key's advisory lock
+//! (`sql/postgres.sql`, KeysLock), so that two admissions of one key — a worker's after a
+//! result, the API's after a create, the promoter's — never both see its last free place, and
+//! admits many keys in one statement (KeysAdmit); SQLite, one writer in process, a key at a
+//! time (`sql/sqlite.sql`).
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -10,6 +12,7 @@ use serde_json::Value;
 
 use super::sql::statements::keys as sql;
 use super::sql::statements::postgres as pg;
+use super::sql::statements::sqlite as lite;
 use super::sql::{query, Arg, SqlBackend};
 use super::{retrying_moved, Backend, DbTime, ExecutionWrite, StoreResult};
 
@@ -71,18 +74,42 @@ impl<S: SqlBackend> Keys for S {
     async fn keys_admit(&self, keys: &[KeyRef], until: DateTime<Utc>) -> StoreResult<u64> {
         let mut admitted = 0;
         for chunk in keys.chunks(KEYS_PER_TRANSACTION) {
-            let pairs = Value::Array(
-                chunk.iter().map(|k| Value::Array(vec![k.endpoint.clone().into(), k.key.clone().into()])).collect(),
-            );
             admitted += retrying_moved(|| async {
                 let mut tx = self.write().await?;
-                if tx.backend() == Backend::Postgres {
-                    query(pg::KEYS_LOCK).bind(Arg::json(&pairs)).execute(&mut tx).await?;
-                }
-                let statuses: Vec<(String,)> =
-                    query(sql::KEYS_ADMIT).bind(Arg::json(&pairs)).bind(DbTime(until)).fetch_all(&mut tx).await?;
+                let admitted = match tx.backend() {
+                    Backend::Postgres => {
+                        let pairs = Value::Array(
+                            chunk
+                                .iter()
+                                .map(|k| Value::Array(vec![k.endpoint.clone().into(), k.key.clone().into()]))
+                                .collect(),
+                        );
+                        query(pg::KEYS_LOCK).bind(Arg::json(&pairs)).execute(&mut tx).await?;
+                        let (admitted, _marked): (i64, i64) = query(pg::KEYS_ADMIT)
+                            .bind(Arg::json(&pairs))
+                            .bind(DbTime(until))
+                            .fetch_one(&mut tx)
+                            .await?;
+                        u64::try_from(admitted).unwrap_or(0)
+                    }
+                    // One writer at a time, in process: a few statements a key cost little.
+                    Backend::Sqlite => {
+                        let mut admitted = 0;
+                        for k in chunk {
+                            let room = query(lite::KEY_ROOM).bind(&k.endpoint).bind(&k.key).bind(DbTime(until));
+                            let (room,): (Option<i64>,) = room.fetch_one(&mut tx).await?;
+                            if let Some(room @ 1..) = room {
+                                let lets_in = query(lite::KEY_ADMIT).bind(&k.endpoint).bind(&k.key).bind(DbTime(until));
+                                admitted += lets_in.bind(room).execute(&mut tx).await?;
+                            }
+                            let marks = query(lite::KEY_MARK).bind(&k.endpoint).bind(&k.key).bind(DbTime(until));
+                            marks.execute(&mut tx).await?;
+                        }
+                        admitted
+                    }
+                };
                 tx.commit().await?;
-                Ok(statuses.iter().filter(|(s,)| s == "QUEUED").count() as u64)
+                Ok(admitted)
             })
             .await?;
         }

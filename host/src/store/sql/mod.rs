@@ -93,14 +93,12 @@ impl Statement {
 /// - `db_now`: "now" in a comparison every process must make against one clock (a lease's
 ///   expiry): PostgreSQL's own; the embedded SQLite shares its one process's clock, bound as
 ///   the statement's `$1`.
-/// - `json_elements`: the rows of a JSON array bound as a value, each as `value`.
 pub const DIALECT: &[(&str, &str, &str)] = &[
     // (phrase, PostgreSQL, SQLite)
     ("lock_shared", " FOR KEY SHARE", ""),
     ("lock_exclusive", " FOR UPDATE", ""),
     ("lock_skip_locked", " FOR UPDATE SKIP LOCKED", ""),
     ("db_now", "now()", "$1"),
-    ("json_elements", "jsonb_array_elements", "json_each"),
 ];
 
 /// `phrase` of the [`DIALECT`] as `backend` spells it, for a statement put together per call.

@@ -68,3 +68,44 @@ SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],
 -- name: KeysLock
 SELECT pg_advisory_xact_lock(1801812339, k.h)
 FROM (SELECT DISTINCT hashtext(CAST(value AS TEXT)) AS h FROM jsonb_array_elements($1) ORDER BY h) AS k;
+
+-- What each key (a JSON array of [endpoint, key] pairs, $1) has room for: its waiting
+-- executions due by $2, oldest first, up to the head's `max_in_flight` less the key's
+-- executions in flight, become QUEUED; the key's other due ones not yet judged are marked
+-- waiting (`key_waiting`), so the promoter's look at new ones passes them over. Each key is
+-- probed by its own index scans (LATERAL): a join of the keys with the waiting executions
+-- read the whole of idx_executions_key_pending (158 ms for 200 keys among 100,000 waiting,
+-- against 10 ms so). Returns how many were admitted.
+-- name: KeysAdmit
+WITH k AS (
+    SELECT DISTINCT value ->> 0 AS endpoint, value ->> 1 AS ckey FROM jsonb_array_elements($1)
+),
+r AS (
+    SELECT k.endpoint, k.ckey,
+           head.cap - (SELECT COUNT(*) FROM executions a
+                       WHERE a.endpoint = k.endpoint AND a.concurrency_key = k.ckey AND a.concurrency_key IS NOT NULL
+                         AND a.status IN ('QUEUED', 'RUNNING', 'RETRYING')) AS room
+    FROM k CROSS JOIN LATERAL (
+        SELECT x.concurrency_limit AS cap FROM executions x
+        WHERE x.endpoint = k.endpoint AND x.concurrency_key = k.ckey AND x.concurrency_key IS NOT NULL
+          AND x.status = 'PENDING' AND x.run_at <= $2
+        ORDER BY x.run_at, x.execution_id LIMIT 1) AS head
+),
+admitted AS (
+    UPDATE executions SET status = 'QUEUED', key_waiting = FALSE
+    WHERE status = 'PENDING' AND execution_id IN (
+        SELECT a.execution_id FROM r CROSS JOIN LATERAL (
+            SELECT x.execution_id FROM executions x
+            WHERE x.endpoint = r.endpoint AND x.concurrency_key = r.ckey AND x.concurrency_key IS NOT NULL
+              AND x.status = 'PENDING' AND x.run_at <= $2
+            ORDER BY x.run_at, x.execution_id LIMIT GREATEST(r.room, 0)) AS a)
+    RETURNING execution_id
+),
+marked AS (
+    UPDATE executions SET key_waiting = TRUE
+    WHERE concurrency_key IS NOT NULL AND status = 'PENDING' AND NOT key_waiting AND run_at <= $2
+      AND (endpoint, concurrency_key) IN (SELECT endpoint, ckey FROM k)
+      AND execution_id NOT IN (SELECT execution_id FROM admitted)
+    RETURNING 1
+)
+SELECT (SELECT COUNT(*) FROM admitted) AS admitted, (SELECT COUNT(*) FROM marked) AS marked;

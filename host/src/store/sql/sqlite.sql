@@ -44,3 +44,29 @@ RETURNING execution_id, job_id, endpoint, endpoint_version, endpoint_type, idemp
 -- name: LeaseExtend
 UPDATE executions SET lease_expires_at = MAX(COALESCE(lease_expires_at, $3), $3)
 WHERE execution_id = $1 AND attempt_count = $2 AND status = 'RUNNING';
+
+-- A concurrency key's admission (`store/keys.rs`), a key at a time (PostgreSQL's is one
+-- statement for many keys, postgres.sql KeysAdmit): the room of key $2 of endpoint $1 for its
+-- executions due by $3 — the oldest waiting one's `max_in_flight` less the key's executions in
+-- flight; NULL when none waits.
+-- name: KeyRoom
+SELECT (SELECT x.concurrency_limit FROM executions x
+        WHERE x.endpoint = $1 AND x.concurrency_key = $2 AND x.status = 'PENDING' AND x.run_at <= $3
+        ORDER BY x.run_at, x.execution_id LIMIT 1)
+     - (SELECT COUNT(*) FROM executions a
+        WHERE a.endpoint = $1 AND a.concurrency_key = $2 AND a.concurrency_key IS NOT NULL
+          AND a.status IN ('QUEUED', 'RUNNING', 'RETRYING'));
+
+-- The key's $4 oldest waiting executions due by $3 become QUEUED.
+-- name: KeyAdmit
+UPDATE executions SET status = 'QUEUED', key_waiting = FALSE
+WHERE execution_id IN (SELECT x.execution_id FROM executions x
+                       WHERE x.endpoint = $1 AND x.concurrency_key = $2 AND x.concurrency_key IS NOT NULL
+                         AND x.status = 'PENDING' AND x.run_at <= $3
+                       ORDER BY x.run_at, x.execution_id LIMIT $4);
+
+-- The key's other due executions not judged yet wait.
+-- name: KeyMark
+UPDATE executions SET key_waiting = TRUE
+WHERE endpoint = $1 AND concurrency_key = $2 AND concurrency_key IS NOT NULL AND status = 'PENDING'
+  AND NOT key_waiting AND run_at <= $3;
