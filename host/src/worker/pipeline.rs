@@ -229,12 +229,10 @@ impl Pipeline {
             .await
     }
 
-    /// Whether an execution that will retry keeps its concurrency key's place meanwhile: under
-    /// `ordering: fifo` (the ones behind it wait), not otherwise (`flow::concurrency`).
+    /// Whether an execution with a concurrency key that will retry keeps its key's place
+    /// meanwhile: under `ordering: fifo` (the ones behind it wait), not otherwise
+    /// (`flow::concurrency`).
     async fn retry_holds_key(&self, execution: &Execution) -> bool {
-        if execution.concurrency_key.is_none() {
-            return false;
-        }
         // Unknown (the endpoint gone, or unread): held, the order kept.
         self.resolve(execution).await.ok().flatten().is_none_or(|r| {
             r.endpoint.concurrency.as_ref().is_none_or(|c| c.ordering == crate::flow::concurrency::KeyOrdering::Fifo)
