@@ -132,7 +132,7 @@ pub async fn render(store: &dyn Store) -> String {
     let (size, idle) = store.pool_connections();
     gauge!(DB_POOL_CONNECTIONS, "state" => "idle").set(idle as f64);
     gauge!(DB_POOL_CONNECTIONS, "state" => "busy").set((size as usize).saturating_sub(idle) as f64);
-    match store.execution_counts().await {
+    match store.execution_counts(None).await {
         Ok(counts) => {
             for status in
                 [ExecutionStatus::Pending, ExecutionStatus::Queued, ExecutionStatus::Running, ExecutionStatus::Retrying]
@@ -166,26 +166,41 @@ async fn circuits(store: &dyn Store) {
         .collect();
     let mut shown = CIRCUITS_SHOWN.lock().expect("circuit gauge lock");
     for (endpoint, state) in shown.iter().filter(|pair| !current.contains(pair)) {
-        gauge!(CIRCUIT_STATE, "endpoint" => endpoint.clone(), "state" => *state).set(0.0);
+        gauge!(CIRCUIT_STATE, endpoint_labels(endpoint, state).to_vec()).set(0.0);
     }
     for (endpoint, state) in &current {
-        gauge!(CIRCUIT_STATE, "endpoint" => endpoint.clone(), "state" => *state).set(1.0);
+        gauge!(CIRCUIT_STATE, endpoint_labels(endpoint, state).to_vec()).set(1.0);
     }
     *shown = current;
 }
 
-/// A circuit-breaker change on `endpoint`, into state `to`.
+/// The labels of an endpoint's series: its `tenant` and its `endpoint` name within the tenant
+/// (from its stored name, `domain::tenant`), and `state`.
+fn endpoint_labels(stored: &str, state: &'static str) -> [metrics::Label; 3] {
+    [
+        metrics::Label::new("tenant", crate::domain::tenant::tenant_of(stored).to_owned()),
+        metrics::Label::new("endpoint", crate::domain::tenant::own_name(stored).to_owned()),
+        metrics::Label::new("state", state),
+    ]
+}
+
+/// A circuit-breaker change on `endpoint` (its stored name), into state `to`.
 pub fn circuit_transition(endpoint: &str, to: &'static str) {
-    counter!(CIRCUIT_TRANSITIONS, "endpoint" => endpoint.to_owned(), "state" => to).increment(1);
+    counter!(CIRCUIT_TRANSITIONS, endpoint_labels(endpoint, to).to_vec()).increment(1);
 }
 
-pub fn job_created(trigger: &'static str, endpoint_type: &'static str) {
-    counter!(JOBS_CREATED, "trigger" => trigger, "endpoint_type" => endpoint_type).increment(1);
+/// A job made for `endpoint` (its stored name).
+pub fn job_created(trigger: &'static str, endpoint_type: &'static str, endpoint: &str) {
+    let tenant = crate::domain::tenant::tenant_of(endpoint).to_owned();
+    counter!(JOBS_CREATED, "trigger" => trigger, "endpoint_type" => endpoint_type, "tenant" => tenant).increment(1);
 }
 
+/// An execution of `endpoint` (its stored name) finished.
 pub fn execution_finished(status: &'static str, endpoint_type: &'static str, endpoint: &str) {
-    counter!(EXECUTIONS_FINISHED, "status" => status, "endpoint_type" => endpoint_type, "endpoint" => endpoint.to_owned())
-        .increment(1);
+    let (tenant, name) = (crate::domain::tenant::tenant_of(endpoint), crate::domain::tenant::own_name(endpoint));
+    counter!(EXECUTIONS_FINISHED, "status" => status, "endpoint_type" => endpoint_type,
+        "tenant" => tenant.to_owned(), "endpoint" => name.to_owned())
+    .increment(1);
 }
 
 pub fn attempt(outcome: &'static str, error_type: &str) {

@@ -1,6 +1,7 @@
 //! Who may call the API: operator keys, and keys issued to a tenant with a role (`admin`,
-//! `write`, `read`), made, listed and revoked through `/tenants/{tenant}/api-keys` and the CLI;
-//! and the audit trail of what they asked for (`GET /audit`).
+//! `write`, `read`), made, listed and revoked through `/tenants/{tenant}/api-keys` and the CLI
+//! (which makes tenants too: `taskexec tenants create`); and the audit trail of what they asked
+//! for (`GET /audit`).
 
 use std::time::Duration;
 
@@ -163,8 +164,17 @@ async fn the_cli_issues_lists_and_revokes_keys(backend: Backend) {
     let key_id = lines[1].split_whitespace().next().unwrap().to_owned();
     let (record, _) = run(&["api-keys", "get", &key_id]);
     assert_eq!(serde_json::from_str::<Value>(&record).unwrap()["label"], "grafana");
+    let (made, _) = run(&["tenants", "create", "acme"]);
+    assert!(made.starts_with("Made tenant acme"), "{made}");
+    let (again, _) = run(&["tenants", "create", "acme"]);
+    assert!(again.starts_with("Already had tenant acme"), "{again}");
     let (tenants, _) = run(&["tenants", "list"]);
-    assert!(tenants.lines().nth(1).is_some_and(|l| l.starts_with("default")), "{tenants}");
+    let names: Vec<&str> = tenants.lines().skip(1).filter_map(|l| l.split_whitespace().next()).collect();
+    assert_eq!(names, ["default", "acme"], "{tenants}");
+    let (acme_key, _) = run(&["api-keys", "create", "--tenant", "acme", "--role", "write"]);
+    let acme = server.client().with_key(Some(acme_key.trim()));
+    assert_eq!(acme.post("/configs", &json!({"name": "c", "values": {}})).await.status, 201);
+    server.client().get("/configs/c").await.error(404, "CONFIG_NOT_FOUND");
 
     let (revoked, _) = run(&["api-keys", "revoke", &key_id]);
     assert!(revoked.starts_with(&format!("Revoked API key {key_id}")), "{revoked}");

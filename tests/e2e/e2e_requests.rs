@@ -135,9 +135,11 @@ async fn metrics_describe_the_deliveries_made(backend: Backend) {
     let value = |name: &str, labels: &[(&str, &str)]| {
         sample(text, name, labels).unwrap_or_else(|| panic!("no {name} {labels:?} in:\n{text}"))
     };
-    assert_eq!(value("taskexec_jobs_created_total", &[("trigger", "IMMEDIATE"), ("endpoint_type", "HTTP")]), 2.0);
+    let created = [("trigger", "IMMEDIATE"), ("endpoint_type", "HTTP"), ("tenant", "default")];
+    assert_eq!(value("taskexec_jobs_created_total", &created), 2.0);
     let finished = "taskexec_executions_finished_total";
-    assert_eq!(value(finished, &[("endpoint", "fine"), ("status", "SUCCESS"), ("endpoint_type", "HTTP")]), 1.0);
+    let fine = [("tenant", "default"), ("endpoint", "fine"), ("status", "SUCCESS"), ("endpoint_type", "HTTP")];
+    assert_eq!(value(finished, &fine), 1.0);
     assert_eq!(value(finished, &[("endpoint", "broken"), ("status", "FAILED")]), 1.0);
     assert_eq!(value("taskexec_attempts_total", &[("outcome", "failure"), ("error_type", "HTTP_ERROR")]), 1.0);
     assert_eq!(value("taskexec_attempts_total", &[("outcome", "success")]), 1.0);

@@ -23,4 +23,5 @@ mod e2e_secrets;
 mod e2e_security;
 mod e2e_service;
 mod e2e_signing;
+mod e2e_tenants;
 mod e2e_traces;

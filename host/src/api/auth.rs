@@ -29,7 +29,7 @@ use subtle::{Choice, ConstantTimeEq};
 use crate::api::error::{ApiError, ErrorCode};
 use crate::api::server::ClientAddr;
 use crate::api::throttle::{retry_after_seconds, AuthThrottle};
-use crate::domain::KeyRole;
+use crate::domain::{KeyRole, Scope};
 use crate::ids::ApiKeyId;
 use crate::store::{ActiveKey, Store};
 
@@ -71,6 +71,19 @@ impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Caller {
     async fn from_request_parts(parts: &mut axum::http::request::Parts, _: &S) -> Result<Self, ApiError> {
         // Set by `require_api_key` on every authenticated route.
         parts.extensions.get::<Caller>().cloned().ok_or_else(ApiError::unauthorized)
+    }
+}
+
+/// The tenant a request acts within: a tenant's key acts within its tenant; an operator key
+/// within `default`, the tenant of a single-team install.
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Scope {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut axum::http::request::Parts, state: &S) -> Result<Self, ApiError> {
+        Ok(match Caller::from_request_parts(parts, state).await? {
+            Caller::Operator => Scope::default(),
+            Caller::Tenant(key) => Scope::new(&key.tenant),
+        })
     }
 }
 
@@ -291,10 +304,22 @@ pub async fn require_api_key(State(keys): State<Arc<ApiKeys>>, request: Request,
 
 /// A `read` key may only GET: anything else is refused before its handler runs. A layer of
 /// its own, inside the audit trail's, so that the refusal is recorded too.
+///
+/// Plugins are shared by every tenant: installed, removed and rolled back by operator keys and
+/// the `default` tenant's keys; another tenant's keys read them and deliver through them.
 pub async fn require_role(request: Request, next: Next) -> Response {
-    if let Some(caller @ Caller::Tenant(IssuedKey { role: KeyRole::Read, .. })) = request.extensions().get::<Caller>() {
-        if !matches!(*request.method(), Method::GET | Method::HEAD) {
+    if let Some(caller @ Caller::Tenant(key)) = request.extensions().get::<Caller>() {
+        let reads = matches!(*request.method(), Method::GET | Method::HEAD);
+        if key.role == KeyRole::Read && !reads {
             return forbidden(caller, "may only read (GET)").into_response();
+        }
+        let plugins = request.uri().path() == "/plugins" || request.uri().path().starts_with("/plugins/");
+        if plugins && !reads && key.tenant != crate::domain::DEFAULT_TENANT {
+            return forbidden(
+                caller,
+                "may deliver through the plugins the operator installs, not install, remove or roll one back",
+            )
+            .into_response();
         }
     }
     next.run(request).await

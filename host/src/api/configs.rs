@@ -15,7 +15,8 @@ use super::pagination::{paginate, ListOut, ListParams};
 use super::state::AppState;
 use super::{check_path_name, conflict_in_use, created_or_existing, Created};
 use crate::api::error::{ApiError, ApiResult, ErrorCode};
-use crate::store::{Config, Deleted, PageKey};
+use crate::domain::Scope;
+use crate::store::{Config, Deleted, PageKey, ShownTo};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(create, list)).routes(routes!(read, update, delete))
@@ -61,12 +62,17 @@ fn not_found(name: &str) -> ApiError {
     (status = 201, description = "Created.", body = ConfigOut),
     (status = 200, description = "The same config already existed (an idempotent repeat).", body = ConfigOut),
 ))]
-async fn create(State(state): State<AppState>, ApiJson(body): ApiJson<ConfigIn>) -> ApiResult<Created<ConfigOut>> {
+async fn create(
+    State(state): State<AppState>,
+    scope: Scope,
+    ApiJson(body): ApiJson<ConfigIn>,
+) -> ApiResult<Created<ConfigOut>> {
     check_name("name", &body.name)?;
     let values = Value::Object(body.values);
-    let inserted = state.store.config_insert(&body.name, &values).await?;
+    let inserted = state.store.config_insert(&scope.stored(&body.name), &values).await?;
     created_or_existing(
         inserted,
+        &scope,
         |existing| existing.values == values,
         || format!("Config '{0}' already exists with different values; change it with PUT /configs/{0}.", body.name),
     )
@@ -78,20 +84,26 @@ async fn create(State(state): State<AppState>, ApiJson(body): ApiJson<ConfigIn>)
 ))]
 async fn list(
     State(state): State<AppState>,
+    scope: Scope,
     ApiQuery(params): ApiQuery<ListParams>,
 ) -> ApiResult<Json<ListOut<ConfigOut>>> {
     let page = params.page_request()?;
-    let rows = state.store.config_list(&page).await?;
-    Ok(Json(paginate(rows, &page, |r| PageKey { created_at: r.created_at, key: r.name.clone() }, Into::into)))
+    let rows = state.store.config_list(scope.tenant(), &page).await?;
+    Ok(Json(paginate(
+        rows,
+        &page,
+        |r| PageKey { created_at: r.created_at, key: r.name.clone() },
+        |r| r.shown_to(&scope).into(),
+    )))
 }
 
 /// Read a config.
 #[utoipa::path(get, path = "/configs/{name}", tag = "configs", params(("name" = String, Path)), responses(
     (status = 200, description = "The config.", body = ConfigOut),
 ))]
-async fn read(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<Json<ConfigOut>> {
-    let config = state.store.config_get(&name).await?.ok_or_else(|| not_found(&name))?;
-    Ok(Json(config.into()))
+async fn read(State(state): State<AppState>, scope: Scope, Path(name): Path<String>) -> ApiResult<Json<ConfigOut>> {
+    let config = state.store.config_get(&scope.stored(&name)).await?.ok_or_else(|| not_found(&name))?;
+    Ok(Json(config.shown_to(&scope).into()))
 }
 
 /// Replace a config's values.
@@ -103,23 +115,23 @@ async fn read(State(state): State<AppState>, Path(name): Path<String>) -> ApiRes
 ))]
 async fn update(
     State(state): State<AppState>,
+    scope: Scope,
     Path(name): Path<String>,
     ApiJson(body): ApiJson<ConfigUpdateIn>,
 ) -> ApiResult<Json<ConfigOut>> {
     check_path_name(&name, body.name.as_deref())?;
-    let config =
-        state.store.config_update(&name, &Value::Object(body.values)).await?.ok_or_else(|| not_found(&name))?;
-    Ok(Json(config.into()))
+    let updated = state.store.config_update(&scope.stored(&name), &Value::Object(body.values)).await?;
+    Ok(Json(updated.ok_or_else(|| not_found(&name))?.shown_to(&scope).into()))
 }
 
 /// Delete a config no endpoint uses.
 #[utoipa::path(delete, path = "/configs/{name}", tag = "configs", params(("name" = String, Path)), responses(
     (status = 204, description = "Deleted."),
 ))]
-async fn delete(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<StatusCode> {
-    match state.store.config_delete(&name).await? {
+async fn delete(State(state): State<AppState>, scope: Scope, Path(name): Path<String>) -> ApiResult<StatusCode> {
+    match state.store.config_delete(&scope.stored(&name)).await? {
         Deleted::Deleted => Ok(StatusCode::NO_CONTENT),
         Deleted::NotFound => Err(not_found(&name)),
-        Deleted::InUse(endpoints) => Err(conflict_in_use(&format!("Config '{name}'"), "endpoints", &endpoints)),
+        Deleted::InUse(endpoints) => Err(conflict_in_use(&format!("Config '{name}'"), "endpoints", &scope, &endpoints)),
     }
 }

@@ -36,7 +36,8 @@ use serde::Serialize;
 use utoipa_axum::router::OpenApiRouter;
 
 use crate::api::error::{ApiError, ApiResult, ErrorCode};
-use crate::store::Inserted;
+use crate::domain::Scope;
+use crate::store::{Inserted, ShownTo};
 pub use auth::ApiKeys;
 pub use state::{AppContext, AppState};
 
@@ -117,16 +118,17 @@ impl<T: Serialize> IntoResponse for Created<T> {
     }
 }
 
-/// Answer a create: 201 for a new row; 200 for a repeat whose content is `same`; otherwise a
-/// 409 with `conflict()` as the message.
-pub fn created_or_existing<R, T: From<R>>(
+/// Answer a create: 201 for a new row; 200 for a repeat whose content is `same` (compared as
+/// stored); otherwise a 409 with `conflict()` as the message. The row is shown to `scope`.
+pub fn created_or_existing<R: ShownTo, T: From<R>>(
     inserted: Inserted<R>,
+    scope: &Scope,
     same: impl FnOnce(&R) -> bool,
     conflict: impl FnOnce() -> String,
 ) -> ApiResult<Created<T>> {
     match inserted {
-        Inserted::Created(row) => Ok(Created(StatusCode::CREATED, row.into())),
-        Inserted::Existing(row) if same(&row) => Ok(Created(StatusCode::OK, row.into())),
+        Inserted::Created(row) => Ok(Created(StatusCode::CREATED, row.shown_to(scope).into())),
+        Inserted::Existing(row) if same(&row) => Ok(Created(StatusCode::OK, row.shown_to(scope).into())),
         Inserted::Existing(_) => Err(ApiError::conflict(conflict())),
     }
 }
@@ -142,11 +144,13 @@ pub fn check_path_name(path_name: &str, body_name: Option<&str>) -> ApiResult<()
     }
 }
 
-/// 409 CONFLICT for a delete that dependents block, naming them.
-pub fn conflict_in_use(what: &str, kind: &str, users: &[String]) -> ApiError {
+/// 409 CONFLICT for a delete that dependents block, naming them (by their stored names, shown
+/// to the caller's tenant: `domain::tenant`).
+pub fn conflict_in_use(what: &str, kind: &str, scope: &Scope, users: &[String]) -> ApiError {
     if users.is_empty() {
         ApiError::conflict(format!("{what} is still in use by {kind}; remove them first."))
     } else {
+        let users: Vec<String> = users.iter().map(|u| scope.shown(u)).collect();
         ApiError::conflict(format!("{what} is in use by {kind}: {}. Remove or change them first.", users.join(", ")))
     }
 }

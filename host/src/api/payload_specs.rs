@@ -16,7 +16,8 @@ use super::schema_limits::{self, SchemaLimits};
 use super::state::AppState;
 use super::{check_path_name, conflict_in_use, created_or_existing, Created};
 use crate::api::error::{ApiError, ApiResult, ErrorCode};
-use crate::store::{Deleted, PageKey, PayloadSpec};
+use crate::domain::Scope;
+use crate::store::{Deleted, PageKey, PayloadSpec, ShownTo};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(create, list)).routes(routes!(read, update, delete))
@@ -86,13 +87,15 @@ fn check_schema(schema: &Value, limits: SchemaLimits) -> ApiResult<()> {
 ))]
 async fn create(
     State(state): State<AppState>,
+    scope: Scope,
     ApiJson(body): ApiJson<PayloadSpecIn>,
 ) -> ApiResult<Created<PayloadSpecOut>> {
     check_name("name", &body.name)?;
     check_schema(&body.schema, state.validators.limits)?;
-    let inserted = state.store.payload_spec_insert(&body.name, &body.schema).await?;
+    let inserted = state.store.payload_spec_insert(&scope.stored(&body.name), &body.schema).await?;
     created_or_existing(
         inserted,
+        &scope,
         |existing| existing.schema == body.schema,
         || {
             format!(
@@ -109,20 +112,30 @@ async fn create(
 ))]
 async fn list(
     State(state): State<AppState>,
+    scope: Scope,
     ApiQuery(params): ApiQuery<ListParams>,
 ) -> ApiResult<Json<ListOut<PayloadSpecOut>>> {
     let page = params.page_request()?;
-    let rows = state.store.payload_spec_list(&page).await?;
-    Ok(Json(paginate(rows, &page, |r| PageKey { created_at: r.created_at, key: r.name.clone() }, Into::into)))
+    let rows = state.store.payload_spec_list(scope.tenant(), &page).await?;
+    Ok(Json(paginate(
+        rows,
+        &page,
+        |r| PageKey { created_at: r.created_at, key: r.name.clone() },
+        |r| r.shown_to(&scope).into(),
+    )))
 }
 
 /// Read a payload spec.
 #[utoipa::path(get, path = "/payload-specs/{name}", tag = "payload-specs", params(("name" = String, Path)), responses(
     (status = 200, description = "The payload spec.", body = PayloadSpecOut),
 ))]
-async fn read(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<Json<PayloadSpecOut>> {
-    let spec = state.store.payload_spec_get(&name).await?.ok_or_else(|| not_found(&name))?;
-    Ok(Json(spec.into()))
+async fn read(
+    State(state): State<AppState>,
+    scope: Scope,
+    Path(name): Path<String>,
+) -> ApiResult<Json<PayloadSpecOut>> {
+    let spec = state.store.payload_spec_get(&scope.stored(&name)).await?.ok_or_else(|| not_found(&name))?;
+    Ok(Json(spec.shown_to(&scope).into()))
 }
 
 /// Replace a payload spec's schema.
@@ -131,24 +144,27 @@ async fn read(State(state): State<AppState>, Path(name): Path<String>) -> ApiRes
 ))]
 async fn update(
     State(state): State<AppState>,
+    scope: Scope,
     Path(name): Path<String>,
     ApiJson(body): ApiJson<PayloadSpecUpdateIn>,
 ) -> ApiResult<Json<PayloadSpecOut>> {
     check_path_name(&name, body.name.as_deref())?;
     check_schema(&body.schema, state.validators.limits)?;
-    let spec = state.store.payload_spec_update(&name, &body.schema).await?.ok_or_else(|| not_found(&name))?;
-    Ok(Json(spec.into()))
+    let updated = state.store.payload_spec_update(&scope.stored(&name), &body.schema).await?;
+    Ok(Json(updated.ok_or_else(|| not_found(&name))?.shown_to(&scope).into()))
 }
 
 /// Delete a payload spec no endpoint uses.
 #[utoipa::path(delete, path = "/payload-specs/{name}", tag = "payload-specs", params(("name" = String, Path)), responses(
     (status = 204, description = "Deleted."),
 ))]
-async fn delete(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<StatusCode> {
-    match state.store.payload_spec_delete(&name).await? {
+async fn delete(State(state): State<AppState>, scope: Scope, Path(name): Path<String>) -> ApiResult<StatusCode> {
+    match state.store.payload_spec_delete(&scope.stored(&name)).await? {
         Deleted::Deleted => Ok(StatusCode::NO_CONTENT),
         Deleted::NotFound => Err(not_found(&name)),
-        Deleted::InUse(endpoints) => Err(conflict_in_use(&format!("Payload spec '{name}'"), "endpoints", &endpoints)),
+        Deleted::InUse(endpoints) => {
+            Err(conflict_in_use(&format!("Payload spec '{name}'"), "endpoints", &scope, &endpoints))
+        }
     }
 }
 

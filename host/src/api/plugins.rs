@@ -22,7 +22,9 @@ use super::names::check_name;
 use super::pagination::{paginate, ListOut, ListParams};
 use super::state::AppState;
 use super::{conflict_in_use, Created};
+use crate::api::auth::Caller;
 use crate::api::error::{ApiError, ApiResult, ErrorCode};
+use crate::domain::Scope;
 use crate::plugin::limits::InstallLimits;
 use crate::plugin::{Grants, PluginLimits, World};
 use crate::store::{Deleted, PageKey, PluginRecord, PluginWrite};
@@ -237,20 +239,35 @@ async fn read(State(state): State<AppState>, Path(name): Path<String>) -> ApiRes
     Ok(Json(PluginOut { versions: Some(versions.iter().map(PluginOut::from).collect()), ..PluginOut::from(latest) }))
 }
 
+/// 409 for a plugin (or a version) that endpoints or cron jobs use (`users`: their stored
+/// names). Plugins are shared by every tenant, and so are what uses them: an operator key is
+/// shown every user (another tenant's named with its tenant), a tenant's key its own tenant's
+/// and how many others there are.
+fn in_use(caller: &Caller, what: &str, users: &[String]) -> ApiError {
+    let scope = match caller {
+        Caller::Operator => return conflict_in_use(what, "endpoints or cron jobs", &Scope::default(), users),
+        Caller::Tenant(key) => Scope::new(&key.tenant),
+    };
+    let (own, others): (Vec<String>, Vec<String>) = users.iter().cloned().partition(|u| scope.owns(u));
+    let kind = match others.len() {
+        0 => "endpoints or cron jobs".to_owned(),
+        n => format!("endpoints or cron jobs ({n} of them other tenants')"),
+    };
+    conflict_in_use(what, &kind, &scope, &own)
+}
+
 /// Remove a plugin, every version, when no endpoint uses it.
 #[utoipa::path(delete, path = "/plugins/{name}", tag = "plugins", params(("name" = String, Path)), responses(
     (status = 204, description = "Removed."),
 ))]
-async fn remove(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<StatusCode> {
+async fn remove(State(state): State<AppState>, caller: Caller, Path(name): Path<String>) -> ApiResult<StatusCode> {
     match state.store.plugin_delete(&name).await? {
         Deleted::Deleted => {
             state.plugins.versions_changed().await;
             Ok(StatusCode::NO_CONTENT)
         }
         Deleted::NotFound => Err(not_found(&name)),
-        Deleted::InUse(endpoints) => {
-            Err(conflict_in_use(&format!("Plugin '{name}'"), "endpoints or cron jobs", &endpoints))
-        }
+        Deleted::InUse(endpoints) => Err(in_use(&caller, &format!("Plugin '{name}'"), &endpoints)),
     }
 }
 
@@ -265,6 +282,7 @@ async fn remove(State(state): State<AppState>, Path(name): Path<String>) -> ApiR
     responses((status = 204, description = "Removed.")))]
 async fn remove_version(
     State(state): State<AppState>,
+    caller: Caller,
     Path((name, version)): Path<(String, String)>,
 ) -> ApiResult<StatusCode> {
     // Parsed here, not by the extractor: its refusal would be plain text, not the error shape.
@@ -280,9 +298,7 @@ async fn remove_version(
         Deleted::NotFound => {
             Err(ApiError::new(ErrorCode::PluginNotFound, format!("Plugin '{name}' has no version {version}.")))
         }
-        Deleted::InUse(endpoints) => {
-            Err(conflict_in_use(&format!("Version {version} of plugin '{name}'"), "endpoints or cron jobs", &endpoints))
-        }
+        Deleted::InUse(endpoints) => Err(in_use(&caller, &format!("Version {version} of plugin '{name}'"), &endpoints)),
     }
 }
 

@@ -17,9 +17,10 @@ use super::pagination::{paginate, ListOut, ListParams};
 use super::state::AppState;
 use super::{check_path_name, conflict_in_use, created_or_existing, Created};
 use crate::api::error::{ApiError, ApiResult, ErrorCode};
+use crate::domain::Scope;
 use crate::secret::hosts::AllowedHosts;
 use crate::secret::SecretValue;
-use crate::store::{Deleted, PageKey, Secret};
+use crate::store::{Deleted, PageKey, Secret, ShownTo};
 
 /// Large enough for a PEM private key or a service-account JSON.
 pub const MAX_SECRET_BYTES: usize = 64 * 1024;
@@ -102,21 +103,29 @@ fn secret_value(value: Value) -> ApiResult<SecretValue> {
     (status = 201, description = "Created.", body = SecretOut),
     (status = 200, description = "The same secret already existed (an idempotent repeat).", body = SecretOut),
 ))]
-async fn create(State(state): State<AppState>, ApiJson(body): ApiJson<SecretIn>) -> ApiResult<Created<SecretOut>> {
+async fn create(
+    State(state): State<AppState>,
+    scope: Scope,
+    ApiJson(body): ApiJson<SecretIn>,
+) -> ApiResult<Created<SecretOut>> {
     check_secret_name("name", &body.name)?;
     let value = secret_value(body.value)?;
     let hosts = allowed_hosts(body.allowed_hosts.as_deref())?.map(|h| h.to_json());
-    let sealed = state.cipher.seal(&body.name, &value);
-    let inserted = state.store.secret_insert(&body.name, &sealed, hosts.as_deref()).await?;
+    // Sealed under its stored name, which names its tenant: an envelope copied onto another
+    // tenant's secret does not open (`secret::Cipher`).
+    let stored = scope.stored(&body.name);
+    let sealed = state.cipher.seal(&stored, &value);
+    let inserted = state.store.secret_insert(&stored, &sealed, hosts.as_deref()).await?;
     // A repeat of the same create is answered 200 like any idempotent create; a different value
     // under the same name is a conflict (rotation is an explicit PUT).
     created_or_existing(
         inserted,
+        &scope,
         |existing| {
             existing.allowed_hosts == hosts
                 && state
                     .cipher
-                    .open(&existing.name, &existing.encrypted_value)
+                    .open(&stored, &existing.encrypted_value)
                     .is_ok_and(|old| bool::from(old.expose().as_bytes().ct_eq(value.expose().as_bytes())))
         },
         || format!("Secret '{0}' already exists; rotate its value with PUT /secrets/{0}.", body.name),
@@ -129,20 +138,26 @@ async fn create(State(state): State<AppState>, ApiJson(body): ApiJson<SecretIn>)
 ))]
 async fn list(
     State(state): State<AppState>,
+    scope: Scope,
     ApiQuery(params): ApiQuery<ListParams>,
 ) -> ApiResult<Json<ListOut<SecretOut>>> {
     let page = params.page_request()?;
-    let rows = state.store.secret_list(&page).await?;
-    Ok(Json(paginate(rows, &page, |r| PageKey { created_at: r.created_at, key: r.name.clone() }, Into::into)))
+    let rows = state.store.secret_list(scope.tenant(), &page).await?;
+    Ok(Json(paginate(
+        rows,
+        &page,
+        |r| PageKey { created_at: r.created_at, key: r.name.clone() },
+        |r| r.shown_to(&scope).into(),
+    )))
 }
 
 /// Read a secret's name and times (never its value).
 #[utoipa::path(get, path = "/secrets/{name}", tag = "secrets", params(("name" = String, Path)), responses(
     (status = 200, description = "The secret.", body = SecretOut),
 ))]
-async fn read(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<Json<SecretOut>> {
-    let secret = state.store.secret_get(&name).await?.ok_or_else(|| not_found(&name))?;
-    Ok(Json(secret.into()))
+async fn read(State(state): State<AppState>, scope: Scope, Path(name): Path<String>) -> ApiResult<Json<SecretOut>> {
+    let secret = state.store.secret_get(&scope.stored(&name)).await?.ok_or_else(|| not_found(&name))?;
+    Ok(Json(secret.shown_to(&scope).into()))
 }
 
 /// Replace a secret's value (and, when given, where it may be sent).
@@ -154,6 +169,7 @@ async fn read(State(state): State<AppState>, Path(name): Path<String>) -> ApiRes
 ))]
 async fn update(
     State(state): State<AppState>,
+    scope: Scope,
     Path(name): Path<String>,
     ApiJson(body): ApiJson<SecretUpdateIn>,
 ) -> ApiResult<Json<SecretOut>> {
@@ -163,23 +179,24 @@ async fn update(
         None => None,
         Some(entries) => Some(allowed_hosts(entries.as_deref())?.map(|h| h.to_json())),
     };
-    let sealed = state.cipher.seal(&name, &value);
+    let stored = scope.stored(&name);
+    let sealed = state.cipher.seal(&stored, &value);
     let secret = state
         .store
-        .secret_update(&name, &sealed, hosts.as_ref().map(Option::as_deref))
+        .secret_update(&stored, &sealed, hosts.as_ref().map(Option::as_deref))
         .await?
         .ok_or_else(|| not_found(&name))?;
-    Ok(Json(secret.into()))
+    Ok(Json(secret.shown_to(&scope).into()))
 }
 
 /// Delete a secret no endpoint uses.
 #[utoipa::path(delete, path = "/secrets/{name}", tag = "secrets", params(("name" = String, Path)), responses(
     (status = 204, description = "Deleted."),
 ))]
-async fn delete(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<StatusCode> {
-    match state.store.secret_delete(&name).await? {
+async fn delete(State(state): State<AppState>, scope: Scope, Path(name): Path<String>) -> ApiResult<StatusCode> {
+    match state.store.secret_delete(&scope.stored(&name)).await? {
         Deleted::Deleted => Ok(StatusCode::NO_CONTENT),
         Deleted::NotFound => Err(not_found(&name)),
-        Deleted::InUse(endpoints) => Err(conflict_in_use(&format!("Secret '{name}'"), "endpoints", &endpoints)),
+        Deleted::InUse(endpoints) => Err(conflict_in_use(&format!("Secret '{name}'"), "endpoints", &scope, &endpoints)),
     }
 }

@@ -1,9 +1,9 @@
 //! `/tenants`: the tenants, and the API keys issued to each with a role.
 //!
-//! Operator keys (`TE_API_KEYS`) see every tenant; a tenant's key sees its own tenant alone,
-//! and another tenant is a 404 as if it did not exist. A tenant's keys are managed by operator
-//! keys and by its own `admin` keys. Every deployment has the tenant `default`, and for now it
-//! is the only one: resources are not yet held apart by tenant, so no other can be made.
+//! Operator keys (`TE_API_KEYS`) make tenants and see every one; a tenant's key sees its own
+//! tenant alone, and another tenant is a 404 as if it did not exist. A tenant's keys are
+//! managed by operator keys and by its own `admin` keys. Every deployment has the tenant
+//! `default`. What a tenant's key reaches is its own tenant's (`domain::tenant`).
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -15,19 +15,20 @@ use utoipa_axum::routes;
 
 use super::auth::{forbidden, generate_key, hash_key, Caller, IssuedKey};
 use super::extract::{ApiJson, ApiQuery};
+use super::names::check_name;
 use super::pagination::{paginate, ListOut, ListParams};
 use super::state::AppState;
 use crate::api::error::{ApiError, ApiResult, ErrorCode};
 use crate::domain::KeyRole;
 use crate::ids::ApiKeyId;
-use crate::store::{PageKey, Tenant, TenantKey, TenantKeyWrite};
+use crate::store::{Inserted, PageKey, Tenant, TenantKey, TenantKeyWrite};
 
 /// The longest label a key may carry.
 pub const MAX_LABEL_CHARS: usize = 200;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
-        .routes(routes!(list))
+        .routes(routes!(create, list))
         .routes(routes!(read))
         .routes(routes!(key_create, key_list))
         .routes(routes!(key_read, key_revoke))
@@ -44,6 +45,14 @@ impl From<Tenant> for TenantOut {
     fn from(t: Tenant) -> Self {
         Self { name: t.name, created_at: t.created_at }
     }
+}
+
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TenantIn {
+    /// Lowercase letters, digits and single hyphens (`acme`, `team-payments`): the name its
+    /// keys' requests act within.
+    pub name: String,
 }
 
 #[derive(Deserialize, utoipa::ToSchema)]
@@ -133,6 +142,27 @@ pub(super) async fn administered_tenant(
 /// The tenant, if the caller may manage its keys.
 async fn keys_tenant(state: &AppState, caller: &Caller, name: &str) -> ApiResult<Tenant> {
     administered_tenant(state, caller, name, "manages API keys").await
+}
+
+/// Make a tenant (operator keys only): a team whose keys see and change its own resources
+/// alone. Issue it keys with `POST /tenants/{tenant}/api-keys`.
+#[utoipa::path(post, path = "/tenants", tag = "tenants", request_body = TenantIn, responses(
+    (status = 201, description = "Made.", body = TenantOut),
+    (status = 200, description = "The tenant already existed (an idempotent repeat).", body = TenantOut),
+))]
+async fn create(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiJson(body): ApiJson<TenantIn>,
+) -> ApiResult<(StatusCode, Json<TenantOut>)> {
+    if caller != Caller::Operator {
+        return Err(forbidden(&caller, "only operator keys (TE_API_KEYS) make tenants"));
+    }
+    check_name("name", &body.name)?;
+    Ok(match state.store.tenant_insert(&body.name).await? {
+        Inserted::Created(tenant) => (StatusCode::CREATED, Json(tenant.into())),
+        Inserted::Existing(tenant) => (StatusCode::OK, Json(tenant.into())),
+    })
 }
 
 /// List tenants (operator keys only).

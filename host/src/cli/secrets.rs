@@ -1,4 +1,4 @@
-//! `taskexec secrets rotate`: re-encrypt every secret under the current key.
+//! `taskexec secrets rotate`: re-encrypt every secret, of every tenant, under the current key.
 
 use anyhow::Context;
 
@@ -15,26 +15,36 @@ pub async fn rotate(args: RotateArgs) -> anyhow::Result<()> {
     store.migrate().await.context("migration failed")?;
 
     let (mut resealed, mut current, mut changed_meanwhile) = (0u64, 0u64, 0u64);
-    let mut page = PageRequest { after: None, limit: 200, ..Default::default() };
+    let mut secrets = Vec::new();
+    let mut tenants = PageRequest { after: None, limit: 200, ..Default::default() };
     loop {
-        let secrets = store.secret_list(&page).await?;
-        let Some(last) = secrets.last() else { break };
-        page.after = Some(PageKey { created_at: last.created_at, key: last.name.clone() });
-        for secret in &secrets {
-            if !cipher.needs_reseal(&secret.encrypted_value) {
-                current += 1;
-                continue;
+        let page_of_tenants = store.tenant_list(&tenants).await?;
+        let Some(last) = page_of_tenants.last() else { break };
+        tenants.after = Some(PageKey { created_at: last.created_at, key: last.name.clone() });
+        for tenant in &page_of_tenants {
+            let mut page = PageRequest { after: None, limit: 200, ..Default::default() };
+            loop {
+                let of_tenant = store.secret_list(&tenant.name, &page).await?;
+                let Some(last) = of_tenant.last() else { break };
+                page.after = Some(PageKey { created_at: last.created_at, key: last.name.clone() });
+                secrets.extend(of_tenant);
             }
-            let value = cipher
-                .open(&secret.name, &secret.encrypted_value)
-                .with_context(|| format!("cannot open secret '{}'", secret.name))?;
-            let sealed = cipher.seal(&secret.name, &value);
-            // Compare-and-set: a value rotated by a user meanwhile is already under the new key.
-            if store.secret_reencrypt(&secret.name, &secret.encrypted_value, &sealed).await? {
-                resealed += 1;
-            } else {
-                changed_meanwhile += 1;
-            }
+        }
+    }
+    for secret in &secrets {
+        if !cipher.needs_reseal(&secret.encrypted_value) {
+            current += 1;
+            continue;
+        }
+        let value = cipher
+            .open(&secret.name, &secret.encrypted_value)
+            .with_context(|| format!("cannot open secret '{}'", secret.name))?;
+        let sealed = cipher.seal(&secret.name, &value);
+        // Compare-and-set: a value rotated by a user meanwhile is already under the new key.
+        if store.secret_reencrypt(&secret.name, &secret.encrypted_value, &sealed).await? {
+            resealed += 1;
+        } else {
+            changed_meanwhile += 1;
         }
     }
     println!(

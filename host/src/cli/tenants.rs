@@ -26,6 +26,14 @@ fn show(items: Vec<Value>, json: bool, columns: &[Column]) {
 
 pub async fn tenants(command: TenantsCommand) -> anyhow::Result<()> {
     match command {
+        TenantsCommand::Create { name, api } => {
+            let (status, made) = Api::new(api)?.post("/tenants", &json!({"name": name})).await?;
+            let said = if status == reqwest::StatusCode::CREATED { "Made" } else { "Already had" };
+            println!(
+                "{said} tenant {}; issue it keys with `taskexec api-keys create --tenant {0}`.",
+                text(&made["name"])
+            );
+        }
         TenantsCommand::List { output, api } => {
             show(Api::new(api)?.list_all("/tenants", &[]).await?, output.json, TENANT_COLUMNS);
         }

@@ -488,6 +488,13 @@ pub enum SecretsCommand {
 
 #[derive(Debug, Subcommand)]
 pub enum TenantsCommand {
+    /// Make a tenant (operator keys only); making one that exists changes nothing.
+    Create {
+        /// Lowercase letters, digits and single hyphens.
+        name: String,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
     /// List the tenants (operator keys only).
     List {
         #[command(flatten)]

@@ -30,8 +30,10 @@ const INTERVAL: Duration = Duration::from_secs(1);
 /// What a page shows changes when this does; None when the store did not answer.
 async fn fingerprint(ui: &Dashboard) -> Option<u64> {
     let store = &ui.state.store;
-    let counts = store.execution_counts().await.ok()?;
-    let newest = store.execution_activity(now() - chrono::Duration::days(1), 1).await.ok()?;
+    // Of every tenant: one fingerprint serves every page, and says no more than "something
+    // changed" (a page reloads and reads only its own tenant's).
+    let counts = store.execution_counts(None).await.ok()?;
+    let newest = store.execution_activity(now() - chrono::Duration::days(1), 1, None).await.ok()?;
     let newest_job =
         store.job_list(&JobFilter::default(), &PageRequest { after: None, limit: 1, newest_first: true }).await.ok()?;
     let newest = newest.first().map(|e| (e.created_at, e.status, e.completed_at));

@@ -43,6 +43,17 @@ pub struct Dashboard {
     pub(crate) session_ttl: chrono::Duration,
 }
 
+impl Dashboard {
+    /// The tenant a session's pages show: its key's (an operator key's: `default`), as the
+    /// API scopes the key's own requests.
+    pub(crate) fn scope(&self, session: &session::Session) -> crate::domain::Scope {
+        match self.keys.caller(&session.key) {
+            Some(crate::api::auth::Caller::Tenant(key)) => crate::domain::Scope::new(&key.tenant),
+            _ => crate::domain::Scope::default(),
+        }
+    }
+}
+
 /// The dashboard's routes, under `/ui`, reading and acting through `api` (the API's router);
 /// a session lasts `session_ttl` from signing in.
 pub fn router(state: AppState, api: Router, keys: Arc<ApiKeys>, session_ttl: std::time::Duration) -> Router {

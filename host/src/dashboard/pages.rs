@@ -128,18 +128,23 @@ pub async fn overview(
     Query(notice): Query<Notice>,
 ) -> Response {
     let store = &ui.state.store;
+    let scope = ui.scope(&session);
+    let tenant = Some(scope.tenant());
     let at = now();
     let counts: BTreeMap<String, i64> = store
-        .execution_counts()
+        .execution_counts(tenant)
         .await
         .unwrap_or_default()
         .into_iter()
         .map(|(status, n)| (status.as_str().to_owned(), n))
         .collect();
-    let samples = store
-        .execution_activity(at - chrono::Duration::minutes(WINDOW_MINUTES), SAMPLE_LIMIT)
+    let mut samples = store
+        .execution_activity(at - chrono::Duration::minutes(WINDOW_MINUTES), SAMPLE_LIMIT, tenant)
         .await
         .unwrap_or_default();
+    for sample in &mut samples {
+        sample.endpoint = scope.shown(&sample.endpoint);
+    }
     let activity = overview::summarize(&samples, at);
     let endpoints = ui.api.get(&session.key, "/endpoints?limit=200").await.body["items"].clone();
     let by_name: HashMap<String, Value> = endpoints
@@ -155,11 +160,11 @@ pub async fn overview(
         .filter(|e| !activity.iter().any(|row| row.endpoint.as_deref() == e["name"].as_str()))
         .collect();
     let mut upcoming = Vec::new();
-    for job in store.cron_upcoming(20).await.unwrap_or_default() {
+    for job in store.cron_upcoming(20, tenant).await.unwrap_or_default() {
         let Some(next) = job.cron_next_run_at else { continue };
         upcoming.push(json!({
             "job_id": job.job_id.to_string(),
-            "endpoint": job.endpoint,
+            "endpoint": scope.shown(&job.endpoint),
             "schedule": job.cron_expression.clone().or(job.schedule_plugin.clone().map(|p| format!("plugin {p}"))),
             "next_utc": next.format("%Y-%m-%d %H:%M:%S UTC").to_string(),
             "next_local": local(next, job.cron_timezone.as_deref()),

@@ -4,11 +4,13 @@
 //! silent default.
 
 mod plugin_ref;
+pub mod tenant;
 
 use std::fmt;
 use std::str::FromStr;
 
 pub use plugin_ref::PluginRef;
+pub use tenant::{Scope, DEFAULT_TENANT};
 
 /// A stored or received name that no variant has.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

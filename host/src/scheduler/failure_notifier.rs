@@ -23,6 +23,7 @@ use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
 use super::Wakeups;
+use crate::domain::tenant::own_name;
 use crate::domain::{ExecutionStatus, Trigger};
 use crate::health::Beat;
 use crate::retry::RetryPolicy;
@@ -126,7 +127,7 @@ pub fn success_summary(execution: &Execution) -> Value {
         "event": "execution.succeeded",
         "execution_id": execution.execution_id,
         "job_id": execution.job_id,
-        "endpoint": execution.endpoint,
+        "endpoint": own_name(&execution.endpoint),
         "attempts": execution.attempt_count,
         "response": execution.output,
         "succeeded_at": execution.completed_at,
@@ -168,7 +169,7 @@ async fn notify_disabled(
 pub fn disabled_summary(endpoint: &Endpoint, disabled_at: chrono::DateTime<chrono::Utc>) -> Value {
     json!({
         "event": "endpoint.disabled",
-        "endpoint": endpoint.name,
+        "endpoint": own_name(&endpoint.name),
         "disabled_at": disabled_at,
         "failing_since": endpoint.circuit_failing_since,
         "consecutive_failures": endpoint.circuit_failures,
@@ -220,7 +221,7 @@ pub fn summary(execution: &Execution) -> Value {
         "event": "execution.failed",
         "execution_id": execution.execution_id,
         "job_id": execution.job_id,
-        "endpoint": execution.endpoint,
+        "endpoint": own_name(&execution.endpoint),
         "attempts": execution.attempt_count,
         "error": execution.output.as_ref().and_then(|o| o.get("error")).cloned().unwrap_or(Value::Null),
         "failed_at": execution.completed_at,

@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use super::sql::pages::{self, List};
 use super::sql::statements::access as sql;
 use super::sql::{query, SqlBackend};
-use super::{now, DbTime, PageRequest, StoreResult};
+use super::{now, DbTime, Inserted, PageRequest, StoreResult};
 use crate::domain::KeyRole;
 use crate::ids::ApiKeyId;
 
@@ -19,8 +19,7 @@ pub struct Tenant {
     pub created_at: DateTime<Utc>,
 }
 
-/// The tenant every deployment has, and the one the operator's own resources belong to.
-pub const DEFAULT_TENANT: &str = "default";
+pub use crate::domain::DEFAULT_TENANT;
 
 /// An API key issued to a tenant, as listed: never the key, never its hash.
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -71,6 +70,8 @@ pub trait Access: Send + Sync {
     /// End a session (signing out).
     async fn dashboard_session_delete(&self, token_hash: &[u8]) -> StoreResult<()>;
 
+    /// Make a tenant; the existing one when the name is taken.
+    async fn tenant_insert(&self, name: &str) -> StoreResult<Inserted<Tenant>>;
     async fn tenant_get(&self, name: &str) -> StoreResult<Option<Tenant>>;
     async fn tenant_list(&self, page: &PageRequest) -> StoreResult<Vec<Tenant>>;
     async fn tenant_key_insert(&self, key: &TenantKeyWrite<'_>) -> StoreResult<TenantKey>;
@@ -125,6 +126,13 @@ impl<S: SqlBackend> Access for S {
         Ok(())
     }
 
+    async fn tenant_insert(&self, name: &str) -> StoreResult<Inserted<Tenant>> {
+        match query(sql::TENANT_INSERT).bind(name).bind(DbTime(now())).fetch_optional(self.db()).await? {
+            Some(made) => Ok(Inserted::Created(made)),
+            None => Inserted::existing(self.tenant_get(name).await?),
+        }
+    }
+
     async fn tenant_get(&self, name: &str) -> StoreResult<Option<Tenant>> {
         query(sql::TENANT_GET).bind(name).fetch_optional(self.db()).await
     }
@@ -137,6 +145,7 @@ impl<S: SqlBackend> Access for S {
             key: "name",
             written: None,
             filters: &[],
+            patterns: &[],
         };
         pages::page(self.db(), &list, page).await
     }
@@ -165,6 +174,7 @@ impl<S: SqlBackend> Access for S {
             key: "key_id",
             written: None,
             filters: &[("tenant", tenant)],
+            patterns: &[],
         };
         pages::page(self.db(), &list, page).await
     }

@@ -60,6 +60,7 @@ impl<S: SqlBackend> Audit for S {
             key: "audit_id",
             written: None,
             filters: &[("tenant", tenant)],
+            patterns: &[],
         };
         pages::page(self.db(), &list, page).await
     }

@@ -16,14 +16,16 @@ use super::{now, Config, DbTime, Deleted, Inserted, PageRequest, PayloadSpec, Se
 pub trait Documents: Send + Sync {
     async fn payload_spec_insert(&self, name: &str, schema: &Value) -> StoreResult<Inserted<PayloadSpec>>;
     async fn payload_spec_get(&self, name: &str) -> StoreResult<Option<PayloadSpec>>;
-    async fn payload_spec_list(&self, page: &PageRequest) -> StoreResult<Vec<PayloadSpec>>;
+    /// A tenant's, by creation.
+    async fn payload_spec_list(&self, tenant: &str, page: &PageRequest) -> StoreResult<Vec<PayloadSpec>>;
     async fn payload_spec_update(&self, name: &str, schema: &Value) -> StoreResult<Option<PayloadSpec>>;
     /// Refused (InUse, with endpoint names) while an endpoint references it.
     async fn payload_spec_delete(&self, name: &str) -> StoreResult<Deleted>;
 
     async fn config_insert(&self, name: &str, values: &Value) -> StoreResult<Inserted<Config>>;
     async fn config_get(&self, name: &str) -> StoreResult<Option<Config>>;
-    async fn config_list(&self, page: &PageRequest) -> StoreResult<Vec<Config>>;
+    /// A tenant's, by creation.
+    async fn config_list(&self, tenant: &str, page: &PageRequest) -> StoreResult<Vec<Config>>;
     async fn config_update(&self, name: &str, values: &Value) -> StoreResult<Option<Config>>;
     /// Refused (InUse, with endpoint names) while an endpoint references it.
     async fn config_delete(&self, name: &str) -> StoreResult<Deleted>;
@@ -36,7 +38,8 @@ pub trait Documents: Send + Sync {
         allowed_hosts: Option<&str>,
     ) -> StoreResult<Inserted<Secret>>;
     async fn secret_get(&self, name: &str) -> StoreResult<Option<Secret>>;
-    async fn secret_list(&self, page: &PageRequest) -> StoreResult<Vec<Secret>>;
+    /// A tenant's, by creation.
+    async fn secret_list(&self, tenant: &str, page: &PageRequest) -> StoreResult<Vec<Secret>>;
     /// Which of `names` exist, for checking an endpoint's `{{secret.*}}` references.
     async fn secret_names_existing(&self, names: &[String]) -> StoreResult<Vec<String>>;
     /// `allowed_hosts`: None keeps the stored list, `Some(None)` clears it.
@@ -53,9 +56,10 @@ pub trait Documents: Send + Sync {
     async fn secret_delete(&self, name: &str) -> StoreResult<Deleted>;
 }
 
-/// A list of one document table, by creation.
-fn list<'a>(table: &'a str, columns: &'a str) -> List<'a> {
-    List { columns, from: table, time_column: "created_at", key: "name", written: None, filters: &[] }
+/// A list of one tenant's rows of one document table, by creation. `filter` holds the
+/// tenant's filter (`tenant` is computed from each row's name: `domain::tenant`).
+fn list<'a>(table: &'a str, columns: &'a str, filter: &'a [(&'a str, &'a str); 1]) -> List<'a> {
+    List { columns, from: table, time_column: "created_at", key: "name", written: None, filters: filter, patterns: &[] }
 }
 
 #[async_trait]
@@ -77,8 +81,13 @@ impl<S: SqlBackend> Documents for S {
         query(sql::PAYLOAD_SPEC_GET).bind(name).fetch_optional(self.db()).await
     }
 
-    async fn payload_spec_list(&self, page: &PageRequest) -> StoreResult<Vec<PayloadSpec>> {
-        pages::page(self.db(), &list("payload_specs", "name, schema_json, created_at, updated_at"), page).await
+    async fn payload_spec_list(&self, tenant: &str, page: &PageRequest) -> StoreResult<Vec<PayloadSpec>> {
+        pages::page(
+            self.db(),
+            &list("payload_specs", "name, schema_json, created_at, updated_at", &[("tenant", tenant)]),
+            page,
+        )
+        .await
     }
 
     async fn payload_spec_update(&self, name: &str, schema: &Value) -> StoreResult<Option<PayloadSpec>> {
@@ -111,8 +120,13 @@ impl<S: SqlBackend> Documents for S {
         query(sql::CONFIG_GET).bind(name).fetch_optional(self.db()).await
     }
 
-    async fn config_list(&self, page: &PageRequest) -> StoreResult<Vec<Config>> {
-        pages::page(self.db(), &list("configs", "name, values_json, created_at, updated_at"), page).await
+    async fn config_list(&self, tenant: &str, page: &PageRequest) -> StoreResult<Vec<Config>> {
+        pages::page(
+            self.db(),
+            &list("configs", "name, values_json, created_at, updated_at", &[("tenant", tenant)]),
+            page,
+        )
+        .await
     }
 
     async fn config_update(&self, name: &str, values: &Value) -> StoreResult<Option<Config>> {
@@ -146,9 +160,13 @@ impl<S: SqlBackend> Documents for S {
         query(sql::SECRET_GET).bind(name).fetch_optional(self.db()).await
     }
 
-    async fn secret_list(&self, page: &PageRequest) -> StoreResult<Vec<Secret>> {
-        pages::page(self.db(), &list("secrets", "name, encrypted_value, allowed_hosts, created_at, updated_at"), page)
-            .await
+    async fn secret_list(&self, tenant: &str, page: &PageRequest) -> StoreResult<Vec<Secret>> {
+        pages::page(
+            self.db(),
+            &list("secrets", "name, encrypted_value, allowed_hosts, created_at, updated_at", &[("tenant", tenant)]),
+            page,
+        )
+        .await
     }
 
     async fn secret_names_existing(&self, names: &[String]) -> StoreResult<Vec<String>> {

@@ -29,7 +29,8 @@ pub trait Endpoints: Send + Sync {
             None => self.endpoint_get(name).await,
         }
     }
-    async fn endpoint_list(&self, page: &PageRequest) -> StoreResult<Vec<Endpoint>>;
+    /// A tenant's endpoints, by creation.
+    async fn endpoint_list(&self, tenant: &str, page: &PageRequest) -> StoreResult<Vec<Endpoint>>;
     /// The endpoints that set `max_concurrency`, with it (for the worker's shares).
     async fn endpoint_concurrency_limits(&self) -> StoreResult<Vec<(String, i32)>>;
     /// No execution of the endpoint is claimed before `until` (never shortened).
@@ -166,14 +167,16 @@ impl<S: SqlBackend> Endpoints for S {
         query(sql::ENDPOINT_VERSION_GET).bind(name).bind(version).fetch_optional(self.db()).await
     }
 
-    async fn endpoint_list(&self, page: &PageRequest) -> StoreResult<Vec<Endpoint>> {
+    async fn endpoint_list(&self, tenant: &str, page: &PageRequest) -> StoreResult<Vec<Endpoint>> {
         let list = List {
             columns: COLUMNS,
             from: "endpoints",
             time_column: "created_at",
             key: "name",
             written: None,
-            filters: &[],
+            // `tenant` is computed from the name (`domain::tenant`).
+            filters: &[("tenant", tenant)],
+            patterns: &[],
         };
         pages::page(self.db(), &list, page).await
     }

@@ -254,11 +254,15 @@ pub struct ExecutionFilter {
     pub created_after: Option<DateTime<Utc>>,
     /// Created before.
     pub created_before: Option<DateTime<Utc>>,
+    /// Of this tenant's endpoints (None: of every tenant's).
+    pub tenant: Option<String>,
 }
 
 /// Filters of `GET /jobs`.
 #[derive(Debug, Clone, Default)]
 pub struct JobFilter {
+    /// Of this tenant's endpoints (None: of every tenant's).
+    pub tenant: Option<String>,
     pub endpoint: Option<String>,
     pub status: Option<JobStatus>,
     pub trigger_type: Option<Trigger>,
@@ -552,8 +556,20 @@ pub(crate) fn settled_or_running(columns: &str, conditions: &[String], direction
     )
 }
 
+/// The SQL condition that `column`, an endpoint's stored name, is `tenant`'s, with `?` where
+/// the pattern it binds goes, if it binds one (`domain::tenant`: the `default` tenant's names
+/// hold no `/`; another's begin `tenant/`, and a tenant's name has no `%`, `_` or `\\`).
+pub(crate) fn tenant_condition(column: &str, tenant: &str) -> (String, Option<String>) {
+    if tenant == crate::domain::DEFAULT_TENANT {
+        (format!("{column} NOT LIKE '%/%'"), None)
+    } else {
+        (format!("{column} LIKE ?"), Some(format!("{tenant}/%")))
+    }
+}
+
 /// The SQL conditions of `filter`, numbered from `$1` in the order its values are bound (status,
-/// endpoint, job, created after, created before); and the next free parameter number.
+/// endpoint, job, created after, created before, the tenant's pattern); and the next free
+/// parameter number.
 pub(crate) fn execution_conditions(filter: &ExecutionFilter) -> (Vec<String>, usize) {
     let mut conditions = Vec::new();
     let mut next = 1;
@@ -575,6 +591,12 @@ pub(crate) fn execution_conditions(filter: &ExecutionFilter) -> (Vec<String>, us
     }
     if filter.created_before.is_some() {
         add("created_at < ?");
+    }
+    if let Some(tenant) = &filter.tenant {
+        match tenant_condition("endpoint", tenant) {
+            (condition, Some(_)) => add(&condition),
+            (condition, None) => conditions.push(condition),
+        }
     }
     (conditions, next)
 }

@@ -6,7 +6,9 @@
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
-use super::engine::{execution_conditions, settled_or_running, ATTEMPT_COLUMNS, EXECUTION_COLUMNS, LOG_COLUMNS};
+use super::engine::{
+    execution_conditions, settled_or_running, tenant_condition, ATTEMPT_COLUMNS, EXECUTION_COLUMNS, LOG_COLUMNS,
+};
 use super::sql::pages::{self, List};
 use super::sql::statements::history as sql;
 use super::sql::{query, SqlBackend};
@@ -20,11 +22,18 @@ use crate::ids::{ExecutionId, JobId};
 /// The executions' reads' part of the store.
 #[async_trait]
 pub trait History: Send + Sync {
-    /// Executions not yet finished (PENDING, QUEUED, RUNNING, RETRYING), counted by status.
-    async fn execution_counts(&self) -> StoreResult<Vec<(ExecutionStatus, i64)>>;
+    /// Executions not yet finished (PENDING, QUEUED, RUNNING, RETRYING), counted by status: of
+    /// one tenant's endpoints, or (None) of every tenant's.
+    async fn execution_counts(&self, tenant: Option<&str>) -> StoreResult<Vec<(ExecutionStatus, i64)>>;
     /// The newest executions created at or after `since`, at most `limit`, newest first: what
-    /// the dashboard's overview charts (a few columns each, read by creation time).
-    async fn execution_activity(&self, since: DateTime<Utc>, limit: i64) -> StoreResult<Vec<ActivitySample>>;
+    /// the dashboard's overview charts (a few columns each, read by creation time), of one
+    /// tenant's endpoints or (None) of every tenant's.
+    async fn execution_activity(
+        &self,
+        since: DateTime<Utc>,
+        limit: i64,
+        tenant: Option<&str>,
+    ) -> StoreResult<Vec<ActivitySample>>;
     async fn execution_get(&self, execution_id: &ExecutionId) -> StoreResult<Option<Execution>>;
     /// A job's first execution (the one a one-shot job's responses show).
     async fn execution_first(&self, job_id: &JobId) -> StoreResult<Option<Execution>>;
@@ -88,6 +97,9 @@ async fn filtered(
     if let Some(t) = filter.created_before {
         list = list.bind(DbTime(t));
     }
+    if let Some((_, Some(pattern))) = filter.tenant.as_deref().map(|t| tenant_condition("endpoint", t)) {
+        list = list.bind(pattern);
+    }
     if let Some(after) = after {
         list = list.bind(DbTime(after.created_at)).bind(&after.key);
     }
@@ -103,18 +115,43 @@ async fn execution_by(store: &impl SqlBackend, job_id: &JobId, newest: bool) -> 
 
 #[async_trait]
 impl<S: SqlBackend> History for S {
-    async fn execution_counts(&self) -> StoreResult<Vec<(ExecutionStatus, i64)>> {
-        query(sql::EXECUTION_COUNTS).fetch_all(self.db()).await
+    async fn execution_counts(&self, tenant: Option<&str>) -> StoreResult<Vec<(ExecutionStatus, i64)>> {
+        match tenant {
+            None => query(sql::EXECUTION_COUNTS).fetch_all(self.db()).await,
+            Some(tenant) => query(sql::EXECUTION_COUNTS_OF_TENANT).bind(tenant).fetch_all(self.db()).await,
+        }
     }
 
-    async fn execution_activity(&self, since: DateTime<Utc>, limit: i64) -> StoreResult<Vec<ActivitySample>> {
+    async fn execution_activity(
+        &self,
+        since: DateTime<Utc>,
+        limit: i64,
+        tenant: Option<&str>,
+    ) -> StoreResult<Vec<ActivitySample>> {
+        let mut conditions = vec!["created_at >= $1".to_owned()];
+        let of_tenant = tenant.map(|t| tenant_condition("endpoint", t));
+        let pattern = match of_tenant {
+            Some((condition, Some(pattern))) => {
+                conditions.push(condition.replace('?', "$3"));
+                Some(pattern)
+            }
+            Some((condition, None)) => {
+                conditions.push(condition);
+                None
+            }
+            None => None,
+        };
         let text = settled_or_running(
             "execution_id, endpoint, status, run_at, scheduled_at, claimed_at, completed_at, created_at",
-            &["created_at >= $1".to_owned()],
+            &conditions,
             "DESC",
             "$2",
         );
-        query(&text).bind(DbTime(since)).bind(limit).fetch_all(self.db()).await
+        let mut activity = query(&text).bind(DbTime(since)).bind(limit);
+        if let Some(pattern) = pattern {
+            activity = activity.bind(pattern);
+        }
+        activity.fetch_all(self.db()).await
     }
 
     async fn execution_get(&self, execution_id: &ExecutionId) -> StoreResult<Option<Execution>> {
@@ -163,6 +200,7 @@ impl<S: SqlBackend> History for S {
             key: "attempt_id",
             written: None,
             filters: &filters,
+            patterns: &[],
         };
         pages::page(self.db(), &list, page).await
     }
@@ -176,6 +214,7 @@ impl<S: SqlBackend> History for S {
             key: "log_id",
             written: None,
             filters: &filters,
+            patterns: &[],
         };
         pages::page(self.db(), &list, page).await
     }

@@ -211,13 +211,24 @@ impl<S: SqlBackend> Jobs for S {
         // The status is one of two words, written in: `RETIRED` pages read the index of the
         // retired jobs alone (migration 0066), `ACTIVE` ones the list of all.
         let status = filter.status.map(|s| format!("status = '{}'", s.as_str()));
+        let mut written: Vec<String> = status.into_iter().collect();
+        let mut pattern = None;
+        if let Some(tenant) = &filter.tenant {
+            match super::engine::tenant_condition("endpoint", tenant) {
+                (_, Some(bound)) => pattern = Some(bound),
+                (condition, None) => written.push(condition),
+            }
+        }
+        let written = (!written.is_empty()).then(|| written.join(" AND "));
+        let patterns: Vec<(&str, &str)> = pattern.iter().map(|p| ("endpoint", p.as_str())).collect();
         let list = List {
             columns: JOB_COLUMNS,
             from: "jobs",
             time_column: "created_at",
             key: "job_id",
-            written: status.as_deref(),
+            written: written.as_deref(),
             filters: &filters,
+            patterns: &patterns,
         };
         pages::page(self.db(), &list, page).await
     }

@@ -72,7 +72,7 @@ pub use jobs::Jobs;
 pub use keys::{KeyRef, Keys};
 pub use plugins::Plugins;
 pub use regions::Regions;
-pub use resources::{Config, Endpoint, EndpointWrite, PayloadSpec, Secret};
+pub use resources::{Config, Endpoint, EndpointWrite, PayloadSpec, Secret, ShownTo};
 pub use schedules::Schedules;
 pub use time::{now, DbTime};
 pub use writes::{ExecutionWrite, JobWrite, NewJob};
@@ -115,6 +115,14 @@ pub enum Inserted<T> {
 }
 
 impl<T> Inserted<T> {
+    /// The same outcome of another row (the row as shown to a tenant, say).
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Inserted<U> {
+        match self {
+            Self::Created(row) => Inserted::Created(f(row)),
+            Self::Existing(row) => Inserted::Existing(f(row)),
+        }
+    }
+
     /// An insert that found its name taken: the row read back under it. None means the
     /// conflicting row was deleted between the insert and the read: the conflict is reported
     /// rather than pretend the insert happened.

@@ -72,6 +72,7 @@ impl<S: SqlBackend> Plugins for S {
             key: "name",
             written: None,
             filters: &[],
+            patterns: &[],
         };
         pages::page(self.db(), &list, page).await
     }

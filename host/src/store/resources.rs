@@ -4,6 +4,45 @@
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
+use crate::domain::Scope;
+
+/// A row as a tenant sees it: each name it holds without the tenant (`domain::tenant`). The
+/// store holds and returns stored names; the API shows them through this.
+pub trait ShownTo {
+    fn shown_to(self, scope: &Scope) -> Self;
+}
+
+impl ShownTo for PayloadSpec {
+    fn shown_to(mut self, scope: &Scope) -> Self {
+        self.name = scope.shown(&self.name);
+        self
+    }
+}
+
+impl ShownTo for Config {
+    fn shown_to(mut self, scope: &Scope) -> Self {
+        self.name = scope.shown(&self.name);
+        self
+    }
+}
+
+impl ShownTo for Secret {
+    fn shown_to(mut self, scope: &Scope) -> Self {
+        self.name = scope.shown(&self.name);
+        self
+    }
+}
+
+impl ShownTo for Endpoint {
+    fn shown_to(mut self, scope: &Scope) -> Self {
+        self.name = scope.shown(&self.name);
+        self.payload_spec = scope.shown_opt(self.payload_spec.as_deref());
+        self.config = scope.shown_opt(self.config.as_deref());
+        self.on_failure = scope.shown_opt(self.on_failure.as_deref());
+        self
+    }
+}
+
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct PayloadSpec {
     pub name: String,

@@ -14,8 +14,9 @@ use crate::ids::AttemptId;
 /// The scheduler's part of the store.
 #[async_trait]
 pub trait Schedules: Send + Sync {
-    /// The next ticks of active, unpaused CRON jobs, soonest first.
-    async fn cron_upcoming(&self, limit: i64) -> StoreResult<Vec<Job>>;
+    /// The next ticks of active, unpaused CRON jobs, soonest first: of one tenant's endpoints,
+    /// or (None) of every tenant's.
+    async fn cron_upcoming(&self, limit: i64, tenant: Option<&str>) -> StoreResult<Vec<Job>>;
     /// The earliest next tick of an active cron job that may be materialized (one with no tick
     /// still waiting ahead of `now`): when the materializer next has work.
     async fn cron_next_due(&self, now: DateTime<Utc>) -> StoreResult<Option<DateTime<Utc>>>;
@@ -47,8 +48,8 @@ pub trait Schedules: Send + Sync {
 
 #[async_trait]
 impl<S: SqlBackend> Schedules for S {
-    async fn cron_upcoming(&self, limit: i64) -> StoreResult<Vec<Job>> {
-        query(sql::CRON_UPCOMING).bind(limit).fetch_all(self.db()).await
+    async fn cron_upcoming(&self, limit: i64, tenant: Option<&str>) -> StoreResult<Vec<Job>> {
+        query(sql::CRON_UPCOMING).bind(limit).bind(tenant).fetch_all(self.db()).await
     }
 
     async fn cron_next_due(&self, now: DateTime<Utc>) -> StoreResult<Option<DateTime<Utc>>> {

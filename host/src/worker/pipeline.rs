@@ -27,7 +27,7 @@ use super::lease::{Held, Leases, LEASE_MARGIN};
 use super::outcome::{classified, Logs, Outcome, ReceiverSign};
 use super::Slot;
 use crate::contract::{Failure, FailureKind, Message, Verdict};
-use crate::domain::{AttemptErrorType, ExecutionStatus};
+use crate::domain::{AttemptErrorType, ExecutionStatus, Scope};
 use crate::retry::RetryPolicy;
 use crate::secret::hosts::{self, AllowedHosts};
 use crate::secret::{SecretCipher, SecretValue};
@@ -448,6 +448,9 @@ impl Pipeline {
         endpoint: &Endpoint,
     ) -> Result<Result<(RenderContext, Restrictions), String>, StoreError> {
         let store = &self.store;
+        // The endpoint's tenant: a template's `{{secret.NAME}}` is that tenant's secret NAME,
+        // and names in messages are shown as the tenant knows them (`domain::tenant`).
+        let scope = Scope::of_stored(&endpoint.name);
         let config = match &endpoint.config {
             None => Value::Object(Default::default()),
             Some(name) => {
@@ -459,7 +462,7 @@ impl Pipeline {
                     .await?;
                 match loaded {
                     Some(values) => values,
-                    None => return Ok(Err(format!("Config '{name}' no longer exists."))),
+                    None => return Ok(Err(format!("Config '{}' no longer exists.", scope.shown(name)))),
                 }
             }
         };
@@ -471,10 +474,13 @@ impl Pipeline {
         let mut restrictions = Vec::new();
         for name in names.iter().cloned() {
             let cipher = &self.cipher;
+            let stored_name = scope.stored(&name).into_owned();
             let loaded = self
                 .secrets
-                .get_or_load(&name, || async {
-                    let Some(stored) = store.secret_get(&name).await? else { return Ok::<_, StoreError>(None) };
+                .get_or_load(&stored_name, || async {
+                    let Some(stored) = store.secret_get(&stored_name).await? else {
+                        return Ok::<_, StoreError>(None);
+                    };
                     match cipher.open(&stored.name, &stored.encrypted_value) {
                         Ok(value) => Ok(Some(OpenedSecret {
                             value,

@@ -10,10 +10,12 @@ use serde::{Deserialize, Serialize};
 use super::EndpointOut;
 use crate::api::error::{ApiError, ApiResult};
 use crate::api::state::AppState;
+use crate::domain::Scope;
 use crate::duration::{format_seconds, parse_seconds};
 use crate::flow::circuit::Phase;
 use crate::flow::concurrency::KeyOrdering;
 use crate::flow::{CircuitPolicy, CircuitState, Concurrency, RateLimit};
+use crate::store::ShownTo;
 
 /// `rate_limit`: deliveries a second, and how many may start at once after a quiet spell.
 #[derive(Deserialize, Serialize, utoipa::ToSchema)]
@@ -213,10 +215,14 @@ pub fn check_circuit_breaker(body: &CircuitBreakerIn) -> ApiResult<CircuitPolicy
 #[utoipa::path(post, path = "/endpoints/{name}/enable", tag = "endpoints", params(("name" = String, Path)), responses(
     (status = 200, description = "The endpoint, enabled and with its circuit closed.", body = EndpointOut),
 ))]
-pub(super) async fn enable(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<Json<EndpointOut>> {
-    let endpoint = state.store.endpoint_enable(&name).await?.ok_or_else(|| super::not_found(&name))?;
+pub(super) async fn enable(
+    State(state): State<AppState>,
+    scope: Scope,
+    Path(name): Path<String>,
+) -> ApiResult<Json<EndpointOut>> {
+    let endpoint = state.store.endpoint_enable(&scope.stored(&name)).await?.ok_or_else(|| super::not_found(&name))?;
     state.wakeups.work_ready(&state.store).await;
-    Ok(Json(endpoint.into()))
+    Ok(Json(endpoint.shown_to(&scope).into()))
 }
 
 /// Pause an endpoint: none of its executions is claimed until it is resumed.
@@ -227,17 +233,25 @@ pub(super) async fn enable(State(state): State<AppState>, Path(name): Path<Strin
 #[utoipa::path(post, path = "/endpoints/{name}/pause", tag = "endpoints", params(("name" = String, Path)), responses(
     (status = 200, description = "The endpoint, paused.", body = EndpointOut),
 ))]
-pub(super) async fn pause(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<Json<EndpointOut>> {
-    let endpoint = state.store.endpoint_hold(&name).await?.ok_or_else(|| super::not_found(&name))?;
-    Ok(Json(endpoint.into()))
+pub(super) async fn pause(
+    State(state): State<AppState>,
+    scope: Scope,
+    Path(name): Path<String>,
+) -> ApiResult<Json<EndpointOut>> {
+    let endpoint = state.store.endpoint_hold(&scope.stored(&name)).await?.ok_or_else(|| super::not_found(&name))?;
+    Ok(Json(endpoint.shown_to(&scope).into()))
 }
 
 /// Resume a paused endpoint: its waiting executions are delivered again.
 #[utoipa::path(post, path = "/endpoints/{name}/resume", tag = "endpoints", params(("name" = String, Path)), responses(
     (status = 200, description = "The endpoint, no longer paused.", body = EndpointOut),
 ))]
-pub(super) async fn resume(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<Json<EndpointOut>> {
-    let endpoint = state.store.endpoint_release(&name).await?.ok_or_else(|| super::not_found(&name))?;
+pub(super) async fn resume(
+    State(state): State<AppState>,
+    scope: Scope,
+    Path(name): Path<String>,
+) -> ApiResult<Json<EndpointOut>> {
+    let endpoint = state.store.endpoint_release(&scope.stored(&name)).await?.ok_or_else(|| super::not_found(&name))?;
     state.wakeups.work_ready(&state.store).await;
-    Ok(Json(endpoint.into()))
+    Ok(Json(endpoint.shown_to(&scope).into()))
 }

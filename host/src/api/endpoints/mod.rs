@@ -18,9 +18,10 @@ use super::pagination::{paginate, ListOut, ListParams};
 use super::state::AppState;
 use super::{check_path_name, conflict_in_use, created_or_existing, Created};
 use crate::api::error::{ApiError, ApiResult, ErrorCode};
+use crate::domain::Scope;
 use crate::plugin::{PluginRef, World};
 use crate::retry::RetryPolicy;
-use crate::store::{Deleted, Endpoint, EndpointWrite, PageKey, StoreError};
+use crate::store::{Deleted, Endpoint, EndpointWrite, PageKey, ShownTo, StoreError};
 use crate::template;
 use crate::transport::EndpointType;
 
@@ -220,10 +221,10 @@ fn check_timeout(timeout_ms: u64) -> ApiResult<i32> {
     Ok(i32::try_from(timeout_ms).expect("at most MAX_TIMEOUT_MS"))
 }
 
-/// A callback (`field`: `on_failure`, `on_success`) names an endpoint that exists: 422
-/// INVALID_ENDPOINT_REF naming the field otherwise.
-pub async fn require_callback(state: &AppState, field: &str, name: &str) -> ApiResult<()> {
-    match state.store.endpoint_get(name).await? {
+/// A callback (`field`: `on_failure`, `on_success`) names an endpoint of the caller's tenant
+/// that exists: 422 INVALID_ENDPOINT_REF naming the field otherwise.
+pub async fn require_callback(state: &AppState, scope: &Scope, field: &str, name: &str) -> ApiResult<()> {
+    match state.store.endpoint_get(&scope.stored(name)).await? {
         Some(_) => Ok(()),
         None => Err(ApiError::new(
             ErrorCode::InvalidEndpointRef,
@@ -232,8 +233,10 @@ pub async fn require_callback(state: &AppState, field: &str, name: &str) -> ApiR
     }
 }
 
-/// Every check of registration; on success, what the store should write.
-async fn prepare(state: &AppState, name: String, body: EndpointIn) -> ApiResult<EndpointWrite> {
+/// Every check of registration; on success, what the store should write: every name in it
+/// (its own, its payload spec's, config's, secrets' and `on_failure`'s) as stored for the
+/// caller's tenant.
+async fn prepare(state: &AppState, scope: &Scope, name: String, body: EndpointIn) -> ApiResult<EndpointWrite> {
     let rate_limit = body.rate_limit.as_ref().map(flow::check_rate_limit).transpose()?;
     let concurrency = body.concurrency.map(flow::check_concurrency).transpose()?;
     let circuit_policy = body.circuit_breaker.as_ref().map(flow::check_circuit_breaker).transpose()?;
@@ -244,7 +247,7 @@ async fn prepare(state: &AppState, name: String, body: EndpointIn) -> ApiResult<
                 "names the endpoint itself: its failures would be told to the endpoint that failed",
             ));
         }
-        require_callback(state, "on_failure", target).await?;
+        require_callback(state, scope, "on_failure", target).await?;
     }
     let max_concurrency = match body.max_concurrency {
         None => None,
@@ -314,7 +317,7 @@ async fn prepare(state: &AppState, name: String, body: EndpointIn) -> ApiResult<
         RetryPolicy::parse(body.retry_policy.as_ref()).map_err(|e| ApiError::invalid_field(&e.field, e.message))?;
 
     if let Some(spec_name) = &body.payload_spec {
-        if state.store.payload_spec_get(spec_name).await?.is_none() {
+        if state.store.payload_spec_get(&scope.stored(spec_name)).await?.is_none() {
             return Err(ApiError::new(
                 ErrorCode::InvalidPayloadSpecRef,
                 format!(
@@ -325,7 +328,7 @@ async fn prepare(state: &AppState, name: String, body: EndpointIn) -> ApiResult<
     }
     let config = match &body.config {
         None => None,
-        Some(config_name) => Some(state.store.config_get(config_name).await?.ok_or_else(|| {
+        Some(config_name) => Some(state.store.config_get(&scope.stored(config_name)).await?.ok_or_else(|| {
             ApiError::new(
                 ErrorCode::InvalidConfigRef,
                 format!("`config`: no config named '{config_name}'; create it with POST /configs first."),
@@ -345,14 +348,15 @@ async fn prepare(state: &AppState, name: String, body: EndpointIn) -> ApiResult<
         match &config {
             None => return Err(unresolvable("the endpoint names no `config`".into())),
             Some(config) if template::lookup_path(&config.values, path).is_none() => {
-                return Err(unresolvable(format!("config '{}' has no key `{path}`", config.name)))
+                return Err(unresolvable(format!("config '{}' has no key `{path}`", scope.shown(&config.name))))
             }
             Some(_) => {}
         }
     }
     let wanted: Vec<String> = refs.secrets.into_iter().collect();
-    let existing = state.store.secret_names_existing(&wanted).await?;
-    if let Some(missing) = wanted.iter().find(|s| !existing.contains(s)) {
+    let stored: Vec<String> = wanted.iter().map(|s| scope.stored(s).into_owned()).collect();
+    let existing = state.store.secret_names_existing(&stored).await?;
+    if let Some((missing, _)) = wanted.iter().zip(&stored).find(|(_, s)| !existing.contains(s)) {
         return Err(ApiError::new(
             ErrorCode::TemplateResolutionFailed,
             format!("{{{{secret.{missing}}}}}: no secret named '{missing}'; create it with POST /secrets first."),
@@ -360,19 +364,19 @@ async fn prepare(state: &AppState, name: String, body: EndpointIn) -> ApiResult<
     }
 
     Ok(EndpointWrite {
-        name,
+        name: scope.stored(&name).into_owned(),
         endpoint_type: body.endpoint_type,
-        payload_spec: body.payload_spec,
-        config: body.config,
+        payload_spec: scope.stored_opt(body.payload_spec.as_deref()),
+        config: scope.stored_opt(body.config.as_deref()),
         spec,
         retry_policy: serde_json::to_value(retry_policy).expect("a retry policy serializes"),
-        secret_refs: wanted,
+        secret_refs: stored,
         plugin: plugin.as_ref().map(|p| p.name.clone()),
         plugin_version: plugin.and_then(|p| p.version),
         timeout_ms,
         renderer: body.renderer,
         max_concurrency,
-        on_failure: body.on_failure,
+        on_failure: scope.stored_opt(body.on_failure.as_deref()),
         rate_limit,
         circuit_policy,
         classifier,
@@ -386,16 +390,21 @@ async fn prepare(state: &AppState, name: String, body: EndpointIn) -> ApiResult<
     (status = 201, description = "Created.", body = EndpointOut),
     (status = 200, description = "The same endpoint already existed (an idempotent repeat).", body = EndpointOut),
 ))]
-async fn create(State(state): State<AppState>, ApiJson(body): ApiJson<EndpointIn>) -> ApiResult<Created<EndpointOut>> {
+async fn create(
+    State(state): State<AppState>,
+    scope: Scope,
+    ApiJson(body): ApiJson<EndpointIn>,
+) -> ApiResult<Created<EndpointOut>> {
     let name = body.name.clone().ok_or_else(|| ApiError::invalid_field("name", "is required"))?;
     check_name("name", &name)?;
-    let write = prepare(&state, name, body).await?;
+    let write = prepare(&state, &scope, name.clone(), body).await?;
     let inserted = match state.store.endpoint_insert(&write).await {
         Err(StoreError::ForeignKeyViolation) => return Err(reference_race()),
         other => other?,
     };
     created_or_existing(
         inserted,
+        &scope,
         |e| {
             e.endpoint_type == write.endpoint_type
                 && e.payload_spec == write.payload_spec
@@ -416,8 +425,7 @@ async fn create(State(state): State<AppState>, ApiJson(body): ApiJson<EndpointIn
         },
         || {
             format!(
-                "Endpoint '{0}' already exists with a different definition; change it with PUT /endpoints/{0}.",
-                write.name
+                "Endpoint '{name}' already exists with a different definition; change it with PUT /endpoints/{name}."
             )
         },
     )
@@ -429,20 +437,26 @@ async fn create(State(state): State<AppState>, ApiJson(body): ApiJson<EndpointIn
 ))]
 async fn list(
     State(state): State<AppState>,
+    scope: Scope,
     ApiQuery(params): ApiQuery<ListParams>,
 ) -> ApiResult<Json<ListOut<EndpointOut>>> {
     let page = params.page_request()?;
-    let rows = state.store.endpoint_list(&page).await?;
-    Ok(Json(paginate(rows, &page, |r| PageKey { created_at: r.created_at, key: r.name.clone() }, Into::into)))
+    let rows = state.store.endpoint_list(scope.tenant(), &page).await?;
+    Ok(Json(paginate(
+        rows,
+        &page,
+        |r| PageKey { created_at: r.created_at, key: r.name.clone() },
+        |r| r.shown_to(&scope).into(),
+    )))
 }
 
 /// Read an endpoint.
 #[utoipa::path(get, path = "/endpoints/{name}", tag = "endpoints", params(("name" = String, Path)), responses(
     (status = 200, description = "The endpoint.", body = EndpointOut),
 ))]
-async fn read(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<Json<EndpointOut>> {
-    let endpoint = state.store.endpoint_get(&name).await?.ok_or_else(|| not_found(&name))?;
-    Ok(Json(endpoint.into()))
+async fn read(State(state): State<AppState>, scope: Scope, Path(name): Path<String>) -> ApiResult<Json<EndpointOut>> {
+    let endpoint = state.store.endpoint_get(&scope.stored(&name)).await?.ok_or_else(|| not_found(&name))?;
+    Ok(Json(endpoint.shown_to(&scope).into()))
 }
 
 /// Replace an endpoint (a new version; jobs keep the version they were created with).
@@ -453,19 +467,20 @@ async fn read(State(state): State<AppState>, Path(name): Path<String>) -> ApiRes
 ))]
 async fn update(
     State(state): State<AppState>,
+    scope: Scope,
     Path(name): Path<String>,
     ApiJson(body): ApiJson<EndpointIn>,
 ) -> ApiResult<Json<EndpointOut>> {
     check_path_name(&name, body.name.as_deref())?;
-    if state.store.endpoint_get(&name).await?.is_none() {
+    if state.store.endpoint_get(&scope.stored(&name)).await?.is_none() {
         return Err(not_found(&name));
     }
-    let write = prepare(&state, name.clone(), body).await?;
+    let write = prepare(&state, &scope, name.clone(), body).await?;
     let updated = match state.store.endpoint_update(&write).await {
         Err(StoreError::ForeignKeyViolation) => return Err(reference_race()),
         other => other?,
     };
-    Ok(Json(updated.ok_or_else(|| not_found(&name))?.into()))
+    Ok(Json(updated.ok_or_else(|| not_found(&name))?.shown_to(&scope).into()))
 }
 
 /// Delete an endpoint no job still delivers through, with its finished jobs and their history.
@@ -474,10 +489,10 @@ async fn update(
 #[utoipa::path(delete, path = "/endpoints/{name}", tag = "endpoints", params(("name" = String, Path)), responses(
     (status = 204, description = "Deleted."),
 ))]
-async fn delete(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<StatusCode> {
-    match state.store.endpoint_delete(&name).await? {
+async fn delete(State(state): State<AppState>, scope: Scope, Path(name): Path<String>) -> ApiResult<StatusCode> {
+    match state.store.endpoint_delete(&scope.stored(&name)).await? {
         Deleted::Deleted => Ok(StatusCode::NO_CONTENT),
         Deleted::NotFound => Err(not_found(&name)),
-        Deleted::InUse(jobs) => Err(conflict_in_use(&format!("Endpoint '{name}'"), "jobs", &jobs)),
+        Deleted::InUse(jobs) => Err(conflict_in_use(&format!("Endpoint '{name}'"), "jobs", &scope, &jobs)),
     }
 }

@@ -14,7 +14,7 @@ use super::{load, ExecutionOut};
 use crate::api::error::{ApiError, ApiResult, ErrorCode};
 use crate::api::extract::ApiQuery;
 use crate::api::state::AppState;
-use crate::domain::ExecutionStatus;
+use crate::domain::{ExecutionStatus, Scope};
 use crate::ids::ExecutionId;
 use crate::store::Signal;
 
@@ -61,16 +61,19 @@ pub enum Running {
     ))]
 pub(super) async fn cancel(
     State(state): State<AppState>,
+    scope: Scope,
     Path(id): Path<ExecutionId>,
     ApiQuery(params): ApiQuery<CancelParams>,
 ) -> ApiResult<(StatusCode, Json<ExecutionOut>)> {
+    // Whose it is, before anything is changed.
+    load(&state, &scope, &id).await?;
     if state.store.execution_cancel(&id).await? {
-        return Ok((StatusCode::OK, Json(load(&state, &id).await?.into())));
+        return Ok((StatusCode::OK, Json(load(&state, &scope, &id).await?.into())));
     }
-    let execution = load(&state, &id).await?;
+    let execution = load(&state, &scope, &id).await?;
     match execution.status {
         ExecutionStatus::Cancelled => Ok((StatusCode::OK, Json(execution.into()))),
-        ExecutionStatus::Running if params.running == Some(Running::Abort) => abort(&state, &id).await,
+        ExecutionStatus::Running if params.running == Some(Running::Abort) => abort(&state, &scope, &id).await,
         ExecutionStatus::Running => Err(ApiError::new(
             ErrorCode::ExecutionNotCancellable,
             format!("Execution '{id}' is RUNNING: `?running=abort` stops its delivery in flight."),
@@ -87,7 +90,7 @@ fn not_cancellable(id: &ExecutionId, status: ExecutionStatus) -> ApiError {
 }
 
 /// Ask the worker holding `id` to abort it, and wait (up to [`ABORT_WAIT`]) for the outcome.
-async fn abort(state: &AppState, id: &ExecutionId) -> ApiResult<(StatusCode, Json<ExecutionOut>)> {
+async fn abort(state: &AppState, scope: &Scope, id: &ExecutionId) -> ApiResult<(StatusCode, Json<ExecutionOut>)> {
     if state.store.execution_abort_request(id).await? {
         if let Err(error) = state.store.signal(Signal::AbortRequested).await {
             tracing::warn!(%error, "Could not notify the workers of an abort; they find it within a second.");
@@ -95,7 +98,7 @@ async fn abort(state: &AppState, id: &ExecutionId) -> ApiResult<(StatusCode, Jso
     }
     let deadline = Instant::now() + ABORT_WAIT;
     loop {
-        let execution = load(state, id).await?;
+        let execution = load(state, scope, id).await?;
         match execution.status {
             ExecutionStatus::Cancelled => return Ok((StatusCode::OK, Json(execution.into()))),
             ExecutionStatus::Running if Instant::now() >= deadline => {
@@ -106,7 +109,7 @@ async fn abort(state: &AppState, id: &ExecutionId) -> ApiResult<(StatusCode, Jso
             // is cancelled before it starts.
             ExecutionStatus::Pending | ExecutionStatus::Queued | ExecutionStatus::Retrying => {
                 if state.store.execution_cancel(id).await? {
-                    return Ok((StatusCode::OK, Json(load(state, id).await?.into())));
+                    return Ok((StatusCode::OK, Json(load(state, scope, id).await?.into())));
                 }
             }
             status => return Err(not_cancellable(id, status)),

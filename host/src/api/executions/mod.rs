@@ -17,6 +17,8 @@ use super::pagination::{paginate, ListOut, ListParams};
 use super::state::AppState;
 use super::{optional_timestamp, timestamp};
 use crate::api::error::{ApiError, ApiResult, ErrorCode};
+use crate::domain::tenant::own_name;
+use crate::domain::Scope;
 use crate::ids::ExecutionId;
 use crate::store::{Attempt, Execution, ExecutionLog, PageKey};
 
@@ -87,7 +89,8 @@ impl From<Execution> for ExecutionOut {
         Self {
             execution_id: e.execution_id,
             job_id: e.job_id,
-            endpoint: e.endpoint,
+            // Only its own tenant reads it: shown as that tenant names the endpoint.
+            endpoint: own_name(&e.endpoint).to_owned(),
             endpoint_version: e.endpoint_version,
             endpoint_type: e.endpoint_type,
             status: e.status,
@@ -170,16 +173,25 @@ fn not_found(id: &str) -> ApiError {
     ApiError::new(ErrorCode::ExecutionNotFound, format!("Execution with ID '{id}' does not exist."))
 }
 
-async fn load(state: &AppState, id: &ExecutionId) -> ApiResult<Execution> {
-    state.store.execution_get(id).await?.ok_or_else(|| not_found(id))
+/// The execution, if it is the caller's tenant's: another tenant's is not found, as if it did
+/// not exist.
+async fn load(state: &AppState, scope: &Scope, id: &ExecutionId) -> ApiResult<Execution> {
+    match state.store.execution_get(id).await? {
+        Some(execution) if scope.owns(&execution.endpoint) => Ok(execution),
+        _ => Err(not_found(id)),
+    }
 }
 
 /// Read an execution: status, input, output, attempts made and times.
 #[utoipa::path(get, path = "/executions/{execution_id}", tag = "executions", params(("execution_id" = String, Path, description = "The execution's id (`exec_…`).")), responses(
     (status = 200, description = "The execution.", body = ExecutionOut),
 ))]
-async fn read(State(state): State<AppState>, Path(id): Path<ExecutionId>) -> ApiResult<Json<ExecutionOut>> {
-    Ok(Json(load(&state, &id).await?.into()))
+async fn read(
+    State(state): State<AppState>,
+    scope: Scope,
+    Path(id): Path<ExecutionId>,
+) -> ApiResult<Json<ExecutionOut>> {
+    Ok(Json(load(&state, &scope, &id).await?.into()))
 }
 
 /// List an execution's attempts, oldest first; the one in flight last, as RUNNING.
@@ -188,10 +200,11 @@ async fn read(State(state): State<AppState>, Path(id): Path<ExecutionId>) -> Api
 ))]
 async fn attempts(
     State(state): State<AppState>,
+    scope: Scope,
     Path(id): Path<ExecutionId>,
     ApiQuery(params): ApiQuery<ListParams>,
 ) -> ApiResult<Json<ListOut<AttemptOut>>> {
-    let execution = load(&state, &id).await?;
+    let execution = load(&state, &scope, &id).await?;
     let page = params.page_request()?;
     let rows = state.store.attempt_list(&id, &page).await?;
     let mut list = paginate(
@@ -232,10 +245,11 @@ fn in_flight(execution: &Execution) -> Option<AttemptOut> {
 ))]
 async fn logs(
     State(state): State<AppState>,
+    scope: Scope,
     Path(id): Path<ExecutionId>,
     ApiQuery(params): ApiQuery<ListParams>,
 ) -> ApiResult<Json<ListOut<LogOut>>> {
-    load(&state, &id).await?;
+    load(&state, &scope, &id).await?;
     let page = params.page_request()?;
     let rows = state.store.log_list(&id, &page).await?;
     Ok(Json(paginate(rows, &page, |l| PageKey { created_at: l.logged_at, key: l.log_id.to_string() }, LogOut::from)))

@@ -23,7 +23,7 @@ use crate::api::extract::{ApiJson, ApiQuery};
 use crate::api::pagination::{paginate, ListOut, ListParams};
 use crate::api::state::AppState;
 use crate::api::Created;
-use crate::domain::{ExecutionStatus, TriggerReason};
+use crate::domain::{ExecutionStatus, Scope, TriggerReason};
 use crate::ids::ExecutionId;
 use crate::retry::RetryPolicy;
 use crate::store::{
@@ -108,6 +108,7 @@ fn check_range(after: Option<DateTime<Utc>>, before: Option<DateTime<Utc>>) -> A
 ))]
 pub(super) async fn search(
     State(state): State<AppState>,
+    scope: Scope,
     ApiQuery(params): ApiQuery<ExecutionSearchParams>,
 ) -> ApiResult<Json<ListOut<ExecutionOut>>> {
     let page = ListParams { limit: params.limit, cursor: params.cursor }.page_request()?;
@@ -115,10 +116,11 @@ pub(super) async fn search(
     check_range(params.created_after, params.created_before)?;
     let filter = ExecutionFilter {
         status: status_param(params.status.as_deref())?,
-        endpoint: params.endpoint,
+        endpoint: scope.stored_opt(params.endpoint.as_deref()),
         job_id: params.job_id,
         created_after: params.created_after,
         created_before: params.created_before,
+        tenant: Some(scope.tenant().to_owned()),
     };
     let rows = state.store.execution_search(&filter, &page).await?;
     Ok(Json(paginate(
@@ -140,9 +142,10 @@ pub(super) async fn search(
 ))]
 pub(super) async fn retry(
     State(state): State<AppState>,
+    scope: Scope,
     Path(id): Path<ExecutionId>,
 ) -> ApiResult<Created<ExecutionOut>> {
-    let execution = load(&state, &id).await?;
+    let execution = load(&state, &scope, &id).await?;
     if !matches!(execution.status, ExecutionStatus::Failed | ExecutionStatus::Cancelled) {
         return Err(ApiError::new(
             ErrorCode::ExecutionNotRetryable,
@@ -152,7 +155,7 @@ pub(super) async fn retry(
     let endpoint = state.store.endpoint_get(&execution.endpoint).await?.ok_or_else(|| {
         ApiError::new(
             ErrorCode::EndpointNotFound,
-            format!("Endpoint '{}' of execution '{id}' no longer exists.", execution.endpoint),
+            format!("Endpoint '{}' of execution '{id}' no longer exists.", scope.shown(&execution.endpoint)),
         )
     })?;
     let write = retry_of(&execution, &endpoint, TraceParent::current().map(|t| t.to_string()));
@@ -180,6 +183,7 @@ pub(super) async fn retry(
 ))]
 pub(super) async fn replay(
     State(state): State<AppState>,
+    scope: Scope,
     ApiJson(body): ApiJson<ReplayIn>,
 ) -> ApiResult<Json<ReplayOut>> {
     let status = body.status.unwrap_or(ExecutionStatus::Failed);
@@ -192,16 +196,17 @@ pub(super) async fn replay(
     }
     check_range(body.created_after, body.created_before)?;
     if let Some(name) = &body.endpoint {
-        if state.store.endpoint_get(name).await?.is_none() {
+        if state.store.endpoint_get(&scope.stored(name)).await?.is_none() {
             return Err(ApiError::new(ErrorCode::EndpointNotFound, format!("Endpoint '{name}' does not exist.")));
         }
     }
     let filter = ExecutionFilter {
         status: Some(status),
-        endpoint: body.endpoint,
+        endpoint: scope.stored_opt(body.endpoint.as_deref()),
         job_id: body.job_id,
         created_after: body.created_after,
         created_before: body.created_before,
+        tenant: Some(scope.tenant().to_owned()),
     };
     let candidates = state.store.execution_unretried(&filter, i64::from(limit)).await?;
     let trace = TraceParent::current().map(|t| t.to_string());

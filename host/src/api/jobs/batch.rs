@@ -18,6 +18,7 @@ use crate::api::error::{ApiError, ApiResult};
 use crate::api::extract::{parse_json, ApiJson};
 use crate::api::state::AppState;
 use crate::api::Created;
+use crate::domain::Scope;
 use crate::store::Endpoint;
 
 /// The most jobs one batch creates.
@@ -89,6 +90,7 @@ fn error_item(index: usize, error: &ApiError) -> BatchItemOut {
 ))]
 pub(super) async fn create_batch(
     State(state): State<AppState>,
+    scope: Scope,
     key: IdempotencyKey,
     ApiJson(body): ApiJson<BatchIn>,
 ) -> ApiResult<Json<BatchOut>> {
@@ -112,7 +114,7 @@ pub(super) async fn create_batch(
         };
         // Two ways of keying one batch refuse the whole request, as a single create's do.
         job.idempotency_key = key.for_batch_job(index, job.idempotency_key.take())?;
-        match check(&state, job, &mut endpoints).await {
+        match check(&state, &scope, job, &mut endpoints).await {
             Ok(prepared) => ready.push((index, prepared)),
             Err(error) => items[index] = Some(error_item(index, &error)),
         }
@@ -152,15 +154,16 @@ pub(super) async fn create_batch(
 /// One item checked as a single create is.
 async fn check(
     state: &AppState,
+    scope: &Scope,
     body: JobIn,
     endpoints: &mut HashMap<String, Option<Endpoint>>,
 ) -> ApiResult<Prepared> {
     if !endpoints.contains_key(&body.endpoint) {
-        let endpoint = state.store.endpoint_get(&body.endpoint).await?;
+        let endpoint = state.store.endpoint_get(&scope.stored(&body.endpoint)).await?;
         endpoints.insert(body.endpoint.clone(), endpoint);
     }
     let Some(endpoint) = endpoints[&body.endpoint].as_ref() else {
         return Err(endpoint_not_found(&body.endpoint));
     };
-    prepare(state, body, endpoint).await
+    prepare(state, scope, body, endpoint).await
 }

@@ -17,7 +17,7 @@ use super::load;
 use crate::api::error::ApiResult;
 use crate::api::executions::ExecutionOut;
 use crate::api::state::AppState;
-use crate::domain::{ExecutionStatus, Trigger};
+use crate::domain::{ExecutionStatus, Scope, Trigger};
 use crate::ids::{ExecutionId, JobId};
 use crate::store::{Execution, PageKey, PageRequest};
 
@@ -90,9 +90,10 @@ impl Follow {
     responses((status = 200, description = "`text/event-stream`: `execution` events (an execution as `GET /executions/{id}` shows it) as executions appear and change; for a one-shot job, a last `end` event once its execution has finished.", content_type = "text/event-stream", body = String)))]
 pub async fn events(
     State(state): State<AppState>,
+    scope: Scope,
     Path(job_id): Path<JobId>,
 ) -> ApiResult<Sse<impl Stream<Item = Result<Event, Infallible>>>> {
-    let job = load(&state, &job_id).await?;
+    let job = load(&state, &scope, &job_id).await?;
     let follow = Follow {
         state,
         job_id,

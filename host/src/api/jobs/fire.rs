@@ -25,7 +25,8 @@ use crate::api::executions::ExecutionOut;
 use crate::api::extract::{parse_json, ApiBytes, ApiJson};
 use crate::api::state::AppState;
 use crate::api::Created;
-use crate::domain::{ExecutionStatus, OverlapPolicy, TriggerReason};
+use crate::domain::tenant::own_name;
+use crate::domain::{ExecutionStatus, OverlapPolicy, Scope, TriggerReason};
 use crate::flow::Concurrency;
 use crate::ids::{ExecutionId, JobId};
 use crate::retry::RetryPolicy;
@@ -70,13 +71,14 @@ pub struct TriggerIn {
 ))]
 pub(super) async fn trigger(
     State(state): State<AppState>,
+    scope: Scope,
     Path(job_id): Path<JobId>,
     key: IdempotencyKey,
     ApiBytes(body): ApiBytes,
 ) -> ApiResult<Created<ExecutionOut>> {
     // The body is optional: none is `{}`.
     let body: TriggerIn = if body.is_empty() { TriggerIn::default() } else { parse_json(&body)? };
-    let job = active_cron(&state, &job_id, TRIGGERED).await?;
+    let job = active_cron(&state, &scope, &job_id, TRIGGERED).await?;
     let (max_attempts, concurrency) = delivery(&state, &job).await?;
     let at = now();
     let policy = body.overlap_policy.unwrap_or(job.overlap_policy);
@@ -152,6 +154,7 @@ pub struct BackfilledTickOut {
 ))]
 pub(super) async fn backfill(
     State(state): State<AppState>,
+    scope: Scope,
     Path(job_id): Path<JobId>,
     ApiJson(body): ApiJson<BackfillIn>,
 ) -> ApiResult<Json<BackfillOut>> {
@@ -162,7 +165,7 @@ pub(super) async fn backfill(
     if body.from >= body.to {
         return Err(ApiError::invalid_field("from", "must be before `to`"));
     }
-    let job = active_cron(&state, &job_id, BACKFILLED).await?;
+    let job = active_cron(&state, &scope, &job_id, BACKFILLED).await?;
     let ticks = range_ticks(&state, &job, body.from, body.to).await?;
     let (max_attempts, concurrency) = delivery(&state, &job).await?;
     let policy = body.overlap_policy.unwrap_or(job.overlap_policy);
@@ -258,7 +261,7 @@ async fn delivery(state: &AppState, job: &Job) -> ApiResult<(i32, Option<Concurr
     let endpoint = state.store.endpoint_for_job(&job.endpoint, job.endpoint_version).await?.ok_or_else(|| {
         ApiError::new(
             ErrorCode::EndpointNotFound,
-            format!("Endpoint '{}' of job '{}' no longer exists.", job.endpoint, job.job_id),
+            format!("Endpoint '{}' of job '{}' no longer exists.", own_name(&job.endpoint), job.job_id),
         )
     })?;
     Ok((RetryPolicy::attempts_allowed(&endpoint.retry_policy), endpoint.concurrency))

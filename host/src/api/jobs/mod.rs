@@ -45,7 +45,7 @@ use super::state::AppState;
 use super::validators::validate_input;
 use super::Created;
 use crate::api::error::{ApiError, ApiResult, ErrorCode};
-use crate::domain::{CatchupPolicy, ExecutionStatus, JobStatus, OverlapPolicy, Trigger};
+use crate::domain::{CatchupPolicy, ExecutionStatus, JobStatus, OverlapPolicy, Scope, Trigger};
 use crate::ids::JobId;
 use crate::retry::RetryPolicy;
 use crate::store::{
@@ -92,13 +92,14 @@ fn not_found(job_id: &str) -> ApiError {
 ))]
 async fn create(
     State(state): State<AppState>,
+    scope: Scope,
     key: IdempotencyKey,
     ApiJson(mut body): ApiJson<JobIn>,
 ) -> ApiResult<Created<JobOut>> {
     body.idempotency_key = key.for_job(body.idempotency_key.take())?;
-    let endpoint =
-        state.endpoint_reader.get(&body.endpoint).await?.ok_or_else(|| endpoint_not_found(&body.endpoint))?;
-    let prepared = prepare(&state, body, &endpoint).await?;
+    let stored = scope.stored(&body.endpoint);
+    let endpoint = state.endpoint_reader.get(&stored).await?.ok_or_else(|| endpoint_not_found(&body.endpoint))?;
+    let prepared = prepare(&state, &scope, body, &endpoint).await?;
     let Prepared { new, run_at_given } = prepared;
     let (new, inserted) = state.job_writer.insert(new).await.map_err(|e| endpoint_gone(e, &endpoint.name))?;
     let prepared = Prepared { new, run_at_given };
@@ -109,28 +110,32 @@ async fn create(
     Ok(answer)
 }
 
-/// A job's callbacks: `on_failure` and `on_success` each name an existing endpoint other than
-/// the job's own (a callback told to the endpoint it reports on).
+/// A job's callbacks: `on_failure` and `on_success` each name an existing endpoint of the
+/// caller's tenant other than the job's own (`endpoint`, stored: a callback told to the
+/// endpoint it reports on).
 async fn check_callbacks(
     state: &AppState,
+    scope: &Scope,
     on_failure: Option<&str>,
     on_success: Option<&str>,
     endpoint: &str,
 ) -> ApiResult<()> {
     for (field, target) in [("on_failure", on_failure), ("on_success", on_success)] {
         let Some(target) = target else { continue };
-        if target == endpoint {
+        if scope.stored(target) == endpoint {
             return Err(ApiError::invalid_field(
                 field,
                 "names the job's own endpoint: its executions would be reported to the endpoint they report on",
             ));
         }
-        crate::api::endpoints::require_callback(state, field, target).await?;
+        crate::api::endpoints::require_callback(state, scope, field, target).await?;
     }
     Ok(())
 }
 
+/// `name` as given, or as stored (then shown as its own tenant knows it).
 fn endpoint_not_found(name: &str) -> ApiError {
+    let name = crate::domain::tenant::own_name(name);
     ApiError::new(ErrorCode::EndpointNotFound, format!("Endpoint '{name}' does not exist."))
 }
 
@@ -150,8 +155,13 @@ pub(super) struct Prepared {
     run_at_given: bool,
 }
 
-/// Check a create against its endpoint and make the rows it writes.
-pub(super) async fn prepare(state: &AppState, body: JobIn, endpoint: &crate::store::Endpoint) -> ApiResult<Prepared> {
+/// Check a create against its endpoint (of `scope`'s tenant) and make the rows it writes.
+pub(super) async fn prepare(
+    state: &AppState,
+    scope: &Scope,
+    body: JobIn,
+    endpoint: &crate::store::Endpoint,
+) -> ApiResult<Prepared> {
     let trigger = body.trigger;
     let refuse = |field: &str, present: bool| {
         if present {
@@ -193,7 +203,7 @@ pub(super) async fn prepare(state: &AppState, body: JobIn, endpoint: &crate::sto
         _ => {}
     }
     policies::check_sla(body.sla_ms)?;
-    check_callbacks(state, body.on_failure.as_deref(), body.on_success.as_deref(), &endpoint.name).await?;
+    check_callbacks(state, scope, body.on_failure.as_deref(), body.on_success.as_deref(), &endpoint.name).await?;
     let input = body.input.unwrap_or_else(|| json!({}));
     validate_input(&*state.store, &state.validators, endpoint.payload_spec.as_deref(), &input).await?;
     let run_at_given = body.run_at.is_some();
@@ -210,8 +220,8 @@ pub(super) async fn prepare(state: &AppState, body: JobIn, endpoint: &crate::sto
         catchup_window_sec: body.catchup_window.as_deref().map(policies::parse_window).transpose()?,
         cron_jitter_ms: policies::check_jitter(body.jitter_ms)?,
         sla_ms: body.sla_ms,
-        on_failure: body.on_failure.clone(),
-        on_success: body.on_success.clone(),
+        on_failure: scope.stored_opt(body.on_failure.as_deref()),
+        on_success: scope.stored_opt(body.on_success.as_deref()),
         ..JobWrite::on(endpoint, trigger, at)
     };
     tracing::Span::current().record("job_id", tracing::field::display(&job.job_id));
@@ -305,6 +315,7 @@ fn delayed_run_at(
 ))]
 async fn list(
     State(state): State<AppState>,
+    scope: Scope,
     ApiQuery(params): ApiQuery<JobListParams>,
 ) -> ApiResult<Json<ListOut<JobOut>>> {
     let page = ListParams { limit: params.limit, cursor: params.cursor }.page_request()?;
@@ -313,7 +324,12 @@ async fn list(
     let status = status.map_err(|_| ApiError::invalid_field("status", "must be ACTIVE or RETIRED"))?;
     let trigger = params.trigger.as_deref().map(str::parse::<Trigger>).transpose();
     let trigger = trigger.map_err(|_| ApiError::invalid_field("trigger", "must be IMMEDIATE, DELAYED or CRON"))?;
-    let filter = JobFilter { endpoint: params.endpoint, status, trigger_type: trigger };
+    let filter = JobFilter {
+        tenant: Some(scope.tenant().to_owned()),
+        endpoint: scope.stored_opt(params.endpoint.as_deref()),
+        status,
+        trigger_type: trigger,
+    };
     let rows = state.store.job_list(&filter, &page).await?;
     Ok(Json(paginate(
         rows,
@@ -323,16 +339,21 @@ async fn list(
     )))
 }
 
-pub(super) async fn load(state: &AppState, job_id: &JobId) -> ApiResult<Job> {
-    state.store.job_get(job_id).await?.ok_or_else(|| not_found(job_id))
+/// The job, if it is the caller's tenant's: another tenant's job is not found, as if it did
+/// not exist.
+pub(super) async fn load(state: &AppState, scope: &Scope, job_id: &JobId) -> ApiResult<Job> {
+    match state.store.job_get(job_id).await? {
+        Some(job) if scope.owns(&job.endpoint) => Ok(job),
+        _ => Err(not_found(job_id)),
+    }
 }
 
 /// Read a job.
 #[utoipa::path(get, path = "/jobs/{job_id}", tag = "jobs", params(("job_id" = String, Path, description = "The job's id (`job_…`).")), responses(
     (status = 200, description = "The job, with a one-shot job's execution as it is now.", body = JobOut),
 ))]
-async fn read(State(state): State<AppState>, Path(job_id): Path<JobId>) -> ApiResult<Json<JobOut>> {
-    let job = load(&state, &job_id).await?;
+async fn read(State(state): State<AppState>, scope: Scope, Path(job_id): Path<JobId>) -> ApiResult<Json<JobOut>> {
+    let job = load(&state, &scope, &job_id).await?;
     let execution = if job.trigger_type == Trigger::Cron { None } else { state.store.execution_first(&job_id).await? };
     Ok(Json(JobOut::new(&job, execution.as_ref().map(|e| (e, None)))))
 }
@@ -343,12 +364,13 @@ async fn read(State(state): State<AppState>, Path(job_id): Path<JobId>) -> ApiRe
 ))]
 async fn update(
     State(state): State<AppState>,
+    scope: Scope,
     Path(job_id): Path<JobId>,
     ApiJson(body): ApiJson<JobUpdateIn>,
 ) -> ApiResult<Json<JobOut>> {
-    let old = policies::active_cron(&state, &job_id, "updated. Create a new job instead").await?;
+    let old = policies::active_cron(&state, &scope, &job_id, "updated. Create a new job instead").await?;
     policies::check_sla(body.sla_ms)?;
-    check_callbacks(&state, body.on_failure.as_deref(), body.on_success.as_deref(), &old.endpoint).await?;
+    check_callbacks(&state, &scope, body.on_failure.as_deref(), body.on_success.as_deref(), &old.endpoint).await?;
     let endpoint = state.store.endpoint_get(&old.endpoint).await?;
     let input = body.input.unwrap_or_else(|| old.input.clone().unwrap_or_default());
     let payload_spec = endpoint.as_ref().and_then(|e| e.payload_spec.as_deref());
@@ -394,8 +416,8 @@ async fn update(
             None => old.cron_jitter_ms,
         },
         sla_ms: body.sla_ms.or(old.sla_ms),
-        on_failure: body.on_failure.or(old.on_failure.clone()),
-        on_success: body.on_success.or(old.on_success.clone()),
+        on_failure: scope.stored_opt(body.on_failure.as_deref()).or(old.on_failure.clone()),
+        on_success: scope.stored_opt(body.on_success.as_deref()).or(old.on_success.clone()),
         schedule,
         schedule_spec,
         // A new version is a new job: it is delivered with the endpoint as it is now.
@@ -423,11 +445,11 @@ async fn update(
 #[utoipa::path(post, path = "/jobs/{job_id}/cancel", tag = "jobs", params(("job_id" = String, Path, description = "The job's id (`job_…`).")), responses(
     (status = 200, description = "The job after the cancel.", body = JobOut),
 ))]
-async fn cancel(State(state): State<AppState>, Path(job_id): Path<JobId>) -> ApiResult<Json<JobOut>> {
-    let job = load(&state, &job_id).await?;
+async fn cancel(State(state): State<AppState>, scope: Scope, Path(job_id): Path<JobId>) -> ApiResult<Json<JobOut>> {
+    let job = load(&state, &scope, &job_id).await?;
     if job.trigger_type == Trigger::Cron {
         state.store.job_retire(&job_id).await?;
-        return Ok(Json(JobOut::new(&load(&state, &job_id).await?, None)));
+        return Ok(Json(JobOut::new(&load(&state, &scope, &job_id).await?, None)));
     }
     state.store.job_cancel_waiting(&job_id).await?;
     let execution = state.store.execution_first(&job_id).await?;
@@ -439,7 +461,7 @@ async fn cancel(State(state): State<AppState>, Path(job_id): Path<JobId>) -> Api
         Some(done @ (ExecutionStatus::Success | ExecutionStatus::Failed)) => {
             Err(ApiError::new(ErrorCode::ExecutionNotCancellable, format!("Job '{job_id}' already finished ({done}).")))
         }
-        _ => Ok(Json(JobOut::new(&load(&state, &job_id).await?, execution.as_ref().map(|e| (e, None))))),
+        _ => Ok(Json(JobOut::new(&load(&state, &scope, &job_id).await?, execution.as_ref().map(|e| (e, None))))),
     }
 }
 
@@ -450,8 +472,8 @@ async fn cancel(State(state): State<AppState>, Path(job_id): Path<JobId>) -> Api
 #[utoipa::path(delete, path = "/jobs/{job_id}", tag = "jobs", params(("job_id" = String, Path, description = "The job's id (`job_…`).")), responses(
     (status = 204, description = "Deleted, with its history."),
 ))]
-async fn delete(State(state): State<AppState>, Path(job_id): Path<JobId>) -> ApiResult<StatusCode> {
-    let job = load(&state, &job_id).await?;
+async fn delete(State(state): State<AppState>, scope: Scope, Path(job_id): Path<JobId>) -> ApiResult<StatusCode> {
+    let job = load(&state, &scope, &job_id).await?;
     if job.trigger_type == Trigger::Cron && job.status == JobStatus::Active {
         return Err(ApiError::conflict(format!(
             "Job '{job_id}' is an active CRON job: cancel it first (POST /jobs/{job_id}/cancel), then delete it."
@@ -475,11 +497,12 @@ async fn delete(State(state): State<AppState>, Path(job_id): Path<JobId>) -> Api
 ))]
 async fn versions(
     State(state): State<AppState>,
+    scope: Scope,
     Path(job_id): Path<JobId>,
     ApiQuery(params): ApiQuery<ListParams>,
 ) -> ApiResult<Json<ListOut<JobOut>>> {
     let page = params.page_request()?;
-    load(&state, &job_id).await?;
+    load(&state, &scope, &job_id).await?;
     let rows = state.store.job_versions(&job_id, &page).await?;
     Ok(Json(paginate(
         rows,
@@ -495,10 +518,11 @@ async fn versions(
 ))]
 async fn executions(
     State(state): State<AppState>,
+    scope: Scope,
     Path(job_id): Path<JobId>,
     ApiQuery(params): ApiQuery<ExecutionListParams>,
 ) -> ApiResult<Json<ListOut<ExecutionOut>>> {
-    load(&state, &job_id).await?;
+    load(&state, &scope, &job_id).await?;
     let page = ListParams { limit: params.limit, cursor: params.cursor }.page_request()?;
     let page = crate::api::pagination::ListOrder::apply(params.order, page);
     let status = params.status.as_deref().map(str::parse::<ExecutionStatus>).transpose();

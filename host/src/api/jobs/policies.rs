@@ -13,7 +13,7 @@ use super::{load, with_article};
 use crate::api::error::{ApiError, ApiResult, ErrorCode};
 use crate::api::extract::{parse_json, ApiBytes};
 use crate::api::state::AppState;
-use crate::domain::{JobStatus, Trigger};
+use crate::domain::{JobStatus, Scope, Trigger};
 use crate::ids::JobId;
 use crate::scheduler::ticks::JobSchedule;
 use crate::store::{now, Job};
@@ -71,8 +71,8 @@ pub fn format_window(seconds: i32) -> String {
 
 /// The job, if it is a CRON job that has not been retired: only those can be updated, paused
 /// or resumed. `what` ends the refusal's sentence: "only CRON jobs can be {what}."
-pub(super) async fn active_cron(state: &AppState, job_id: &JobId, what: &str) -> ApiResult<Job> {
-    let job = load(state, job_id).await?;
+pub(super) async fn active_cron(state: &AppState, scope: &Scope, job_id: &JobId, what: &str) -> ApiResult<Job> {
+    let job = load(state, scope, job_id).await?;
     if job.trigger_type != Trigger::Cron {
         return Err(ApiError::new(
             ErrorCode::JobNotUpdatable,
@@ -94,10 +94,14 @@ pub(super) async fn active_cron(state: &AppState, job_id: &JobId, what: &str) ->
 #[utoipa::path(post, path = "/jobs/{job_id}/pause", tag = "jobs", params(("job_id" = String, Path, description = "The job's id (`job_…`).")), responses(
     (status = 200, description = "The job, with `paused_at` set.", body = JobOut),
 ))]
-pub(super) async fn pause(State(state): State<AppState>, Path(job_id): Path<JobId>) -> ApiResult<Json<JobOut>> {
-    active_cron(&state, &job_id, PAUSED).await?;
+pub(super) async fn pause(
+    State(state): State<AppState>,
+    scope: Scope,
+    Path(job_id): Path<JobId>,
+) -> ApiResult<Json<JobOut>> {
+    active_cron(&state, &scope, &job_id, PAUSED).await?;
     state.store.job_pause(&job_id, now()).await?;
-    Ok(Json(JobOut::new(&load(&state, &job_id).await?, None)))
+    Ok(Json(JobOut::new(&load(&state, &scope, &job_id).await?, None)))
 }
 
 /// `POST /jobs/{id}/resume`.
@@ -120,19 +124,20 @@ pub struct ResumeIn {
 ))]
 pub(super) async fn resume(
     State(state): State<AppState>,
+    scope: Scope,
     Path(job_id): Path<JobId>,
     ApiBytes(body): ApiBytes,
 ) -> ApiResult<Json<JobOut>> {
     // The body is optional: none is `{}`.
     let body: ResumeIn = if body.is_empty() { ResumeIn::default() } else { parse_json(&body)? };
-    let job = active_cron(&state, &job_id, PAUSED).await?;
+    let job = active_cron(&state, &scope, &job_id, PAUSED).await?;
     let catch_up = body.catch_up;
     if let Some(paused_at) = job.paused_at {
         let from = if catch_up { paused_at } else { now() };
         state.store.job_resume(&job_id, next_tick(&state, &job, from).await).await?;
         state.wakeups.cron_job_changed(&state.store).await;
     }
-    Ok(Json(JobOut::new(&load(&state, &job_id).await?, None)))
+    Ok(Json(JobOut::new(&load(&state, &scope, &job_id).await?, None)))
 }
 
 /// The job's first tick after `from` (and not before it starts), if its schedule has one left.

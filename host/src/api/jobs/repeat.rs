@@ -13,7 +13,7 @@ pub(in crate::api) async fn answer(
     let (job, execution) = (&prepared.new.job, &prepared.new.execution);
     let (status, job, first) = match inserted {
         Inserted::Created(job) => {
-            crate::metrics::job_created(job.trigger_type.as_str(), job.endpoint_type.as_str());
+            crate::metrics::job_created(job.trigger_type.as_str(), job.endpoint_type.as_str(), &job.endpoint);
             // The execution just written is the job's first: no need to read it back.
             let first = execution.clone().map(|e| Execution {
                 execution_id: e.execution_id,

@@ -7,6 +7,7 @@ use chrono_tz::Tz;
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::domain::tenant::own_name;
 use crate::domain::{CatchupPolicy, EndpointType, ExecutionStatus, JobStatus, OverlapPolicy, Trigger};
 use crate::ids::{ExecutionId, JobId};
 use crate::store::{now, Execution, Job};
@@ -104,7 +105,8 @@ impl JobOut {
         });
         Self {
             job_id: job.job_id.clone(),
-            endpoint: job.endpoint.clone(),
+            // Only its own tenant reads it: names shown as that tenant knows them.
+            endpoint: own_name(&job.endpoint).to_owned(),
             endpoint_version: job.endpoint_version,
             endpoint_type: job.endpoint_type,
             trigger: job.trigger_type,
@@ -117,8 +119,8 @@ impl JobOut {
             run_at: job.run_at.as_ref().map(utc),
             expires_at: job.expires_at.as_ref().map(utc),
             sla_ms: job.sla_ms,
-            on_failure: job.on_failure.clone(),
-            on_success: job.on_success.clone(),
+            on_failure: job.on_failure.as_deref().map(|n| own_name(n).to_owned()),
+            on_success: job.on_success.as_deref().map(|n| own_name(n).to_owned()),
             execution: execution.map(|(e, status)| JobExecutionOut {
                 execution_id: e.execution_id.clone(),
                 status: status.unwrap_or(e.status),

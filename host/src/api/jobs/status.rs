@@ -9,6 +9,7 @@ use super::responses::{
 };
 use crate::api::error::ApiResult;
 use crate::api::state::AppState;
+use crate::domain::Scope;
 use crate::ids::JobId;
 use crate::store::now;
 
@@ -31,8 +32,12 @@ pub fn health(total: usize, failed: usize) -> &'static str {
 #[utoipa::path(get, path = "/jobs/{job_id}/status", tag = "jobs", params(("job_id" = String, Path, description = "The job's id (`job_…`).")), responses(
     (status = 200, description = "What the job is doing now and how it did over the last 24 hours.", body = JobStatusOut),
 ))]
-pub async fn status(State(state): State<AppState>, Path(job_id): Path<JobId>) -> ApiResult<Json<JobStatusOut>> {
-    let job = load(&state, &job_id).await?;
+pub async fn status(
+    State(state): State<AppState>,
+    scope: Scope,
+    Path(job_id): Path<JobId>,
+) -> ApiResult<Json<JobStatusOut>> {
+    let job = load(&state, &scope, &job_id).await?;
     let stats = state.store.job_stats(&job_id, now() - chrono::Duration::hours(24)).await?;
     let last = state.store.execution_last(&job_id).await?;
     let failed = usize::try_from(stats.failed).unwrap_or(0);
@@ -68,7 +73,7 @@ pub async fn status(State(state): State<AppState>, Path(job_id): Path<JobId>) ->
         },
         cron: StatusCronOut::new(&job),
         job_id: job.job_id,
-        endpoint: job.endpoint,
+        endpoint: crate::domain::tenant::own_name(&job.endpoint).to_owned(),
         endpoint_type: job.endpoint_type,
         trigger: job.trigger_type,
         status: job.status,

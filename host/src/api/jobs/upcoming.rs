@@ -13,7 +13,7 @@ use super::{load, with_article};
 use crate::api::error::{ApiError, ApiResult, ErrorCode};
 use crate::api::extract::ApiQuery;
 use crate::api::state::AppState;
-use crate::domain::{JobStatus, Trigger};
+use crate::domain::{JobStatus, Scope, Trigger};
 use crate::ids::JobId;
 use crate::scheduler::ticks::JobSchedule;
 
@@ -60,6 +60,7 @@ pub struct TickOut {
 ))]
 pub async fn upcoming(
     State(state): State<AppState>,
+    scope: Scope,
     Path(job_id): Path<JobId>,
     ApiQuery(params): ApiQuery<UpcomingParams>,
 ) -> ApiResult<Json<UpcomingOut>> {
@@ -67,7 +68,7 @@ pub async fn upcoming(
     if !(1..=MAX_LIMIT).contains(&limit) {
         return Err(ApiError::invalid_field("limit", format!("must be 1 to {MAX_LIMIT}, got {limit}")));
     }
-    let job = load(&state, &job_id).await?;
+    let job = load(&state, &scope, &job_id).await?;
     if job.trigger_type != Trigger::Cron {
         return Err(ApiError::new(
             ErrorCode::JobNotUpdatable,

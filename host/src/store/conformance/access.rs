@@ -87,3 +87,129 @@ pub async fn audit_records_are_listed_by_tenant_and_purged_by_age(store: Arc<dyn
     let kept: Vec<String> = store.audit_list("default", &page).await.unwrap().into_iter().map(|r| r.path).collect();
     assert_eq!(kept, ["/new"]);
 }
+
+/// A tenant's resources are stored under qualified names (`domain::tenant`): one name in two
+/// tenants is two rows, each found by its own tenant's name alone, and every list of a tenant
+/// holds its rows and no other's.
+pub async fn each_tenant_reads_its_own_resources_and_no_other_s(store: Arc<dyn Store>) {
+    use crate::domain::Scope;
+    use serde_json::json;
+
+    let (default, acme) = (Scope::default(), Scope::new("acme"));
+    let page = PageRequest { limit: 10, after: None, newest_first: false };
+    for (scope, value) in [(&default, 1), (&acme, 2)] {
+        let name = scope.stored("orders");
+        store.payload_spec_insert(&name, &json!({"const": value})).await.unwrap();
+        store.config_insert(&name, &json!({"v": value})).await.unwrap();
+        store.secret_insert(&scope.stored("token"), &[value as u8], None).await.unwrap();
+        let mut write = endpoint_write(&name, None);
+        write.config = Some(name.to_string());
+        write.secret_refs = vec![scope.stored("token").into_owned()];
+        store.endpoint_insert(&write).await.unwrap();
+    }
+    for (scope, value) in [(&default, 1), (&acme, 2)] {
+        let tenant = scope.tenant();
+        let config = store.config_get(&scope.stored("orders")).await.unwrap().unwrap();
+        assert_eq!(config.values["v"], value, "{tenant}");
+        let configs = store.config_list(tenant, &page).await.unwrap();
+        assert_eq!(configs.iter().map(|c| c.values["v"].clone()).collect::<Vec<_>>(), [json!(value)], "{tenant}");
+        let specs = store.payload_spec_list(tenant, &page).await.unwrap();
+        assert_eq!(specs.iter().map(|s| s.schema["const"].clone()).collect::<Vec<_>>(), [json!(value)], "{tenant}");
+        let secrets = store.secret_list(tenant, &page).await.unwrap();
+        assert_eq!(secrets.iter().map(|s| s.encrypted_value.clone()).collect::<Vec<_>>(), [vec![value as u8]]);
+        let endpoints = store.endpoint_list(tenant, &page).await.unwrap();
+        assert_eq!(endpoints.iter().map(|e| e.name.as_str()).collect::<Vec<_>>(), [scope.stored("orders")]);
+        assert_eq!(endpoints[0].config.as_deref(), Some(&*scope.stored("orders")), "its own tenant's config");
+    }
+    assert!(store.config_list("beta", &page).await.unwrap().is_empty(), "a tenant with nothing lists nothing");
+
+    // Jobs and executions are their endpoint's tenant's: lists, counts, the overview's
+    // activity and upcoming ticks of one tenant hold its own alone.
+    let at = now() - chrono::Duration::seconds(1);
+    let mut executions = Vec::new();
+    for scope in [&default, &acme] {
+        let j = job(&scope.stored("orders"), Trigger::Immediate, Some("k"), at);
+        let e = execution(&j, ExecutionStatus::Queued, at);
+        store.job_insert(&j, Some(&e)).await.unwrap();
+        executions.push(e.execution_id);
+        let mut cron = job(&scope.stored("orders"), Trigger::Cron, None, at);
+        cron.cron_expression = Some("* * * * *".into());
+        cron.cron_timezone = Some("UTC".into());
+        cron.cron_next_run_at = Some(at + chrono::Duration::minutes(1));
+        store.job_insert(&cron, None).await.unwrap();
+    }
+    for (scope, own) in [(&default, &executions[0]), (&acme, &executions[1])] {
+        let tenant = scope.tenant();
+        let filter = JobFilter { tenant: Some(tenant.to_owned()), ..JobFilter::default() };
+        let jobs = store.job_list(&filter, &page).await.unwrap();
+        assert_eq!(jobs.len(), 2, "{tenant}: {jobs:?}");
+        assert!(jobs.iter().all(|j| scope.owns(&j.endpoint)), "{tenant}");
+        let filter = ExecutionFilter { tenant: Some(tenant.to_owned()), ..ExecutionFilter::default() };
+        let found = store.execution_search(&filter, &page).await.unwrap();
+        assert_eq!(found.iter().map(|e| &e.execution_id).collect::<Vec<_>>(), [own], "{tenant}");
+        assert_eq!(store.execution_counts(Some(tenant)).await.unwrap(), [(ExecutionStatus::Queued, 1)], "{tenant}");
+        let activity = store.execution_activity(at - chrono::Duration::seconds(1), 10, Some(tenant)).await.unwrap();
+        assert_eq!(activity.iter().map(|a| a.endpoint.as_str()).collect::<Vec<_>>(), [scope.stored("orders")]);
+        let upcoming = store.cron_upcoming(10, Some(tenant)).await.unwrap();
+        assert_eq!(upcoming.iter().map(|j| j.endpoint.as_str()).collect::<Vec<_>>(), [scope.stored("orders")]);
+    }
+    let filter = JobFilter { tenant: Some("beta".into()), ..JobFilter::default() };
+    assert!(store.job_list(&filter, &page).await.unwrap().is_empty());
+    assert_eq!(store.execution_counts(None).await.unwrap(), [(ExecutionStatus::Queued, 2)], "every tenant's");
+    assert_eq!(store.cron_upcoming(10, None).await.unwrap().len(), 2);
+    for id in &executions {
+        store.execution_cancel(id).await.unwrap();
+    }
+    for job in store.job_list(&JobFilter::default(), &page).await.unwrap() {
+        store.job_retire(&job.job_id).await.unwrap();
+        store.job_delete(&job.job_id).await.unwrap();
+    }
+    // A document in use by its tenant's endpoint is refused deletion; the other tenant's
+    // same-named document is not what is in use.
+    assert_eq!(store.config_delete(&acme.stored("orders")).await.unwrap(), Deleted::InUse(vec!["acme/orders".into()]));
+    store.endpoint_delete("orders").await.unwrap();
+    assert_eq!(store.config_delete("orders").await.unwrap(), Deleted::Deleted);
+    assert_eq!(store.config_get("acme/orders").await.unwrap().unwrap().values["v"], 2, "acme's is untouched");
+}
+
+/// A database written before tenants (PostgreSQL 0078, SQLite 0074) migrates on start into the
+/// `default` tenant with nothing lost: every resource, job and execution, whatever its status,
+/// is the default tenant's and no other's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_from_before_tenants_is_all_the_default_tenant_s() {
+    use serde_json::json;
+    for (store, _guard) in new_stores(Some((78, 74))).await {
+        let backend = store.backend();
+        store.payload_spec_insert("orders", &json!({"type": "object"})).await.unwrap();
+        store.config_insert("orders", &json!({"v": 1})).await.unwrap();
+        store.secret_insert("token", &[1], None).await.unwrap();
+        let mut write = endpoint_write("orders", None);
+        write.config = Some("orders".into());
+        store.endpoint_insert(&write).await.unwrap();
+        queued(&*store, "orders", 4).await;
+        let held = store.execution_claim(&claim("w", 3, Duration::from_secs(60))).await.unwrap();
+        let finishes = [finish(&held[0], ExecutionStatus::Success), finish(&held[1], ExecutionStatus::Failed)];
+        store.execution_finish_many(&finishes).await.unwrap();
+
+        store.migrate().await.unwrap();
+        let page = PageRequest { limit: 10, after: None, newest_first: false };
+        let tenant = Some(DEFAULT_TENANT.to_owned());
+        assert_eq!(store.payload_spec_list(DEFAULT_TENANT, &page).await.unwrap().len(), 1, "{backend:?}");
+        assert_eq!(store.config_list(DEFAULT_TENANT, &page).await.unwrap().len(), 1, "{backend:?}");
+        assert_eq!(store.secret_list(DEFAULT_TENANT, &page).await.unwrap().len(), 1, "{backend:?}");
+        assert_eq!(store.endpoint_list(DEFAULT_TENANT, &page).await.unwrap().len(), 1, "{backend:?}");
+        let jobs = JobFilter { tenant: tenant.clone(), ..JobFilter::default() };
+        assert_eq!(store.job_list(&jobs, &page).await.unwrap().len(), 4, "{backend:?}");
+        let executions = ExecutionFilter { tenant, ..ExecutionFilter::default() };
+        let mut statuses: Vec<&str> =
+            store.execution_search(&executions, &page).await.unwrap().iter().map(|e| e.status.as_str()).collect();
+        statuses.sort_unstable();
+        assert_eq!(statuses, ["FAILED", "QUEUED", "RUNNING", "SUCCESS"], "{backend:?}");
+        let mut counts = store.execution_counts(Some(DEFAULT_TENANT)).await.unwrap();
+        counts.sort_by_key(|(status, _)| status.as_str());
+        assert_eq!(counts, [(ExecutionStatus::Queued, 1), (ExecutionStatus::Running, 1)], "{backend:?}");
+        assert!(store.config_list("acme", &page).await.unwrap().is_empty(), "{backend:?}");
+        let acme = JobFilter { tenant: Some("acme".into()), ..JobFilter::default() };
+        assert!(store.job_list(&acme, &page).await.unwrap().is_empty(), "{backend:?}");
+    }
+}

@@ -25,9 +25,10 @@ async fn stores() -> Vec<(Arc<dyn Store>, Box<dyn std::any::Any>)> {
 }
 
 /// A store of each backend on a database of its own, empty or with the migrations before
-/// `before` applied (without the store's own migrate, which the caller runs when it wants):
-/// rows written through the latter are as a database of that time holds them.
-async fn new_stores(before: Option<i64>) -> Vec<(Arc<dyn Store>, Box<dyn std::any::Any>)> {
+/// `before` applied (PostgreSQL's, SQLite's; without the store's own migrate, which the caller
+/// runs when it wants): rows written through the latter are as a database of that time holds
+/// them.
+async fn new_stores(before: Option<(i64, i64)>) -> Vec<(Arc<dyn Store>, Box<dyn std::any::Any>)> {
     use sqlx::migrate::Migrator;
     let until = |mut migrator: Migrator, version: i64| {
         migrator.migrations = migrator.migrations.iter().filter(|m| m.version < version).cloned().collect();
@@ -36,7 +37,7 @@ async fn new_stores(before: Option<i64>) -> Vec<(Arc<dyn Store>, Box<dyn std::an
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("c.db");
     let sqlite: Arc<dyn Store> = Arc::new(sqlite::SqliteStore::connect(&path, 4).await.unwrap());
-    if let Some(version) = before {
+    if let Some((_, version)) = before {
         let pool = sqlx::SqlitePool::connect(&format!("sqlite:{}", path.display())).await.unwrap();
         until(sqlx::migrate!("../migrations/sqlite"), version).run(&pool).await.unwrap();
         pool.close().await;
@@ -53,7 +54,7 @@ async fn new_stores(before: Option<i64>) -> Vec<(Arc<dyn Store>, Box<dyn std::an
         sqlx::query(&format!("CREATE DATABASE {name}")).execute(&mut conn).await.unwrap();
     }
     let url = format!("{}/{name}", admin.rsplit_once('/').unwrap().0);
-    if let Some(version) = before {
+    if let Some((version, _)) = before {
         let pool = sqlx::PgPool::connect(&url).await.unwrap();
         until(sqlx::migrate!("../migrations/postgres"), version).run(&pool).await.unwrap();
         pool.close().await;
@@ -268,6 +269,7 @@ on_every_backend!(
     a_disabled_endpoint_is_passed_by_announced_once_and_enabled,
     writes_for_a_deleted_endpoint_or_job_find_it_gone,
     issued_keys_are_kept_listed_and_revoked,
+    each_tenant_reads_its_own_resources_and_no_other_s,
     audit_records_are_listed_by_tenant_and_purged_by_age,
     a_key_admits_up_to_its_bound_in_the_order_its_executions_fire,
     concurrent_admissions_of_one_key_never_pass_its_bound,

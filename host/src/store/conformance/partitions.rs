@@ -9,7 +9,7 @@ use super::*;
 /// their execution.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn history_written_before_the_attempt_keys_changed_reads_the_same_after() {
-    for (store, guard) in new_stores(Some(63)).await {
+    for (store, guard) in new_stores(Some((63, 63))).await {
         let backend = store.backend();
         later_columns(guard.as_ref(), true).await;
         endpoint(&*store, "a").await;

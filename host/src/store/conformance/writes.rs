@@ -152,8 +152,10 @@ pub async fn pages_follow_creation_order(store: Arc<dyn Store>) {
     let mut seen: Vec<(DateTime<Utc>, String)> = Vec::new();
     let mut after = None;
     loop {
-        let page =
-            store.config_list(&PageRequest { after: after.clone(), limit: 10, ..Default::default() }).await.unwrap();
+        let page = store
+            .config_list(DEFAULT_TENANT, &PageRequest { after: after.clone(), limit: 10, ..Default::default() })
+            .await
+            .unwrap();
         if page.is_empty() {
             break;
         }
@@ -169,7 +171,7 @@ pub async fn pages_follow_creation_order(store: Arc<dyn Store>) {
     let mut after = None;
     loop {
         let page = PageRequest { after: after.clone(), limit: 10, newest_first: true };
-        let page = store.config_list(&page).await.unwrap();
+        let page = store.config_list(DEFAULT_TENANT, &page).await.unwrap();
         let Some(last) = page.last() else { break };
         after = Some(PageKey { created_at: last.created_at, key: last.name.clone() });
         backwards.extend(page.into_iter().map(|c| (c.created_at, c.name)));
@@ -238,10 +240,10 @@ pub async fn running_executions_are_read_with_the_rest(store: Arc<dyn Store>) {
     assert_eq!(only_running, std::slice::from_ref(&running.execution_id));
     assert_eq!(store.execution_last(&j.job_id).await.unwrap().unwrap().execution_id, running.execution_id);
     assert_eq!(store.execution_first(&j.job_id).await.unwrap().unwrap().execution_id, done.execution_id);
-    let activity = store.execution_activity(at - chrono::Duration::seconds(1), 10).await.unwrap();
+    let activity = store.execution_activity(at - chrono::Duration::seconds(1), 10, None).await.unwrap();
     let statuses: Vec<ExecutionStatus> = activity.iter().map(|a| a.status).collect();
     assert_eq!(statuses, [ExecutionStatus::Running, ExecutionStatus::Queued, ExecutionStatus::Success], "newest first");
-    let mut counts = store.execution_counts().await.unwrap();
+    let mut counts = store.execution_counts(None).await.unwrap();
     counts.sort_by_key(|(status, _)| status.as_str());
     assert_eq!(
         counts,

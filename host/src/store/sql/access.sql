@@ -24,6 +24,9 @@ DELETE FROM dashboard_sessions WHERE token_hash = $1;
 -- tenants' primary key (name); tenant_keys' primary key (key_id), its unique key_hash, and
 -- idx_tenant_keys_by_tenant (tenant, created_at, key_id) for a tenant's page of keys.
 
+-- name: TenantInsert
+INSERT INTO tenants (name, created_at) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING RETURNING name, created_at;
+
 -- name: TenantGet
 SELECT name, created_at FROM tenants WHERE name = $1;
 

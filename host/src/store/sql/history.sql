@@ -21,6 +21,17 @@ SELECT status, CAST(COUNT(*) AS BIGINT) FROM executions WHERE status IN ('QUEUED
 UNION ALL
 SELECT status, CAST(COUNT(*) AS BIGINT) FROM executions WHERE status = 'RUNNING' GROUP BY status;
 
+-- The same, of one tenant's endpoints ($1; `domain::tenant`): each row's endpoint is read.
+-- name: ExecutionCountsOfTenant
+SELECT status, CAST(COUNT(*) AS BIGINT) FROM executions WHERE status = 'PENDING'
+  AND CASE WHEN $1 = 'default' THEN endpoint NOT LIKE '%/%' ELSE endpoint LIKE $1 || '/%' END GROUP BY status
+UNION ALL
+SELECT status, CAST(COUNT(*) AS BIGINT) FROM executions WHERE status IN ('QUEUED', 'RETRYING')
+  AND CASE WHEN $1 = 'default' THEN endpoint NOT LIKE '%/%' ELSE endpoint LIKE $1 || '/%' END GROUP BY status
+UNION ALL
+SELECT status, CAST(COUNT(*) AS BIGINT) FROM executions WHERE status = 'RUNNING'
+  AND CASE WHEN $1 = 'default' THEN endpoint NOT LIKE '%/%' ELSE endpoint LIKE $1 || '/%' END GROUP BY status;
+
 -- name: FailuresUnhandled
 SELECT execution_id, job_id, endpoint, endpoint_version, endpoint_type, idempotency_key, status, input,
        output, attempt_count, max_attempts, worker_id, run_at, started_at, completed_at, duration_ms, created_at,

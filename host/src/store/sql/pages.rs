@@ -15,15 +15,20 @@ pub struct List<'a> {
     pub written: Option<&'a str>,
     /// Columns that must equal the given values (bound).
     pub filters: &'a [(&'a str, &'a str)],
+    /// Columns that must match the given `LIKE` patterns (bound): a tenant's rows, by the
+    /// endpoint names they hold (`store::engine::tenant_condition`).
+    pub patterns: &'a [(&'a str, &'a str)],
 }
 
 /// One page of `list`, strictly after the page's cursor (before it, newest first, when the
 /// page asks for that).
 pub async fn page<T: Row>(db: Db<'_>, list: &List<'_>, page: &PageRequest) -> StoreResult<Vec<T>> {
+    let equal = list.filters.iter().map(|(column, _)| format!("{column} = "));
+    let like = list.patterns.iter().map(|(column, _)| format!("{column} LIKE "));
     let mut conditions: Vec<String> =
-        list.filters.iter().enumerate().map(|(i, (column, _))| format!("{column} = ${}", i + 1)).collect();
+        equal.chain(like).enumerate().map(|(i, test)| format!("{test}${}", i + 1)).collect();
     conditions.extend(list.written.map(str::to_owned));
-    let mut next = list.filters.len() + 1;
+    let mut next = list.filters.len() + list.patterns.len() + 1;
     let (beyond, direction) = if page.newest_first { ("<", "DESC") } else { (">", "ASC") };
     let (time_column, key) = (list.time_column, list.key);
     if page.after.is_some() {
@@ -38,7 +43,7 @@ pub async fn page<T: Row>(db: Db<'_>, list: &List<'_>, page: &PageRequest) -> St
         list.columns, list.from
     );
     let mut query = query(&sql);
-    for (_, value) in list.filters {
+    for (_, value) in list.filters.iter().chain(list.patterns) {
         query = query.bind(*value);
     }
     if let Some(after) = &page.after {

@@ -4,6 +4,8 @@
 -- per tick). Indexes: idx_jobs_cron_due (active cron jobs by next tick); the partial indexes of
 -- pending, claimable and running executions (migration 0065); executions' (job_id, status).
 
+-- $2: a tenant, or null for every tenant's (the tenant of a job is its endpoint's stored name's:
+-- `domain::tenant`).
 -- name: CronUpcoming
 SELECT job_id, endpoint, endpoint_version, endpoint_type, trigger_type, status, version, previous_version_id,
     replaced_by_id, idempotency_key, input, run_at, cron_expression, cron_timezone, cron_starts_at, cron_ends_at,
@@ -12,6 +14,8 @@ SELECT job_id, endpoint, endpoint_version, endpoint_type, trigger_type, status, 
     schedule_spec, cron_jitter_ms, expires_at, on_success
 FROM jobs
 WHERE trigger_type = 'CRON' AND status = 'ACTIVE' AND cron_next_run_at IS NOT NULL
+  AND (CAST($2 AS TEXT) IS NULL
+       OR CASE WHEN $2 = 'default' THEN endpoint NOT LIKE '%/%' ELSE endpoint LIKE $2 || '/%' END)
 ORDER BY cron_next_run_at
 LIMIT $1;
 
