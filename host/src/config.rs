@@ -15,7 +15,7 @@ mod database;
 mod limits;
 mod server;
 pub use commands::*;
-pub use limits::InputLimitArgs;
+pub use limits::{InputLimitArgs, QuotaArgs};
 pub use server::ServerArgs;
 
 #[derive(Debug, Parser)]
@@ -225,6 +225,8 @@ pub struct ServeArgs {
     pub server: ServerArgs,
     #[command(flatten)]
     pub input_limits: InputLimitArgs,
+    #[command(flatten)]
+    pub quotas: QuotaArgs,
 
     /// Requests per second each API key may make (a token bucket); 0 (the default) is no limit.
     /// Over it, the API answers 429 RATE_LIMITED with Retry-After. /healthz, /readyz and

@@ -10,7 +10,8 @@
 //!   route with its OpenAPI operation (`api::openapi`, served at `/openapi.json` and `/docs`);
 //!   its error codes (each with its HTTP status) and the error response shape in `api::error`.
 //! - [`domain`]: the engine's vocabulary as types (execution, attempt and job statuses,
-//!   triggers, endpoint types), stored as docs/api.md's TEXT names.
+//!   triggers, endpoint types), stored as docs/api.md's TEXT names; a tenant's scope (the names
+//!   its resources are stored under) and its quotas.
 //! - [`store`]: the one `Store` interface, its PostgreSQL and SQLite backends, the
 //!   conformance suite both pass, and `store::coalesce` (many requests' creates and endpoint
 //!   reads made as one call).
@@ -33,6 +34,7 @@
 //! - `region`: region heartbeats; what a second region will add.
 //! - `duration`: durations as written in settings and requests (`90s`, `15m`, `7d`).
 //! - `error_chain`: an error and its causes as one line, each said once.
+//! - `quota`: every tenant's quotas as the API holds and checks them.
 //! - `flow`: flow control per endpoint, shared by all workers: the rate limit (a token bucket)
 //!   and the circuit breaker.
 //! - [`ids`]: prefixed id types.
@@ -63,6 +65,7 @@ pub(crate) mod health;
 pub mod ids;
 pub(crate) mod metrics;
 pub mod plugin;
+pub(crate) mod quota;
 pub(crate) mod region;
 pub(crate) mod retry;
 pub(crate) mod scheduler;

@@ -13,6 +13,7 @@ both_backends!(
     tenants_are_made_by_operator_keys_alone,
     each_tenant_sees_and_changes_its_own_resources_alone,
     a_secret_s_envelope_opens_for_its_own_tenant_alone,
+    quotas_hold_at_their_edges,
 );
 
 /// A key of `role` issued to `tenant` by the operator; a client holding it.
@@ -257,4 +258,105 @@ async fn a_secret_s_envelope_opens_for_its_own_tenant_alone(backend: Backend) {
     let error = attempts["items"][0]["error"].to_string();
     assert!(error.contains("token") && error.contains("cannot be opened"), "{error}");
     assert!(receiver.received().is_empty(), "nothing was sent with the other tenant's secret");
+}
+
+/// An HTTP endpoint `name` of the caller's tenant that nothing will be delivered to in time.
+async fn endpoint(api: &Client, name: &str) -> crate::support::server::Response {
+    api.post(
+        "/endpoints",
+        &json!({"name": name, "type": "HTTP", "spec": {"url": "http://127.0.0.1:9/", "method": "POST"}}),
+    )
+    .await
+}
+
+/// A DELAYED job an hour from now: unfinished for as long as the test runs.
+fn later(endpoint: &str, key: &str) -> Value {
+    json!({"endpoint": endpoint, "trigger": "DELAYED", "delay_ms": 3_600_000, "idempotency_key": key, "input": {}})
+}
+
+async fn quotas_hold_at_their_edges(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let server = Server::start(&db).await;
+    let operator = server.client();
+    operator.create("/tenants", &json!({"name": "acme"})).await;
+    let acme = key_of(&operator, "acme", "admin").await;
+
+    // Set by operator keys alone, as a merge patch; a bad limit is refused naming it.
+    let quotas = json!({"endpoints": 2, "active_cron_jobs": 1, "min_cron_interval_sec": 60,
+                        "unfinished_executions": 3, "max_input_bytes": 100});
+    let message = acme.send(reqwest::Method::PATCH, "/tenants/acme", Some(&json!({"quotas": quotas}))).await;
+    message.error(403, "FORBIDDEN");
+    let patched = operator.send(reqwest::Method::PATCH, "/tenants/acme", Some(&json!({"quotas": quotas}))).await;
+    assert_eq!(patched.status.as_u16(), 200, "{}", patched.text);
+    assert_eq!(patched.body["quotas"]["endpoints"], 2);
+    let bad = operator.send(reqwest::Method::PATCH, "/tenants/acme", Some(&json!({"quotas": {"endpoints": -1}}))).await;
+    assert!(bad.error(400, "INVALID_REQUEST").starts_with("`quotas.endpoints`"));
+    operator
+        .send(reqwest::Method::PATCH, "/tenants/beta", Some(&json!({"quotas": {}})))
+        .await
+        .error(404, "TENANT_NOT_FOUND");
+
+    // Endpoints: two, and a repeat of one of them is still answered.
+    for name in ["one", "two"] {
+        assert_eq!(endpoint(&acme, name).await.status.as_u16(), 201);
+    }
+    let message = endpoint(&acme, "three").await.error(429, "QUOTA_EXCEEDED");
+    assert!(message.contains("`endpoints`") && message.contains("acme") && message.contains('2'), "{message}");
+    assert_eq!(endpoint(&acme, "one").await.status.as_u16(), 200, "an idempotent repeat");
+    for name in ["one", "two", "three"] {
+        assert_eq!(endpoint(&operator, name).await.status.as_u16(), 201, "the default tenant has no quota");
+    }
+
+    // A cron job's interval, and how many may be active.
+    let cron = |expression: &str| json!({"endpoint": "one", "trigger": "CRON", "cron": expression, "timezone": "UTC"});
+    let message = acme.post("/jobs", &cron("* * * * * *")).await.error(429, "QUOTA_EXCEEDED");
+    assert!(message.contains("min_cron_interval_sec") && message.contains("1 s"), "{message}");
+    let hourly = acme.create("/jobs", &cron("0 * * * *")).await;
+    let message = acme.post("/jobs", &cron("30 * * * *")).await.error(429, "QUOTA_EXCEEDED");
+    assert!(message.contains("active_cron_jobs"), "{message}");
+    // An update is not one more, but is held to the interval.
+    let path = format!("/jobs/{}", hourly["job_id"].as_str().unwrap());
+    acme.put(&path, &json!({"cron": "*/10 * * * * *"})).await.error(429, "QUOTA_EXCEEDED");
+    assert_eq!(acme.put(&path, &json!({"cron": "15 * * * *"})).await.status.as_u16(), 200);
+
+    // One job's input.
+    let big =
+        json!({"endpoint": "one", "trigger": "IMMEDIATE", "idempotency_key": "big", "input": {"x": "y".repeat(200)}});
+    let message = acme.post("/jobs", &big).await.error(429, "QUOTA_EXCEEDED");
+    assert!(message.contains("max_input_bytes"), "{message}");
+
+    // Unfinished executions: three, then none more, singly or by batch.
+    for key in ["a", "b", "c"] {
+        acme.create("/jobs", &later("one", key)).await;
+    }
+    let message = acme.post("/jobs", &later("one", "d")).await.error(429, "QUOTA_EXCEEDED");
+    assert!(message.contains("unfinished_executions"), "{message}");
+    acme.post("/jobs/batch", &json!({"jobs": [later("one", "e")]})).await.error(429, "QUOTA_EXCEEDED");
+
+    let usage = acme.get("/tenants/acme/usage").await.body;
+    assert_eq!(usage["endpoints"], json!({"limit": 2, "used": 2}), "{usage}");
+    assert_eq!(usage["active_cron_jobs"], json!({"limit": 1, "used": 1}), "{usage}");
+    assert_eq!(usage["unfinished_executions"], json!({"limit": 3, "used": 3}), "{usage}");
+    assert_eq!(usage["max_input_bytes"], json!({"limit": 100, "used": null}), "{usage}");
+    operator.get("/tenants/default/usage").await.body["endpoints"]["limit"].as_null().expect("no limit");
+    acme.get("/tenants/default/usage").await.error(404, "TENANT_NOT_FOUND");
+
+    // Lifting a limit (null) makes room at once; the create rate is a bucket per tenant.
+    let lifted = json!({"quotas": {"unfinished_executions": null, "creates_per_second": 2}});
+    assert_eq!(operator.send(reqwest::Method::PATCH, "/tenants/acme", Some(&lifted)).await.status.as_u16(), 200);
+    let mut refused = None;
+    for key in ["f", "g", "h", "i"] {
+        let answer = acme.post("/jobs", &later("one", key)).await;
+        if answer.status.as_u16() == 429 {
+            refused = Some(answer);
+            break;
+        }
+        assert_eq!(answer.status.as_u16(), 201, "{}", answer.text);
+    }
+    let refused = refused.expect("a third create within the second is over the rate");
+    assert!(refused.headers.contains_key("retry-after"), "{:?}", refused.headers);
+    assert!(refused.error(429, "RATE_LIMITED").contains("creates_per_second"));
+    let message =
+        acme.post("/jobs/batch", &json!({"jobs": [later("one", "j"), later("one", "k"), later("one", "l")]})).await;
+    assert!(message.error(429, "RATE_LIMITED").contains("creates_per_second"), "a batch past the burst at once");
 }

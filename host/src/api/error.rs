@@ -72,8 +72,12 @@ error_codes! {
     /// The body did not arrive within `TE_BODY_READ_TIMEOUT_SEC`, or the request took longer
     /// than `TE_REQUEST_TIMEOUT_SEC`.
     RequestTimeout => ("REQUEST_TIMEOUT", REQUEST_TIMEOUT),
-    /// The API key is over `TE_API_RATE_LIMIT`; `Retry-After` says when to come back.
+    /// The API key is over `TE_API_RATE_LIMIT`, or its tenant over its create rate;
+    /// `Retry-After` says when to come back.
     RateLimited => ("RATE_LIMITED", TOO_MANY_REQUESTS),
+    /// The tenant holds as much as one of its quotas allows (endpoints, active cron jobs,
+    /// unfinished executions), or the request asks past one (input size, cron interval).
+    QuotaExceeded => ("QUOTA_EXCEEDED", TOO_MANY_REQUESTS),
     InvalidSchema => ("INVALID_SCHEMA", UNPROCESSABLE_ENTITY),
     InvalidPayloadSpecRef => ("INVALID_PAYLOAD_SPEC_REF", UNPROCESSABLE_ENTITY),
     InvalidConfigRef => ("INVALID_CONFIG_REF", UNPROCESSABLE_ENTITY),
@@ -114,11 +118,13 @@ pub struct ApiError {
     pub message: String,
     /// Structured detail beside the message (each failing input path, say).
     pub details: Option<serde_json::Value>,
+    /// Seconds to wait before asking again (`Retry-After`), when waiting helps.
+    pub retry_after: Option<u64>,
 }
 
 impl ApiError {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        Self { code, message: message.into(), details: None }
+        Self { code, message: message.into(), details: None, retry_after: None }
     }
 
     pub fn with_details(mut self, details: serde_json::Value) -> Self {
@@ -155,6 +161,30 @@ impl ApiError {
     }
 }
 
+/// A request past one of its tenant's quotas: `429 RATE_LIMITED` with `Retry-After` for the
+/// create rate (when waiting helps), `429 QUOTA_EXCEEDED` for the others; the message names
+/// the quota, the tenant and the limit.
+impl From<crate::quota::OverQuota> for ApiError {
+    fn from(over: crate::quota::OverQuota) -> Self {
+        let code = match over.quota {
+            crate::quota::Quota::CreatesPerSecond => ErrorCode::RateLimited,
+            _ => ErrorCode::QuotaExceeded,
+        };
+        let mut error = Self::new(code, format!("{over}."));
+        error.retry_after = over.retry_after.map(crate::api::throttle::retry_after_seconds);
+        error
+    }
+}
+
+impl From<crate::quota::Refused> for ApiError {
+    fn from(refused: crate::quota::Refused) -> Self {
+        match refused {
+            crate::quota::Refused::Over(over) => over.into(),
+            crate::quota::Refused::Store(error) => error.into(),
+        }
+    }
+}
+
 impl From<StoreError> for ApiError {
     fn from(error: StoreError) -> Self {
         Self::internal(&error)
@@ -169,7 +199,11 @@ impl IntoResponse for ApiError {
         if let Some(details) = self.details {
             body["error"]["details"] = details;
         }
-        (self.code.status(), Json(body)).into_response()
+        let mut response = (self.code.status(), Json(body)).into_response();
+        if let Some(seconds) = self.retry_after {
+            response.headers_mut().insert(axum::http::header::RETRY_AFTER, seconds.into());
+        }
+        response
     }
 }
 

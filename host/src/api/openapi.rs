@@ -95,7 +95,9 @@ fn add_errors(operation: &mut Operation, by_status: &BTreeMap<u16, Vec<&str>>) {
                 "Retry-After",
                 HeaderBuilder::new()
                     .schema(u64::schema())
-                    .description(Some("Seconds until the API key may send again."))
+                    .description(Some(
+                        "Seconds until the API key (or its tenant's create rate) may send again; absent when waiting does not help (QUOTA_EXCEEDED, a batch larger than the tenant's burst).",
+                    ))
                     .build(),
             );
         }

@@ -58,6 +58,8 @@ pub struct AppContext {
     pub endpoint_reader: crate::store::coalesce::EndpointReader,
     /// The API keys: a key issued or revoked here holds here at once.
     pub keys: Arc<super::ApiKeys>,
+    /// Every tenant's quotas: a change made here holds here at once.
+    pub quotas: Arc<crate::quota::QuotaBook>,
 }
 
 impl FromRef<AppState> for HealthState {

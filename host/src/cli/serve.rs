@@ -155,6 +155,22 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     if args.roles.contains(&Role::Api) {
         let api_keys = Arc::new(api_keys);
         background.push(tokio::spawn(api_keys.clone().keep_issued_loaded(store.clone(), shutdown.clone())));
+        let quotas = Arc::new(crate::quota::QuotaBook::new(args.quotas.defaults()));
+        // Held from the first request on, then reloaded with the keys.
+        quotas.replace(
+            store
+                .tenants_with_quotas()
+                .await
+                .context("reading the tenants' quotas")?
+                .into_iter()
+                .filter_map(|t| Some((t.name, t.quotas?)))
+                .collect(),
+        );
+        background.push(tokio::spawn(quotas.clone().keep_loaded(
+            store.clone(),
+            auth::ISSUED_KEYS_RELOAD,
+            shutdown.clone(),
+        )));
         let state = AppState::new(AppContext {
             store: store.clone(),
             cipher,
@@ -168,6 +184,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             job_writer: crate::store::coalesce::JobWriter::spawn(store.clone()),
             endpoint_reader: crate::store::coalesce::EndpointReader::spawn(store.clone()),
             keys: api_keys.clone(),
+            quotas,
         });
         let max_body_bytes =
             usize::try_from(args.max_body_bytes).context("TE_MAX_BODY_BYTES is too large for this platform")?;

@@ -52,3 +52,48 @@ impl InputLimitArgs {
         )
     }
 }
+
+/// The server-wide defaults of the tenants' quotas: each holds for every tenant that has no
+/// limit of its own (`PATCH /tenants/{tenant}`); unset, none.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Tenant quotas (defaults)")]
+pub struct QuotaArgs {
+    /// Jobs a tenant may create a second, with a burst of as many (429 RATE_LIMITED with
+    /// Retry-After past it).
+    #[arg(long, env = "TE_QUOTA_CREATES_PER_SECOND", value_name = "TE_QUOTA_CREATES_PER_SECOND",
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub quota_creates_per_second: Option<u32>,
+
+    /// CRON jobs a tenant may have active at once (429 QUOTA_EXCEEDED past it).
+    #[arg(long, env = "TE_QUOTA_ACTIVE_CRON_JOBS", value_name = "TE_QUOTA_ACTIVE_CRON_JOBS")]
+    pub quota_active_cron_jobs: Option<u32>,
+
+    /// The shortest time, in seconds, between two ticks of a tenant's CRON job.
+    #[arg(long, env = "TE_QUOTA_MIN_CRON_INTERVAL_SEC", value_name = "TE_QUOTA_MIN_CRON_INTERVAL_SEC")]
+    pub quota_min_cron_interval_sec: Option<u32>,
+
+    /// Executions a tenant may have unfinished (PENDING, QUEUED, RUNNING, RETRYING) at once.
+    #[arg(long, env = "TE_QUOTA_UNFINISHED_EXECUTIONS", value_name = "TE_QUOTA_UNFINISHED_EXECUTIONS")]
+    pub quota_unfinished_executions: Option<u64>,
+
+    /// Endpoints a tenant may have.
+    #[arg(long, env = "TE_QUOTA_ENDPOINTS", value_name = "TE_QUOTA_ENDPOINTS")]
+    pub quota_endpoints: Option<u32>,
+
+    /// Bytes of one job's `input`, as JSON.
+    #[arg(long, env = "TE_QUOTA_MAX_INPUT_BYTES", value_name = "TE_QUOTA_MAX_INPUT_BYTES")]
+    pub quota_max_input_bytes: Option<u32>,
+}
+
+impl QuotaArgs {
+    pub fn defaults(&self) -> crate::domain::quotas::Quotas {
+        crate::domain::quotas::Quotas {
+            creates_per_second: self.quota_creates_per_second,
+            active_cron_jobs: self.quota_active_cron_jobs,
+            min_cron_interval_sec: self.quota_min_cron_interval_sec,
+            unfinished_executions: self.quota_unfinished_executions,
+            endpoints: self.quota_endpoints,
+            max_input_bytes: self.quota_max_input_bytes,
+        }
+    }
+}

@@ -4,6 +4,7 @@
 //! silent default.
 
 mod plugin_ref;
+pub mod quotas;
 pub mod tenant;
 
 use std::fmt;

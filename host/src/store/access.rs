@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 
 use super::sql::pages::{self, List};
 use super::sql::statements::access as sql;
-use super::sql::{query, SqlBackend};
+use super::sql::{query, Arg, SqlBackend};
 use super::{now, DbTime, Inserted, PageRequest, StoreResult};
 use crate::domain::KeyRole;
 use crate::ids::ApiKeyId;
@@ -17,6 +17,9 @@ use crate::ids::ApiKeyId;
 pub struct Tenant {
     pub name: String,
     pub created_at: DateTime<Utc>,
+    /// Its own quotas (None: none of its own; each limit it does not set is the default's).
+    #[sqlx(json(nullable))]
+    pub quotas: Option<crate::domain::quotas::Quotas>,
 }
 
 pub use crate::domain::DEFAULT_TENANT;
@@ -74,6 +77,14 @@ pub trait Access: Send + Sync {
     async fn tenant_insert(&self, name: &str) -> StoreResult<Inserted<Tenant>>;
     async fn tenant_get(&self, name: &str) -> StoreResult<Option<Tenant>>;
     async fn tenant_list(&self, page: &PageRequest) -> StoreResult<Vec<Tenant>>;
+    /// Replace a tenant's own quotas; None if it does not exist.
+    async fn tenant_quotas_set(
+        &self,
+        name: &str,
+        quotas: &crate::domain::quotas::Quotas,
+    ) -> StoreResult<Option<Tenant>>;
+    /// Every tenant that has quotas of its own.
+    async fn tenants_with_quotas(&self) -> StoreResult<Vec<Tenant>>;
     async fn tenant_key_insert(&self, key: &TenantKeyWrite<'_>) -> StoreResult<TenantKey>;
     async fn tenant_key_get(&self, tenant: &str, key_id: &ApiKeyId) -> StoreResult<Option<TenantKey>>;
     /// A tenant's keys, revoked ones included, oldest first.
@@ -137,9 +148,22 @@ impl<S: SqlBackend> Access for S {
         query(sql::TENANT_GET).bind(name).fetch_optional(self.db()).await
     }
 
+    async fn tenant_quotas_set(
+        &self,
+        name: &str,
+        quotas: &crate::domain::quotas::Quotas,
+    ) -> StoreResult<Option<Tenant>> {
+        let quotas = serde_json::to_value(quotas).expect("quotas serialize");
+        query(sql::TENANT_QUOTAS_SET).bind(name).bind(Arg::json(&quotas)).fetch_optional(self.db()).await
+    }
+
+    async fn tenants_with_quotas(&self) -> StoreResult<Vec<Tenant>> {
+        query(sql::TENANTS_WITH_QUOTAS).fetch_all(self.db()).await
+    }
+
     async fn tenant_list(&self, page: &PageRequest) -> StoreResult<Vec<Tenant>> {
         let list = List {
-            columns: "name, created_at",
+            columns: "name, created_at, quotas",
             from: "tenants",
             time_column: "created_at",
             key: "name",

@@ -31,6 +31,8 @@ pub trait Endpoints: Send + Sync {
     }
     /// A tenant's endpoints, by creation.
     async fn endpoint_list(&self, tenant: &str, page: &PageRequest) -> StoreResult<Vec<Endpoint>>;
+    /// How many endpoints a tenant has (its quota's count).
+    async fn endpoint_count(&self, tenant: &str) -> StoreResult<i64>;
     /// The endpoints that set `max_concurrency`, with it (for the worker's shares).
     async fn endpoint_concurrency_limits(&self) -> StoreResult<Vec<(String, i32)>>;
     /// No execution of the endpoint is claimed before `until` (never shortened).
@@ -179,6 +181,15 @@ impl<S: SqlBackend> Endpoints for S {
             patterns: &[],
         };
         pages::page(self.db(), &list, page).await
+    }
+
+    async fn endpoint_count(&self, tenant: &str) -> StoreResult<i64> {
+        // By idx_endpoints_tenant (`tenant` is computed from the name).
+        let (count,): (i64,) = query("SELECT CAST(COUNT(*) AS BIGINT) FROM endpoints WHERE tenant = $1")
+            .bind(tenant)
+            .fetch_one(self.db())
+            .await?;
+        Ok(count)
     }
 
     async fn endpoint_concurrency_limits(&self) -> StoreResult<Vec<(String, i32)>> {

@@ -17,6 +17,8 @@ pub trait Schedules: Send + Sync {
     /// The next ticks of active, unpaused CRON jobs, soonest first: of one tenant's endpoints,
     /// or (None) of every tenant's.
     async fn cron_upcoming(&self, limit: i64, tenant: Option<&str>) -> StoreResult<Vec<Job>>;
+    /// How many ACTIVE CRON jobs a tenant has (its quota's count; paused ones count).
+    async fn cron_active_count(&self, tenant: &str) -> StoreResult<i64>;
     /// The earliest next tick of an active cron job that may be materialized (one with no tick
     /// still waiting ahead of `now`): when the materializer next has work.
     async fn cron_next_due(&self, now: DateTime<Utc>) -> StoreResult<Option<DateTime<Utc>>>;
@@ -50,6 +52,20 @@ pub trait Schedules: Send + Sync {
 impl<S: SqlBackend> Schedules for S {
     async fn cron_upcoming(&self, limit: i64, tenant: Option<&str>) -> StoreResult<Vec<Job>> {
         query(sql::CRON_UPCOMING).bind(limit).bind(tenant).fetch_all(self.db()).await
+    }
+
+    async fn cron_active_count(&self, tenant: &str) -> StoreResult<i64> {
+        let (of_tenant, pattern) = super::engine::tenant_condition("endpoint", tenant);
+        let text = format!(
+            "SELECT CAST(COUNT(*) AS BIGINT) FROM jobs WHERE trigger_type = 'CRON' AND status = 'ACTIVE' AND {}",
+            of_tenant.replace('?', "$1")
+        );
+        let mut count = query(&text);
+        if let Some(pattern) = pattern {
+            count = count.bind(pattern);
+        }
+        let (count,): (i64,) = count.fetch_one(self.db()).await?;
+        Ok(count)
     }
 
     async fn cron_next_due(&self, now: DateTime<Utc>) -> StoreResult<Option<DateTime<Utc>>> {

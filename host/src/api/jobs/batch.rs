@@ -13,7 +13,7 @@ use serde_json::Value;
 use super::idempotency::IdempotencyKey;
 use super::requests::JobIn;
 use super::responses::JobOut;
-use super::{answer, endpoint_gone, endpoint_not_found, prepare, wake, Prepared};
+use super::{answer, endpoint_gone, endpoint_not_found, held_within_quotas, prepare, wake, Prepared};
 use crate::api::error::{ApiError, ApiResult};
 use crate::api::extract::{parse_json, ApiJson};
 use crate::api::state::AppState;
@@ -101,6 +101,8 @@ pub(super) async fn create_batch(
         ));
     }
     key.check_batch()?;
+    // The tenant's create rate, for the whole batch at once (each job counts).
+    state.quotas.take_creates(scope.tenant(), u32::try_from(body.jobs.len()).unwrap_or(u32::MAX))?;
     let mut items: Vec<Option<BatchItemOut>> = (0..body.jobs.len()).map(|_| None).collect();
     let mut endpoints: HashMap<String, Option<Endpoint>> = HashMap::new();
     let mut ready: Vec<(usize, Prepared)> = Vec::new();
@@ -119,6 +121,9 @@ pub(super) async fn create_batch(
             Err(error) => items[index] = Some(error_item(index, &error)),
         }
     }
+    // What the batch would hold of the tenant's counted quotas: all of it, or none.
+    let ready_refs: Vec<&Prepared> = ready.iter().map(|(_, p)| p).collect();
+    held_within_quotas(&state, &scope, &ready_refs).await?;
     let writes: Vec<_> = ready.iter().map(|(_, p)| (&p.new.job, p.new.execution.as_ref())).collect();
     let inserted = state.store.job_insert_many(&writes).await?;
     let mut created = Vec::new();

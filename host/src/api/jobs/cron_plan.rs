@@ -7,6 +7,8 @@ use serde_json::Value;
 
 use crate::api::error::{ApiError, ApiResult, ErrorCode};
 use crate::api::state::AppState;
+use crate::domain::quotas::{OverQuota, Quota};
+use crate::domain::Scope;
 use crate::plugin::{PluginRef, World};
 use crate::scheduler::schedule::CronSchedule;
 use crate::scheduler::ticks::{JobSchedule, PluginSchedule};
@@ -53,7 +55,15 @@ pub struct ScheduleAsked {
     pub ends_at: Option<DateTime<Utc>>,
 }
 
-pub async fn plan_cron(state: &AppState, asked: ScheduleAsked, at: DateTime<Utc>) -> ApiResult<CronPlan> {
+/// How many ticks after the first a tenant's `min_cron_interval_sec` is checked over.
+const TICKS_CHECKED: usize = 16;
+
+pub async fn plan_cron(
+    state: &AppState,
+    scope: &Scope,
+    asked: ScheduleAsked,
+    at: DateTime<Utc>,
+) -> ApiResult<CronPlan> {
     let timezone = asked.timezone.ok_or_else(|| {
         ApiError::invalid_field("timezone", "is required for a CRON job (an IANA name such as `UTC`)")
     })?;
@@ -101,7 +111,39 @@ pub async fn plan_cron(state: &AppState, asked: ScheduleAsked, at: DateTime<Utc>
         };
         invalid(format!("{what} has no tick between starts_at and ends_at"))
     })?;
+    if let Some(least) = state.quotas.of(scope.tenant()).min_cron_interval_sec {
+        let gap = shortest_gap(&schedule, next_run_at, asked.ends_at).await.map_err(|e| invalid(e.0))?;
+        if let Some(gap) = gap.filter(|gap| gap.num_seconds() < i64::from(least)) {
+            return Err(OverQuota {
+                quota: Quota::MinCronIntervalSec,
+                tenant: scope.tenant().to_owned(),
+                limit: u64::from(least),
+                wanted: u64::try_from(gap.num_seconds()).unwrap_or(0),
+                retry_after: None,
+            }
+            .into());
+        }
+    }
     Ok(CronPlan { expression, schedule: plugin, timezone, starts_at, ends_at: asked.ends_at, next_run_at })
+}
+
+/// The shortest time between two of the schedule's ticks among the first [`TICKS_CHECKED`]
+/// from `first` (before `ends_at`); None when it has no second tick.
+async fn shortest_gap(
+    schedule: &JobSchedule,
+    first: DateTime<Utc>,
+    ends_at: Option<DateTime<Utc>>,
+) -> Result<Option<chrono::Duration>, crate::scheduler::schedule::ScheduleError> {
+    let (mut shortest, mut tick) = (None::<chrono::Duration>, first);
+    for _ in 0..TICKS_CHECKED {
+        let Some(next) = schedule.next_after(tick).await?.filter(|t| ends_at.is_none_or(|end| *t < end)) else {
+            break;
+        };
+        let gap = next - tick;
+        shortest = Some(shortest.map_or(gap, |s| s.min(gap)));
+        tick = next;
+    }
+    Ok(shortest)
 }
 
 #[cfg(test)]

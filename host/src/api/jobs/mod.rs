@@ -97,9 +97,11 @@ async fn create(
     ApiJson(mut body): ApiJson<JobIn>,
 ) -> ApiResult<Created<JobOut>> {
     body.idempotency_key = key.for_job(body.idempotency_key.take())?;
+    state.quotas.take_creates(scope.tenant(), 1)?;
     let stored = scope.stored(&body.endpoint);
     let endpoint = state.endpoint_reader.get(&stored).await?.ok_or_else(|| endpoint_not_found(&body.endpoint))?;
     let prepared = prepare(&state, &scope, body, &endpoint).await?;
+    held_within_quotas(&state, &scope, &[&prepared]).await?;
     let Prepared { new, run_at_given } = prepared;
     let (new, inserted) = state.job_writer.insert(new).await.map_err(|e| endpoint_gone(e, &endpoint.name))?;
     let prepared = Prepared { new, run_at_given };
@@ -108,6 +110,20 @@ async fn create(
         wake(&state, &[&prepared]).await;
     }
     Ok(answer)
+}
+
+/// Creates that would take their tenant past its active CRON jobs or unfinished executions
+/// are refused, all together (`crate::quota`).
+pub(super) async fn held_within_quotas(state: &AppState, scope: &Scope, created: &[&Prepared]) -> ApiResult<()> {
+    let cron = created.iter().filter(|p| p.new.execution.is_none()).count() as u64;
+    let executions = created.len() as u64 - cron;
+    if cron > 0 {
+        state.quotas.cron_jobs_added(&*state.store, scope.tenant(), cron).await?;
+    }
+    if executions > 0 {
+        state.quotas.executions_added(&*state.store, scope.tenant(), executions).await?;
+    }
+    Ok(())
 }
 
 /// A job's callbacks: `on_failure` and `on_success` each name an existing endpoint of the
@@ -205,6 +221,7 @@ pub(super) async fn prepare(
     policies::check_sla(body.sla_ms)?;
     check_callbacks(state, scope, body.on_failure.as_deref(), body.on_success.as_deref(), &endpoint.name).await?;
     let input = body.input.unwrap_or_else(|| json!({}));
+    state.quotas.input_fits(scope.tenant(), &input)?;
     validate_input(&*state.store, &state.validators, endpoint.payload_spec.as_deref(), &input).await?;
     let run_at_given = body.run_at.is_some();
 
@@ -239,7 +256,7 @@ pub(super) async fn prepare(
                 starts_at: body.starts_at,
                 ends_at: body.ends_at,
             };
-            let plan = plan_cron(state, asked, at).await?;
+            let plan = plan_cron(state, scope, asked, at).await?;
             job.cron_expression = plan.expression;
             (job.schedule, job.schedule_spec) = plan.schedule.unzip();
             job.cron_timezone = Some(plan.timezone);
@@ -373,6 +390,7 @@ async fn update(
     check_callbacks(&state, &scope, body.on_failure.as_deref(), body.on_success.as_deref(), &old.endpoint).await?;
     let endpoint = state.store.endpoint_get(&old.endpoint).await?;
     let input = body.input.unwrap_or_else(|| old.input.clone().unwrap_or_default());
+    state.quotas.input_fits(scope.tenant(), &input)?;
     let payload_spec = endpoint.as_ref().and_then(|e| e.payload_spec.as_deref());
     validate_input(&*state.store, &state.validators, payload_spec, &input).await?;
     let at = now();
@@ -388,7 +406,7 @@ async fn update(
         starts_at: body.starts_at.or(old.cron_starts_at),
         ends_at: body.ends_at.or(old.cron_ends_at),
     };
-    let plan = plan_cron(&state, asked, at).await?;
+    let plan = plan_cron(&state, &scope, asked, at).await?;
     let (schedule, schedule_spec) = plan.schedule.unzip();
     let new = JobWrite {
         version: old.version + 1,

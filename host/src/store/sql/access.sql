@@ -25,10 +25,17 @@ DELETE FROM dashboard_sessions WHERE token_hash = $1;
 -- idx_tenant_keys_by_tenant (tenant, created_at, key_id) for a tenant's page of keys.
 
 -- name: TenantInsert
-INSERT INTO tenants (name, created_at) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING RETURNING name, created_at;
+INSERT INTO tenants (name, created_at) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING RETURNING name, created_at, quotas;
 
 -- name: TenantGet
-SELECT name, created_at FROM tenants WHERE name = $1;
+SELECT name, created_at, quotas FROM tenants WHERE name = $1;
+
+-- name: TenantQuotasSet
+UPDATE tenants SET quotas = $2 WHERE name = $1 RETURNING name, created_at, quotas;
+
+-- What every API process reloads with the keys.
+-- name: TenantsWithQuotas
+SELECT name, created_at, quotas FROM tenants WHERE quotas IS NOT NULL;
 
 -- name: TenantKeyInsert
 INSERT INTO tenant_keys (key_id, tenant, role, label, key_hash, created_at) VALUES ($1, $2, $3, $4, $5, $6)

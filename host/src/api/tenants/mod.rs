@@ -13,12 +13,13 @@ use serde::{Deserialize, Serialize};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::auth::{forbidden, generate_key, hash_key, Caller, IssuedKey};
-use super::extract::{ApiJson, ApiQuery};
-use super::names::check_name;
-use super::pagination::{paginate, ListOut, ListParams};
-use super::state::AppState;
+use crate::api::auth::{forbidden, generate_key, hash_key, Caller, IssuedKey};
 use crate::api::error::{ApiError, ApiResult, ErrorCode};
+use crate::api::extract::{ApiJson, ApiQuery};
+use crate::api::names::check_name;
+use crate::api::pagination::{paginate, ListOut, ListParams};
+use crate::api::state::AppState;
+use crate::domain::quotas::Quotas;
 use crate::domain::KeyRole;
 use crate::ids::ApiKeyId;
 use crate::store::{Inserted, PageKey, Tenant, TenantKey, TenantKeyWrite};
@@ -26,10 +27,13 @@ use crate::store::{Inserted, PageKey, Tenant, TenantKey, TenantKeyWrite};
 /// The longest label a key may carry.
 pub const MAX_LABEL_CHARS: usize = 200;
 
+mod quotas;
+
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(create, list))
-        .routes(routes!(read))
+        .routes(routes!(read, quotas::update))
+        .routes(routes!(quotas::usage))
         .routes(routes!(key_create, key_list))
         .routes(routes!(key_read, key_revoke))
 }
@@ -37,13 +41,16 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[derive(Serialize, utoipa::ToSchema)]
 pub struct TenantOut {
     pub name: String,
-    #[serde(serialize_with = "super::timestamp")]
+    #[serde(serialize_with = "crate::api::timestamp")]
     pub created_at: DateTime<Utc>,
+    /// Its own quotas (`PATCH /tenants/{tenant}`); a limit it does not set (`null`) is the
+    /// server-wide default's (`GET /tenants/{tenant}/usage` shows the limits that hold).
+    pub quotas: Quotas,
 }
 
 impl From<Tenant> for TenantOut {
     fn from(t: Tenant) -> Self {
-        Self { name: t.name, created_at: t.created_at }
+        Self { name: t.name, created_at: t.created_at, quotas: t.quotas.unwrap_or_default() }
     }
 }
 
@@ -72,10 +79,10 @@ pub struct KeyOut {
     pub tenant: String,
     pub role: KeyRole,
     pub label: Option<String>,
-    #[serde(serialize_with = "super::timestamp")]
+    #[serde(serialize_with = "crate::api::timestamp")]
     pub created_at: DateTime<Utc>,
     /// When it was revoked; null while it is accepted.
-    #[serde(serialize_with = "super::optional_timestamp")]
+    #[serde(serialize_with = "crate::api::optional_timestamp")]
     #[schema(value_type = Option<String>)]
     pub revoked_at: Option<DateTime<Utc>>,
 }
