@@ -14,6 +14,7 @@ both_backends!(
     each_tenant_sees_and_changes_its_own_resources_alone,
     a_secret_s_envelope_opens_for_its_own_tenant_alone,
     quotas_hold_at_their_edges,
+    a_tenant_is_deleted_with_all_it_holds_once_nothing_of_it_is_active,
 );
 
 /// A key of `role` issued to `tenant` by the operator; a client holding it.
@@ -359,4 +360,41 @@ async fn quotas_hold_at_their_edges(backend: Backend) {
     let message =
         acme.post("/jobs/batch", &json!({"jobs": [later("one", "j"), later("one", "k"), later("one", "l")]})).await;
     assert!(message.error(429, "RATE_LIMITED").contains("creates_per_second"), "a batch past the burst at once");
+}
+
+async fn a_tenant_is_deleted_with_all_it_holds_once_nothing_of_it_is_active(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let server = Server::start(&db).await;
+    let receiver = Receiver::start().await;
+    let operator = server.client();
+    operator.create("/tenants", &json!({"name": "acme"})).await;
+    let acme = key_of(&operator, "acme", "admin").await;
+    register(&operator, &receiver, "default").await;
+    register(&acme, &receiver, "acme").await;
+    let done = acme.create("/jobs", &immediate("orders", "done", json!({"n": 1}))).await;
+    wait_for_status(&acme, done["execution"]["execution_id"].as_str().unwrap(), "SUCCESS").await;
+    let waiting = acme.create("/jobs", &later("orders", "waiting")).await;
+
+    acme.delete("/tenants/acme").await.error(403, "FORBIDDEN");
+    let message = operator.delete("/tenants/acme").await.error(409, "CONFLICT");
+    assert!(message.contains("1 unfinished execution"), "{message}");
+    operator.delete("/tenants/default").await.error(409, "CONFLICT");
+    operator.delete("/tenants/beta").await.error(404, "TENANT_NOT_FOUND");
+
+    acme.post(&format!("/jobs/{}/cancel", waiting["job_id"].as_str().unwrap()), &json!({})).await;
+    assert_eq!(operator.delete("/tenants/acme").await.status.as_u16(), 204);
+    acme.get("/configs").await.error(401, "UNAUTHORIZED");
+    operator.get("/tenants/acme").await.error(404, "TENANT_NOT_FOUND");
+    for table in ["payload_specs", "configs", "secrets", "endpoints", "jobs"] {
+        let column = if table == "jobs" { "endpoint" } else { "name" };
+        let left = db.scalar(&format!("SELECT COUNT(*) FROM {table} WHERE {column} LIKE 'acme/%'")).await;
+        assert_eq!(left, 0, "{table}");
+    }
+    assert_eq!(db.scalar("SELECT COUNT(*) FROM executions WHERE endpoint LIKE 'acme/%'").await, 0);
+    assert_eq!(operator.get("/configs/orders").await.body["values"]["tenant"], "default", "the other's stays");
+
+    // Made again, it starts empty.
+    operator.create("/tenants", &json!({"name": "acme"})).await;
+    let again = key_of(&operator, "acme", "read").await;
+    assert!(again.get("/endpoints").await.body["items"].as_array().unwrap().is_empty());
 }

@@ -85,6 +85,10 @@ pub trait Access: Send + Sync {
     ) -> StoreResult<Option<Tenant>>;
     /// Every tenant that has quotas of its own.
     async fn tenants_with_quotas(&self) -> StoreResult<Vec<Tenant>>;
+    /// Delete a tenant's keys (the ids deleted): its first step out.
+    async fn tenant_keys_delete(&self, tenant: &str) -> StoreResult<Vec<ApiKeyId>>;
+    /// Delete a tenant (its resources deleted before); whether it was there.
+    async fn tenant_delete(&self, name: &str) -> StoreResult<bool>;
     async fn tenant_key_insert(&self, key: &TenantKeyWrite<'_>) -> StoreResult<TenantKey>;
     async fn tenant_key_get(&self, tenant: &str, key_id: &ApiKeyId) -> StoreResult<Option<TenantKey>>;
     /// A tenant's keys, revoked ones included, oldest first.
@@ -159,6 +163,15 @@ impl<S: SqlBackend> Access for S {
 
     async fn tenants_with_quotas(&self) -> StoreResult<Vec<Tenant>> {
         query(sql::TENANTS_WITH_QUOTAS).fetch_all(self.db()).await
+    }
+
+    async fn tenant_keys_delete(&self, tenant: &str) -> StoreResult<Vec<ApiKeyId>> {
+        let deleted: Vec<(ApiKeyId,)> = query(sql::TENANT_KEYS_DELETE).bind(tenant).fetch_all(self.db()).await?;
+        Ok(deleted.into_iter().map(|(id,)| id).collect())
+    }
+
+    async fn tenant_delete(&self, name: &str) -> StoreResult<bool> {
+        Ok(query(sql::TENANT_DELETE).bind(name).execute(self.db()).await? == 1)
     }
 
     async fn tenant_list(&self, page: &PageRequest) -> StoreResult<Vec<Tenant>> {

@@ -28,11 +28,12 @@ use crate::store::{Inserted, PageKey, Tenant, TenantKey, TenantKeyWrite};
 pub const MAX_LABEL_CHARS: usize = 200;
 
 mod quotas;
+mod removal;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(create, list))
-        .routes(routes!(read, quotas::update))
+        .routes(routes!(read, quotas::update, removal::delete))
         .routes(routes!(quotas::usage))
         .routes(routes!(key_create, key_list))
         .routes(routes!(key_read, key_revoke))

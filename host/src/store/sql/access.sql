@@ -48,5 +48,12 @@ SELECT key_id, tenant, role, label, created_at, revoked_at FROM tenant_keys WHER
 UPDATE tenant_keys SET revoked_at = COALESCE(revoked_at, $3) WHERE tenant = $1 AND key_id = $2
 RETURNING key_id, tenant, role, label, created_at, revoked_at;
 
+-- A tenant's keys go with it (its audit records stay, until the retention purge).
+-- name: TenantKeysDelete
+DELETE FROM tenant_keys WHERE tenant = $1 RETURNING key_id;
+
+-- name: TenantDelete
+DELETE FROM tenants WHERE name = $1;
+
 -- name: TenantKeysActive
 SELECT key_hash, key_id, tenant, role FROM tenant_keys WHERE revoked_at IS NULL;
