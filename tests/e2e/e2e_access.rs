@@ -175,6 +175,12 @@ async fn the_cli_issues_lists_and_revokes_keys(backend: Backend) {
     let acme = server.client().with_key(Some(acme_key.trim()));
     assert_eq!(acme.post("/configs", &json!({"name": "c", "values": {}})).await.status, 201);
     server.client().get("/configs/c").await.error(404, "CONFIG_NOT_FOUND");
+    // The operator's key, within acme.
+    let mut within = env.clone();
+    within.push(("TE_WITHIN_TENANT".to_owned(), "acme".to_owned()));
+    let out = command(&["configs", "get", "c"], &within, db.dir.path()).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(serde_json::from_slice::<Value>(&out.stdout).unwrap()["name"], "c");
 
     let (revoked, _) = run(&["api-keys", "revoke", &key_id]);
     assert!(revoked.starts_with(&format!("Revoked API key {key_id}")), "{revoked}");

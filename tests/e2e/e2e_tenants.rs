@@ -42,6 +42,21 @@ async fn tenants_are_made_by_operator_keys_alone(backend: Backend) {
     assert_eq!(names, ["default", "acme"]);
 
     let admin = key_of(&operator, "acme", "admin").await;
+
+    // An operator key acts within the tenant its request names; a tenant's key within its own.
+    let within = |tenant: &'static str| [("taskexec-tenant", tenant)];
+    let config = json!({"name": "made-by-operator", "values": {}});
+    let made = operator.send_with(reqwest::Method::POST, "/configs", Some(&config), &within("acme")).await;
+    assert_eq!(made.status.as_u16(), 201, "{}", made.text);
+    assert_eq!(admin.get("/configs/made-by-operator").await.status.as_u16(), 200, "acme's");
+    operator.get("/configs/made-by-operator").await.error(404, "CONFIG_NOT_FOUND");
+    let missing = operator.send_with(reqwest::Method::GET, "/configs", None, &within("beta")).await;
+    missing.error(404, "TENANT_NOT_FOUND");
+    let other = admin.send_with(reqwest::Method::GET, "/configs", None, &within("default")).await;
+    other.error(404, "TENANT_NOT_FOUND");
+    let own = admin.send_with(reqwest::Method::GET, "/configs/made-by-operator", None, &within("acme")).await;
+    assert_eq!(own.status.as_u16(), 200);
+
     let message = admin.post("/tenants", &json!({"name": "beta"})).await.error(403, "FORBIDDEN");
     assert!(message.contains("operator"), "{message}");
     assert_eq!(admin.get("/tenants/acme").await.body["name"], "acme");

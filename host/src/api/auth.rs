@@ -74,16 +74,39 @@ impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Caller {
     }
 }
 
+/// The header in which an operator key names the tenant its request acts within.
+pub const TENANT_HEADER: &str = "taskexec-tenant";
+
 /// The tenant a request acts within: a tenant's key acts within its tenant; an operator key
-/// within `default`, the tenant of a single-team install.
-impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Scope {
+/// within the tenant its request names in [`TENANT_HEADER`], else `default` (the tenant of a
+/// single-team install). A tenant that does not exist, or a tenant's key naming another
+/// tenant, is `404 TENANT_NOT_FOUND`, as if it did not exist.
+impl axum::extract::FromRequestParts<crate::api::state::AppState> for Scope {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut axum::http::request::Parts, state: &S) -> Result<Self, ApiError> {
-        Ok(match Caller::from_request_parts(parts, state).await? {
-            Caller::Operator => Scope::default(),
-            Caller::Tenant(key) => Scope::new(&key.tenant),
-        })
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &crate::api::state::AppState,
+    ) -> Result<Self, ApiError> {
+        let caller = Caller::from_request_parts(parts, state).await?;
+        let named = match parts.headers.get(TENANT_HEADER) {
+            None => None,
+            Some(value) => Some(value.to_str().map_err(|_| {
+                ApiError::invalid_request(format!("The `{TENANT_HEADER}` header must be a tenant's name."))
+            })?),
+        };
+        let not_found =
+            |name: &str| ApiError::new(ErrorCode::TenantNotFound, format!("Tenant '{name}' does not exist."));
+        match (caller, named) {
+            (Caller::Operator, None) => Ok(Scope::default()),
+            (Caller::Operator, Some(name)) => match state.store.tenant_get(name).await? {
+                Some(tenant) => Ok(Scope::new(&tenant.name)),
+                None => Err(not_found(name)),
+            },
+            (Caller::Tenant(key), None) => Ok(Scope::new(&key.tenant)),
+            (Caller::Tenant(key), Some(name)) if name == key.tenant => Ok(Scope::new(&key.tenant)),
+            (Caller::Tenant(_), Some(name)) => Err(not_found(name)),
+        }
     }
 }
 

@@ -1,4 +1,4 @@
-//! The REST API as the client commands use it: TE_URL and TE_API_KEY, errors that quote the
+//! The REST API as the client commands use it: TE_URL, TE_API_KEY (and TE_WITHIN_TENANT), errors that quote the
 //! service's own message, lists followed through every page, and tables for people.
 
 use anyhow::{bail, Context};
@@ -10,6 +10,8 @@ pub struct Api {
     pub http: reqwest::Client,
     pub url: String,
     key: String,
+    /// The tenant an operator key acts within (`--within-tenant`).
+    within_tenant: Option<String>,
 }
 
 impl Api {
@@ -17,7 +19,12 @@ impl Api {
         let key = args
             .api_key
             .context("TE_API_KEY is not set: pass --api-key or set TE_API_KEY to one of the service's API keys")?;
-        Ok(Self { http: reqwest::Client::new(), url: args.url.trim_end_matches('/').to_owned(), key })
+        Ok(Self {
+            http: reqwest::Client::new(),
+            url: args.url.trim_end_matches('/').to_owned(),
+            key,
+            within_tenant: args.within_tenant,
+        })
     }
 
     /// Send, and turn an error answer into an error that quotes the service's message.
@@ -33,6 +40,10 @@ impl Api {
         &self,
         request: reqwest::RequestBuilder,
     ) -> anyhow::Result<(reqwest::StatusCode, reqwest::Response)> {
+        let request = match &self.within_tenant {
+            Some(tenant) => request.header(crate::api::auth::TENANT_HEADER, tenant),
+            None => request,
+        };
         let response = request
             .bearer_auth(&self.key)
             .send()

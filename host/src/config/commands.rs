@@ -322,6 +322,10 @@ pub struct ApiArgs {
     /// An API key of the service.
     #[arg(long, env = "TE_API_KEY", value_name = "TE_API_KEY", hide_env_values = true)]
     pub api_key: Option<String>,
+    /// With an operator key: the tenant to act within (sent as the `taskexec-tenant` header);
+    /// unset: `default`.
+    #[arg(long, env = "TE_WITHIN_TENANT", value_name = "TE_WITHIN_TENANT")]
+    pub within_tenant: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
