@@ -119,6 +119,44 @@ async fn pages_answer_a_signed_in_key_and_refuse_everyone_else(backend: Backend)
     let paused = pause(&token, base).await.unwrap();
     assert_eq!(paused.status(), 303);
     assert!(!api.get(&format!("/jobs/{job_id}")).await.body["paused_at"].is_null());
+
+    // Tenants: an operator's session picks the tenant its pages show; a tenant's key sees its own.
+    api.create("/tenants", &json!({"name": "acme"})).await;
+    let acme_endpoint =
+        json!({"name": "acme-only", "type": "HTTP", "spec": {"url": "http://127.0.0.1:9/x", "method": "POST"}});
+    let made =
+        api.send_with(reqwest::Method::POST, "/endpoints", Some(&acme_endpoint), &[("taskexec-tenant", "acme")]).await;
+    assert_eq!(made.status.as_u16(), 201, "{}", made.text);
+    let html = get("/ui/endpoints").await.unwrap().text().await.unwrap();
+    assert!(html.contains("id=\"tenant-picker\"") && html.contains("<option value=\"acme\""), "{html}");
+    assert!(!html.contains("acme-only") && html.contains("keyed"), "the default tenant's until one is picked");
+    let pick = |tenant: &str| {
+        no_redirects()
+            .post(format!("{base}/ui/tenant"))
+            .header(COOKIE, &session)
+            .form(&[("_csrf", token.as_str()), ("tenant", tenant)])
+            .send()
+    };
+    let picked = pick("acme").await.unwrap();
+    assert_eq!(picked.status(), 303);
+    let picked_cookie = picked.headers()[SET_COOKIE].to_str().unwrap().split(';').next().unwrap().to_owned();
+    assert_eq!(picked_cookie, "te_ui_tenant=acme");
+    let within = format!("{session}; {picked_cookie}");
+    let page = |path: &str| no_redirects().get(format!("{base}{path}")).header(COOKIE, &within).send();
+    let html = page("/ui/endpoints").await.unwrap().text().await.unwrap();
+    assert!(html.contains("acme-only") && !html.contains("keyed"), "acme's pages: {html}");
+    assert!(html.contains("<option value=\"acme\" selected>"), "{html}");
+    assert_eq!(page("/ui").await.unwrap().status(), 200);
+    let unlisted = pick("beta").await.unwrap();
+    assert!(unlisted.headers()[SET_COOKIE].to_str().unwrap().contains("Max-Age=0"), "an unknown tenant picks none");
+
+    let acme_key =
+        api.create("/tenants/acme/api-keys", &json!({"role": "read"})).await["key"].as_str().unwrap().to_owned();
+    let (_, acme_cookie) = sign_in(base, &acme_key).await;
+    let acme_session = acme_cookie.unwrap().split(';').next().unwrap().to_owned();
+    let html = no_redirects().get(format!("{base}/ui/endpoints")).header(COOKIE, &acme_session).send().await.unwrap();
+    let html = html.text().await.unwrap();
+    assert!(html.contains("acme-only") && !html.contains("keyed") && !html.contains("tenant-picker"), "{html}");
 }
 
 /// chromedriver on a free loopback port, and a headless Chromium session through it.

@@ -11,7 +11,8 @@ use axum::Router;
 use serde_json::Value;
 use tower::ServiceExt;
 
-use crate::api::auth::{InProcessKey, KeyHash};
+use super::tenancy::ApiAs;
+use crate::api::auth::InProcessKey;
 
 /// The largest API answer a page reads (a page of 200 executions with their inputs and outputs
 /// fits many times over).
@@ -46,16 +47,19 @@ impl InProcessApi {
         Self { router }
     }
 
-    pub async fn get(&self, key: &KeyHash, path: &str) -> Answer {
+    pub async fn get(&self, key: &ApiAs, path: &str) -> Answer {
         self.call(key, Method::GET, path, None).await
     }
 
-    pub async fn post(&self, key: &KeyHash, path: &str, body: Option<Value>) -> Answer {
+    pub async fn post(&self, key: &ApiAs, path: &str, body: Option<Value>) -> Answer {
         self.call(key, Method::POST, path, body).await
     }
 
-    async fn call(&self, key: &KeyHash, method: Method, path: &str, body: Option<Value>) -> Answer {
-        let mut request = Request::builder().method(method).uri(path).extension(InProcessKey(*key));
+    async fn call(&self, key: &ApiAs, method: Method, path: &str, body: Option<Value>) -> Answer {
+        let mut request = Request::builder().method(method).uri(path).extension(InProcessKey(key.hash));
+        if let Some(tenant) = &key.tenant {
+            request = request.header(crate::api::auth::TENANT_HEADER, tenant);
+        }
         let body = match body {
             Some(body) => {
                 request = request.header(CONTENT_TYPE, "application/json");

@@ -19,6 +19,7 @@ pub mod live;
 pub mod overview;
 mod pages;
 pub mod session;
+mod tenancy;
 
 use std::sync::Arc;
 
@@ -43,17 +44,6 @@ pub struct Dashboard {
     pub(crate) session_ttl: chrono::Duration,
 }
 
-impl Dashboard {
-    /// The tenant a session's pages show: its key's (an operator key's: `default`), as the
-    /// API scopes the key's own requests.
-    pub(crate) fn scope(&self, session: &session::Session) -> crate::domain::Scope {
-        match self.keys.caller(&session.key) {
-            Some(crate::api::auth::Caller::Tenant(key)) => crate::domain::Scope::new(&key.tenant),
-            _ => crate::domain::Scope::default(),
-        }
-    }
-}
-
 /// The dashboard's routes, under `/ui`, reading and acting through `api` (the API's router);
 /// a session lasts `session_ttl` from signing in.
 pub fn router(state: AppState, api: Router, keys: Arc<ApiKeys>, session_ttl: std::time::Duration) -> Router {
@@ -71,6 +61,7 @@ pub fn router(state: AppState, api: Router, keys: Arc<ApiKeys>, session_ttl: std
         .route("/ui/", get(pages::overview))
         .route("/ui/login", get(session::login_form).post(session::login))
         .route("/ui/logout", post(session::logout))
+        .route("/ui/tenant", post(tenancy::pick))
         .route("/ui/jobs", get(pages::jobs))
         .route("/ui/jobs/{job_id}", get(pages::job))
         .route("/ui/jobs/{job_id}/{action}", post(pages::job_action))

@@ -77,7 +77,10 @@ fn page(
     values: Ctx,
 ) -> Response {
     let live_since = version.0.to_string();
-    render(ui, name, context! { section, csrf => session.csrf, notice, live_since, ..values })
+    // An operator's session picks the tenant its pages show (`tenancy`).
+    let tenants = &session.tenants;
+    let tenant = session.key.tenant.as_deref().unwrap_or(crate::domain::DEFAULT_TENANT);
+    render(ui, name, context! { section, csrf => session.csrf, notice, live_since, tenants, tenant, ..values })
 }
 
 /// `path?query` with `pairs` (the empty ones left out) encoded.

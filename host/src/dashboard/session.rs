@@ -27,15 +27,19 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use super::pages::render;
+use super::tenancy::{acting, ApiAs};
 use super::Dashboard;
 use crate::api::auth::KeyHash;
 use crate::api::server::ClientAddr;
 
 const COOKIE_NAME: &str = "te_ui";
 
-/// A signed-in browser: the hash of the key it signed in with, and the token its forms carry.
+/// A signed-in browser: whom its API calls act as (the hash of the key it signed in with, and
+/// the tenant an operator's session picked), the tenants its picker lists, and the token its
+/// forms carry.
 pub struct Session {
-    pub key: KeyHash,
+    pub key: ApiAs,
+    pub tenants: Vec<String>,
     token_hash: [u8; 32],
     pub csrf: String,
 }
@@ -114,7 +118,10 @@ impl FromRequestParts<Dashboard> for Session {
             None => None,
         };
         match (hash, key) {
-            (Some(token_hash), Some(key)) => Ok(Self { key, token_hash, csrf: csrf_token(&ui.csrf_key, &token_hash) }),
+            (Some(token_hash), Some(key)) => {
+                let (key, tenants) = acting(ui, key, &parts.headers).await;
+                Ok(Self { key, tenants, token_hash, csrf: csrf_token(&ui.csrf_key, &token_hash) })
+            }
             _ if parts.uri.path() == "/ui/live" => Err(StatusCode::UNAUTHORIZED.into_response()),
             _ => {
                 let next: String = url::form_urlencoded::byte_serialize(
@@ -273,7 +280,8 @@ mod tests {
     fn forms_from_other_sites_or_without_the_token_are_refused() {
         let key = [7u8; 32];
         let (mine, other) = (token_hash("mine"), token_hash("other"));
-        let session = Session { key: [1u8; 32], token_hash: mine, csrf: csrf_token(&key, &mine) };
+        let key_as = ApiAs { hash: [1u8; 32], tenant: None };
+        let session = Session { key: key_as, tenants: Vec::new(), token_hash: mine, csrf: csrf_token(&key, &mine) };
         let mut same = HeaderMap::new();
         same.insert("host", HeaderValue::from_static("127.0.0.1:8080"));
         same.insert("origin", HeaderValue::from_static("http://127.0.0.1:8080"));
