@@ -109,10 +109,16 @@ async fn each_tenant_sees_and_changes_its_own_resources_alone(backend: Backend) 
     for (api, n) in [(&own, 1), (&acme, 2)] {
         let job = api.create("/jobs", &immediate("orders", "first", json!({"n": n}))).await;
         assert_eq!(job["endpoint"], "orders", "shown as the tenant names it: {job}");
+        assert_eq!(job["tenant"], if n == 1 { "default" } else { "acme" }, "{job}");
         let execution = job["execution"]["execution_id"].as_str().unwrap().to_owned();
         wait_for_status(api, &execution, "SUCCESS").await;
         jobs.push((job["job_id"].as_str().unwrap().to_owned(), execution));
     }
+    // The logs name the tenant each request and each delivery acted within.
+    let logs = server.output_text();
+    let of_acme = |l: &&str| l.contains(r#""tenant":"acme""#);
+    assert!(logs.lines().filter(of_acme).any(|l| l.contains("Request handled.")), "{logs}");
+    assert!(logs.lines().filter(of_acme).any(|l| l.contains(r#""name":"attempt""#)), "{logs}");
 
     // Each delivery was made with its own tenant's config and secret.
     let received = receiver.received();

@@ -97,7 +97,7 @@ impl axum::extract::FromRequestParts<crate::api::state::AppState> for Scope {
         };
         let not_found =
             |name: &str| ApiError::new(ErrorCode::TenantNotFound, format!("Tenant '{name}' does not exist."));
-        match (caller, named) {
+        let scope = match (caller, named) {
             (Caller::Operator, None) => Ok(Scope::default()),
             (Caller::Operator, Some(name)) => match state.store.tenant_get(name).await? {
                 Some(tenant) => Ok(Scope::new(&tenant.name)),
@@ -106,7 +106,10 @@ impl axum::extract::FromRequestParts<crate::api::state::AppState> for Scope {
             (Caller::Tenant(key), None) => Ok(Scope::new(&key.tenant)),
             (Caller::Tenant(key), Some(name)) if name == key.tenant => Ok(Scope::new(&key.tenant)),
             (Caller::Tenant(_), Some(name)) => Err(not_found(name)),
-        }
+        }?;
+        // The request's log line names the tenant it acted within.
+        tracing::Span::current().record("tenant", scope.tenant());
+        Ok(scope)
     }
 }
 

@@ -37,8 +37,16 @@ pub async fn middleware(request: Request, next: Next) -> Response {
     let method = request.method().clone();
     // The path only: a query string may carry a cursor or filter values not worth logging.
     let path = request.uri().path().to_owned();
-    // `job_id` is filled in by the handlers that create or update a job.
-    let span = tracing::info_span!("request", request_id = %id, %method, %path, job_id = tracing::field::Empty);
+    // `job_id` is filled in by the handlers that create or update a job, `tenant` by the
+    // handlers that act within one (`api::auth`'s Scope).
+    let span = tracing::info_span!(
+        "request",
+        request_id = %id,
+        %method,
+        %path,
+        tenant = tracing::field::Empty,
+        job_id = tracing::field::Empty
+    );
     // A caller that traces: this request, and the deliveries it causes, join its trace.
     if let Some(parent) = request.headers().get(TRACEPARENT).and_then(|v| v.to_str().ok()).and_then(TraceParent::parse)
     {

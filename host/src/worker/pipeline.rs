@@ -137,6 +137,7 @@ impl Pipeline {
             job_id = %execution.job_id,
             execution_id = %execution.execution_id,
             attempt = execution.attempt_count,
+            tenant = crate::domain::tenant::tenant_of(&execution.endpoint),
             endpoint = %execution.endpoint,
         );
         if let Some(parent) = execution.trace_parent.as_deref().and_then(TraceParent::parse) {

@@ -37,6 +37,8 @@ pub fn router() -> OpenApiRouter<AppState> {
 pub struct ExecutionOut {
     pub execution_id: crate::ids::ExecutionId,
     pub job_id: crate::ids::JobId,
+    /// The tenant it belongs to (its endpoint's).
+    pub tenant: String,
     pub endpoint: String,
     /// The endpoint version it is delivered with (its job's).
     pub endpoint_version: Option<i32>,
@@ -89,6 +91,7 @@ impl From<Execution> for ExecutionOut {
         Self {
             execution_id: e.execution_id,
             job_id: e.job_id,
+            tenant: crate::domain::tenant::tenant_of(&e.endpoint).to_owned(),
             // Only its own tenant reads it: shown as that tenant names the endpoint.
             endpoint: own_name(&e.endpoint).to_owned(),
             endpoint_version: e.endpoint_version,

@@ -15,6 +15,8 @@ use crate::store::{now, Execution, Job};
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct JobOut {
     pub job_id: JobId,
+    /// The tenant it belongs to (its endpoint's).
+    pub tenant: String,
     pub endpoint: String,
     pub endpoint_version: Option<i32>,
     pub endpoint_type: EndpointType,
@@ -105,6 +107,7 @@ impl JobOut {
         });
         Self {
             job_id: job.job_id.clone(),
+            tenant: crate::domain::tenant::tenant_of(&job.endpoint).to_owned(),
             // Only its own tenant reads it: names shown as that tenant knows them.
             endpoint: own_name(&job.endpoint).to_owned(),
             endpoint_version: job.endpoint_version,
