@@ -123,9 +123,13 @@ impl From<OverQuota> for Refused {
 
 /// The checks that count what a tenant holds.
 impl QuotaBook {
-    /// May `tenant` have one more endpoint?
-    pub async fn endpoint_added(&self, store: &dyn Store, tenant: &str) -> Result<(), Refused> {
+    /// May `tenant` have the endpoint stored as `name`: one it has (an idempotent repeat of its
+    /// create), or one more?
+    pub async fn endpoint_added(&self, store: &dyn Store, tenant: &str, name: &str) -> Result<(), Refused> {
         let Some(limit) = self.of(tenant).endpoints else { return Ok(()) };
+        if store.endpoint_get(name).await?.is_some() {
+            return Ok(());
+        }
         let held = u64::try_from(store.endpoint_count(tenant).await?).unwrap_or(0);
         Ok(within(Quota::Endpoints, tenant, Some(u64::from(limit)), held + 1)?)
     }

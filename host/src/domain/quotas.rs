@@ -68,10 +68,10 @@ impl std::fmt::Display for OverQuota {
                 write!(f, "Tenant '{tenant}' is over its quota `{quota}` ({limit} jobs a second)")
             }
             Quota::MinCronIntervalSec => {
-                write!(f, "Tenant '{tenant}''s quota `{quota}` is {limit} s: this schedule ticks {wanted} s apart")
+                write!(f, "The quota `{quota}` of tenant '{tenant}' is {limit} s: this schedule ticks {wanted} s apart")
             }
             Quota::MaxInputBytes => {
-                write!(f, "Tenant '{tenant}''s quota `{quota}` is {limit} bytes: this input is {wanted}")
+                write!(f, "The quota `{quota}` of tenant '{tenant}' is {limit} bytes: this input is {wanted}")
             }
             _ => write!(f, "Tenant '{tenant}' is at its quota `{quota}` ({limit}): this would make it {wanted}"),
         }

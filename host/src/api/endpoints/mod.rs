@@ -398,9 +398,7 @@ async fn create(
     let name = body.name.clone().ok_or_else(|| ApiError::invalid_field("name", "is required"))?;
     check_name("name", &name)?;
     let write = prepare(&state, &scope, name.clone(), body).await?;
-    if state.store.endpoint_get(&write.name).await?.is_none() {
-        state.quotas.endpoint_added(&*state.store, scope.tenant()).await?;
-    }
+    state.quotas.endpoint_added(&*state.store, scope.tenant(), &write.name).await?;
     let inserted = match state.store.endpoint_insert(&write).await {
         Err(StoreError::ForeignKeyViolation) => return Err(reference_race()),
         other => other?,
