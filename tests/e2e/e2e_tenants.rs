@@ -353,6 +353,8 @@ async fn quotas_hold_at_their_edges(backend: Backend) {
     }
     let message = acme.post("/jobs", &later("one", "d")).await.error(429, "QUOTA_EXCEEDED");
     assert!(message.contains("unfinished_executions"), "{message}");
+    let repeat = acme.post("/jobs", &later("one", "a")).await;
+    assert_eq!(repeat.status.as_u16(), 200, "a repeat of a create made is answered as one: {}", repeat.text);
     acme.post("/jobs/batch", &json!({"jobs": [later("one", "e")]})).await.error(429, "QUOTA_EXCEEDED");
 
     let usage = acme.get("/tenants/acme/usage").await.body;

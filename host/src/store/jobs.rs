@@ -33,6 +33,8 @@ pub trait Jobs: Send + Sync {
         jobs: &[(&JobWrite, Option<&ExecutionWrite>)],
     ) -> StoreResult<Vec<StoreResult<Inserted<Job>>>>;
     async fn job_get(&self, job_id: &JobId) -> StoreResult<Option<Job>>;
+    /// The job that holds idempotency key `key` on `endpoint`, if one does.
+    async fn job_get_by_key(&self, endpoint: &str, key: &str) -> StoreResult<Option<Job>>;
     async fn job_list(&self, filter: &JobFilter, page: &PageRequest) -> StoreResult<Vec<Job>>;
     /// Retire `old_job_id` (if still ACTIVE) and insert `new` as its next version, linked both
     /// ways, in one transaction. None when the old job was no longer active;
@@ -146,6 +148,10 @@ async fn job_by_key(store: &impl SqlBackend, endpoint: &str, key: Option<&str>) 
 
 #[async_trait]
 impl<S: SqlBackend> Jobs for S {
+    async fn job_get_by_key(&self, endpoint: &str, key: &str) -> StoreResult<Option<Job>> {
+        job_by_key(self, endpoint, Some(key)).await
+    }
+
     async fn job_insert(&self, job: &JobWrite, execution: Option<&ExecutionWrite>) -> StoreResult<Inserted<Job>> {
         let mut tx = self.write().await?;
         if !endpoint_held(&mut tx, &job.endpoint).await? {

@@ -101,7 +101,17 @@ async fn create(
     let stored = scope.stored(&body.endpoint);
     let endpoint = state.endpoint_reader.get(&stored).await?.ok_or_else(|| endpoint_not_found(&body.endpoint))?;
     let prepared = prepare(&state, &scope, body, &endpoint).await?;
-    held_within_quotas(&state, &scope, &[&prepared]).await?;
+    if let Err(refused) = held_within_quotas(&state, &scope, &[&prepared]).await {
+        // A repeat of a create that was made is answered as one, whatever the quotas now.
+        let job = &prepared.new.job;
+        let made = match &job.idempotency_key {
+            Some(key) => state.store.job_get_by_key(&job.endpoint, key).await?,
+            None => None,
+        };
+        if made.is_none() {
+            return Err(refused);
+        }
+    }
     let Prepared { new, run_at_given } = prepared;
     let (new, inserted) = state.job_writer.insert(new).await.map_err(|e| endpoint_gone(e, &endpoint.name))?;
     let prepared = Prepared { new, run_at_given };
