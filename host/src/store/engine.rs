@@ -556,17 +556,6 @@ pub(crate) fn settled_or_running(columns: &str, conditions: &[String], direction
     )
 }
 
-/// The SQL condition that `column`, an endpoint's stored name, is `tenant`'s, with `?` where
-/// the pattern it binds goes, if it binds one (`domain::tenant`: the `default` tenant's names
-/// hold no `/`; another's begin `tenant/`, and a tenant's name has no `%`, `_` or `\\`).
-pub(crate) fn tenant_condition(column: &str, tenant: &str) -> (String, Option<String>) {
-    if tenant == crate::domain::DEFAULT_TENANT {
-        (format!("{column} NOT LIKE '%/%'"), None)
-    } else {
-        (format!("{column} LIKE ?"), Some(format!("{tenant}/%")))
-    }
-}
-
 /// The SQL conditions of `filter`, numbered from `$1` in the order its values are bound (status,
 /// endpoint, job, created after, created before, the tenant's pattern); and the next free
 /// parameter number.
@@ -593,7 +582,7 @@ pub(crate) fn execution_conditions(filter: &ExecutionFilter) -> (Vec<String>, us
         add("created_at < ?");
     }
     if let Some(tenant) = &filter.tenant {
-        match tenant_condition("endpoint", tenant) {
+        match super::sql::pages::tenant_condition("endpoint", tenant) {
             (condition, Some(_)) => add(&condition),
             (condition, None) => conditions.push(condition),
         }

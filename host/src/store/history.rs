@@ -6,10 +6,8 @@
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
-use super::engine::{
-    execution_conditions, settled_or_running, tenant_condition, ATTEMPT_COLUMNS, EXECUTION_COLUMNS, LOG_COLUMNS,
-};
-use super::sql::pages::{self, List};
+use super::engine::{execution_conditions, settled_or_running, ATTEMPT_COLUMNS, EXECUTION_COLUMNS, LOG_COLUMNS};
+use super::sql::pages::{self, tenant_condition, List};
 use super::sql::statements::history as sql;
 use super::sql::{query, SqlBackend};
 use super::{

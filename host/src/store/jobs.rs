@@ -220,7 +220,7 @@ impl<S: SqlBackend> Jobs for S {
         let mut written: Vec<String> = status.into_iter().collect();
         let mut pattern = None;
         if let Some(tenant) = &filter.tenant {
-            match super::engine::tenant_condition("endpoint", tenant) {
+            match super::sql::pages::tenant_condition("endpoint", tenant) {
                 (_, Some(bound)) => pattern = Some(bound),
                 (condition, None) => written.push(condition),
             }

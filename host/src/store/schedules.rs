@@ -55,7 +55,7 @@ impl<S: SqlBackend> Schedules for S {
     }
 
     async fn cron_active_count(&self, tenant: &str) -> StoreResult<i64> {
-        let (of_tenant, pattern) = super::engine::tenant_condition("endpoint", tenant);
+        let (of_tenant, pattern) = super::sql::pages::tenant_condition("endpoint", tenant);
         let text = format!(
             "SELECT CAST(COUNT(*) AS BIGINT) FROM jobs WHERE trigger_type = 'CRON' AND status = 'ACTIVE' AND {}",
             of_tenant.replace('?', "$1")

@@ -16,7 +16,7 @@ pub struct List<'a> {
     /// Columns that must equal the given values (bound).
     pub filters: &'a [(&'a str, &'a str)],
     /// Columns that must match the given `LIKE` patterns (bound): a tenant's rows, by the
-    /// endpoint names they hold (`store::engine::tenant_condition`).
+    /// endpoint names they hold ([`tenant_condition`]).
     pub patterns: &'a [(&'a str, &'a str)],
 }
 
@@ -50,4 +50,15 @@ pub async fn page<T: Row>(db: Db<'_>, list: &List<'_>, page: &PageRequest) -> St
         query = query.bind(DbTime(after.created_at)).bind(&after.key);
     }
     query.bind(page.limit).fetch_all(db).await
+}
+
+/// The SQL condition that `column`, an endpoint's stored name, is `tenant`'s, with `?` where
+/// the pattern it binds goes, if it binds one (`domain::tenant`: the `default` tenant's names
+/// hold no `/`; another's begin `tenant/`, and a tenant's name has no `%`, `_` or `\\`).
+pub(crate) fn tenant_condition(column: &str, tenant: &str) -> (String, Option<String>) {
+    if tenant == crate::domain::DEFAULT_TENANT {
+        (format!("{column} NOT LIKE '%/%'"), None)
+    } else {
+        (format!("{column} LIKE ?"), Some(format!("{tenant}/%")))
+    }
 }
