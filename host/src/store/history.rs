@@ -126,30 +126,25 @@ impl<S: SqlBackend> History for S {
         limit: i64,
         tenant: Option<&str>,
     ) -> StoreResult<Vec<ActivitySample>> {
-        let mut conditions = vec!["created_at >= $1".to_owned()];
-        let of_tenant = tenant.map(|t| tenant_condition("endpoint", t));
-        let pattern = match of_tenant {
-            Some((condition, Some(pattern))) => {
-                conditions.push(condition.replace('?', "$3"));
-                Some(pattern)
-            }
-            Some((condition, None)) => {
-                conditions.push(condition);
-                None
-            }
-            None => None,
+        // A list's filter of its own: created since, of the tenant.
+        let filter = ExecutionFilter {
+            created_after: Some(since),
+            tenant: tenant.map(str::to_owned),
+            ..ExecutionFilter::default()
         };
+        let (conditions, next) = execution_conditions(&filter);
         let text = settled_or_running(
             "execution_id, endpoint, status, run_at, scheduled_at, claimed_at, completed_at, created_at",
             &conditions,
             "DESC",
-            "$2",
+            &format!("${next}"),
         );
-        let mut activity = query(&text).bind(DbTime(since)).bind(limit);
-        if let Some(pattern) = pattern {
+        // In the order execution_conditions numbered them.
+        let mut activity = query(&text).bind(DbTime(since));
+        if let Some((_, Some(pattern))) = tenant.map(|t| tenant_condition("endpoint", t)) {
             activity = activity.bind(pattern);
         }
-        activity.fetch_all(self.db()).await
+        activity.bind(limit).fetch_all(self.db()).await
     }
 
     async fn execution_get(&self, execution_id: &ExecutionId) -> StoreResult<Option<Execution>> {
